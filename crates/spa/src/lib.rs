@@ -1,1 +1,27 @@
-//! placeholder
+//! # ozfs-spa: storage pool allocator — finding, assembling and opening pools, and the read ZIO path
+//!
+//! Opening a pool: every candidate device's four labels are read
+//! ([`ozfs_vdev::read_labels`]); devices are grouped by `pool_guid`; each
+//! top-level vdev's subtree is taken from the newest label that describes it
+//! (`top_guid`, `vdev_tree.id`); leaves are matched to devices by guid. The
+//! root of the pool is the newest uberblock (largest txg, then timestamp)
+//! whose embedded checksum verifies on any device; if the MOS it points to
+//! cannot be read, older uberblocks are tried in turn (rewind), so one bad
+//! sync never makes the pool unreadable.
+//!
+//! Reading a block ([`Pool::read_bp`]) is the read side of the ZIO pipeline:
+//! holes become zeros; embedded BPs are decoded from the BP itself; otherwise
+//! each DVA is tried in order, the vdev tree returns the first physical copy
+//! whose checksum (the BP's function, in the block's byte order) verifies,
+//! gang headers are followed, and the result is decompressed to exactly LSIZE.
+//!
+//! Invariants:
+//! * No byte from a device is used before its checksum verified.
+//! * Every BP is validated (enums, sizes, DVA vdev id and bounds) before I/O.
+//! * Nothing here writes.
+
+pub mod import;
+pub mod pool;
+
+pub use import::{discover, FoundPool};
+pub use pool::{Pool, PoolOptions};

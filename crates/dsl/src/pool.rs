@@ -1,0 +1,256 @@
+//! Opening the DSL of a pool and naming its datasets.
+
+use ozfs_codec::raidz::raidz_asize;
+use ozfs_dmu::{zap, Objset};
+use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
+use ozfs_format::types::ot;
+use ozfs_format::{Error, NvList, Result};
+use ozfs_spa::Pool;
+use ozfs_vdev::VdevKind;
+use std::sync::Arc;
+
+const MAX_DEPTH: usize = 64;
+const MAX_DATASETS: usize = 1_000_000;
+
+/// One dataset (file system, volume or snapshot).
+#[derive(Debug, Clone)]
+pub struct DatasetInfo {
+    /// Full name: `pool/a/b` or `pool/a@snap`.
+    pub name: String,
+    pub ds_obj: u64,
+    pub ds: DslDatasetPhys,
+    pub dir_obj: u64,
+    pub dir: DslDirPhys,
+    pub is_snapshot: bool,
+}
+
+/// Pool-wide space figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpaceInfo {
+    /// Raw allocatable bytes of all top-level vdevs (what `zpool list` calls SIZE).
+    pub size: u64,
+    /// Allocated bytes according to the space maps.
+    pub alloc: u64,
+    /// Deflated space (what datasets can use, before the slop reservation).
+    pub dspace: u64,
+}
+
+/// The DSL view of an open pool.
+pub struct DslPool {
+    pub pool: Arc<Pool>,
+    pub mos: Objset,
+    pub root_dir_obj: u64,
+    pub deflate: bool,
+}
+
+fn bonus_swap(os: &Objset, obj: u64) -> Result<(Vec<u8>, bool, u8)> {
+    let dn = os.dnode(obj)?;
+    Ok((dn.phys.bonus.clone(), dn.swap, dn.phys.bonustype))
+}
+
+impl DslPool {
+    /// Open the MOS object directory and find the root dataset.
+    pub fn open(pool: Arc<Pool>) -> Result<DslPool> {
+        let mos = Objset::mos(pool.clone());
+        let root_dir_obj = zap::lookup_obj(&mos, 1, "root_dataset")
+            .map_err(|e| e.context("MOS object directory"))?
+            .and_then(|e| e.as_u64())
+            .ok_or_else(|| Error::corrupt("MOS object directory", "no root_dataset entry"))?;
+        let deflate = zap::lookup_obj(&mos, 1, "deflate").ok().flatten().and_then(|e| e.as_u64()).unwrap_or(0) != 0;
+        Ok(DslPool { pool, mos, root_dir_obj, deflate })
+    }
+
+    /// The pool config stored in the MOS (`config` packed nvlist object).
+    pub fn mos_config(&self) -> Result<NvList> {
+        let obj = zap::lookup_obj(&self.mos, 1, "config")?
+            .and_then(|e| e.as_u64())
+            .ok_or_else(|| Error::corrupt("MOS object directory", "no config entry"))?;
+        let dn = self.mos.dnode(obj)?;
+        let size = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "packed nvlist size")?;
+        let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
+        if size > max || size > 64 << 20 {
+            return Err(Error::corrupt("MOS config", format!("packed size {size} exceeds the object ({max})")));
+        }
+        let data = self.mos.read(&dn, 0, size as usize)?;
+        NvList::unpack(&data).map_err(|e| e.context("MOS config"))
+    }
+
+    /// DSL directory bonus.
+    pub fn dir(&self, obj: u64) -> Result<DslDirPhys> {
+        let (b, swap, bt) = bonus_swap(&self.mos, obj)?;
+        if bt != ot::DSL_DIR {
+            return Err(Error::corrupt(format!("DSL directory object {obj}"), format!("bonus type {bt}")));
+        }
+        DslDirPhys::parse(&b, swap).map_err(|e| e.context(&format!("DSL directory object {obj}")))
+    }
+
+    /// DSL dataset bonus.
+    pub fn dataset(&self, obj: u64) -> Result<DslDatasetPhys> {
+        let (b, swap, bt) = bonus_swap(&self.mos, obj)?;
+        if bt != ot::DSL_DATASET {
+            return Err(Error::corrupt(format!("DSL dataset object {obj}"), format!("bonus type {bt}")));
+        }
+        DslDatasetPhys::parse(&b, swap).map_err(|e| e.context(&format!("DSL dataset object {obj}")))
+    }
+
+    fn info(&self, name: String, ds_obj: u64, dir_obj: u64, is_snapshot: bool) -> Result<DatasetInfo> {
+        Ok(DatasetInfo { name, ds_obj, ds: self.dataset(ds_obj)?, dir_obj, dir: self.dir(dir_obj)?, is_snapshot })
+    }
+
+    /// Child directories of a DSL dir (name, object), internal `$` names skipped, sorted by name.
+    pub fn child_dirs(&self, dir: &DslDirPhys) -> Result<Vec<(String, u64)>> {
+        if dir.child_dir_zapobj == 0 {
+            return Ok(Vec::new());
+        }
+        let mut v: Vec<(String, u64)> = zap::list_obj(&self.mos, dir.child_dir_zapobj)?
+            .into_iter()
+            .filter(|e| !e.name.starts_with(b"$"))
+            .filter_map(|e| e.as_u64().map(|v| (e.name_str(), v)))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Snapshots of a head dataset, oldest first (by creation txg).
+    pub fn snapshots(&self, head: &DatasetInfo) -> Result<Vec<DatasetInfo>> {
+        if head.is_snapshot || head.ds.snapnames_zapobj == 0 {
+            return Ok(Vec::new());
+        }
+        let mut v = Vec::new();
+        for e in zap::list_obj(&self.mos, head.ds.snapnames_zapobj)? {
+            let Some(obj) = e.as_u64() else { continue };
+            v.push(self.info(format!("{}@{}", head.name, e.name_str()), obj, head.dir_obj, true)?);
+        }
+        v.sort_by_key(|s| s.ds.creation_txg);
+        Ok(v)
+    }
+
+    /// The root dataset.
+    pub fn root(&self) -> Result<DatasetInfo> {
+        let dir = self.dir(self.root_dir_obj)?;
+        self.info(self.pool.name.clone(), dir.head_dataset_obj, self.root_dir_obj, false)
+    }
+
+    /// Every file system (and, if `snapshots`, every snapshot) in `zfs list -t all` order:
+    /// a dataset, its snapshots, then its children by name.
+    pub fn list(&self, start: &DatasetInfo, snapshots: bool, max_depth: Option<usize>) -> Result<Vec<DatasetInfo>> {
+        let mut out = Vec::new();
+        self.list_rec(start, snapshots, 0, max_depth, &mut out)?;
+        Ok(out)
+    }
+
+    fn list_rec(&self, ds: &DatasetInfo, snapshots: bool, depth: usize, max_depth: Option<usize>, out: &mut Vec<DatasetInfo>) -> Result<()> {
+        if depth > MAX_DEPTH || out.len() > MAX_DATASETS {
+            return Err(Error::corrupt("DSL directory tree", "too deep or too many datasets (loop?)"));
+        }
+        out.push(ds.clone());
+        if ds.is_snapshot {
+            return Ok(());
+        }
+        if snapshots && max_depth.is_none_or(|m| depth < m) {
+            out.extend(self.snapshots(ds)?);
+        }
+        if max_depth.is_some_and(|m| depth >= m) {
+            return Ok(());
+        }
+        for (name, dir_obj) in self.child_dirs(&ds.dir)? {
+            let dir = self.dir(dir_obj)?;
+            if dir.head_dataset_obj == 0 {
+                continue;
+            }
+            let child = self.info(format!("{}/{}", ds.name, name), dir.head_dataset_obj, dir_obj, false)?;
+            self.list_rec(&child, snapshots, depth + 1, max_depth, out)?;
+        }
+        Ok(())
+    }
+
+    /// Find a dataset or snapshot by full name.
+    pub fn lookup(&self, name: &str) -> Result<DatasetInfo> {
+        let (fs, snap) = match name.split_once('@') {
+            Some((f, s)) => (f, Some(s)),
+            None => (name, None),
+        };
+        let mut parts = fs.split('/');
+        let first = parts.next().unwrap_or("");
+        if first != self.pool.name {
+            return Err(Error::NotFound(format!("dataset '{name}'")));
+        }
+        let mut cur = self.root()?;
+        for p in parts {
+            if p.is_empty() {
+                return Err(Error::Invalid(format!("invalid dataset name '{name}'")));
+            }
+            let kids = self.child_dirs(&cur.dir)?;
+            let Some((_, dir_obj)) = kids.into_iter().find(|(n, _)| n == p) else {
+                return Err(Error::NotFound(format!("dataset '{name}'")));
+            };
+            let dir = self.dir(dir_obj)?;
+            cur = self.info(format!("{}/{}", cur.name, p), dir.head_dataset_obj, dir_obj, false)?;
+        }
+        match snap {
+            None => Ok(cur),
+            Some(s) => self
+                .snapshots(&cur)?
+                .into_iter()
+                .find(|d| d.name.rsplit_once('@').map(|x| x.1) == Some(s))
+                .ok_or_else(|| Error::NotFound(format!("snapshot '{name}'"))),
+        }
+    }
+
+    /// Open a dataset's objset.
+    pub fn objset(&self, ds: &DatasetInfo) -> Result<Objset> {
+        if ds.ds.bp.is_hole() {
+            return Err(Error::corrupt(format!("dataset '{}'", ds.name), "has no objset"));
+        }
+        Objset::open(self.pool.clone(), &ds.ds.bp).map_err(|e| e.context(&format!("dataset '{}'", ds.name)))
+    }
+
+    /// Pool space: SIZE from the metaslab geometry, ALLOC from the space maps, deflated space.
+    pub fn space(&self) -> Result<SpaceInfo> {
+        let mut s = SpaceInfo::default();
+        for top in &self.pool.root.children {
+            let cfg = &top.config;
+            let ms_shift = cfg.get_u64("metaslab_shift").unwrap_or(0);
+            let ms_array = cfg.get_u64("metaslab_array").unwrap_or(0);
+            if ms_shift == 0 || ms_shift > 40 {
+                continue;
+            }
+            let ms_count = top.asize >> ms_shift;
+            let vsize = ms_count << ms_shift;
+            s.size += vsize;
+            let ratio = match top.kind {
+                VdevKind::Raidz { nparity } if self.deflate => {
+                    let a = raidz_asize(131072, top.ashift as u32, top.children.len(), nparity);
+                    if a == 0 { 512 } else { 131072 / (a >> 9) }
+                }
+                _ => 512,
+            };
+            s.dspace += (vsize >> 9) * ratio;
+            if ms_array != 0 {
+                if let Ok(dn) = self.mos.dnode(ms_array) {
+                    let n = ms_count.min(1 << 20) as usize;
+                    if let Ok(arr) = self.mos.read(&dn, 0, n * 8) {
+                        for i in 0..n {
+                            let sm = ozfs_format::bytes::u64_at(&arr, i * 8, dn.swap, "metaslab array")?;
+                            if sm == 0 {
+                                continue;
+                            }
+                            let smdn = self.mos.dnode(sm)?;
+                            let alloc = ozfs_format::bytes::u64_at(&smdn.phys.bonus, 16, smdn.swap, "space map header")?;
+                            s.alloc = s.alloc.wrapping_add(alloc);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Space available to datasets: deflated space minus the slop reservation
+    /// (1/64, at least 32 MiB, as pool v23 computes it) minus what the root uses.
+    pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
+        let root = self.dir(self.root_dir_obj)?;
+        let resv = (space.dspace >> 6).max(32 << 20);
+        Ok(space.dspace.saturating_sub(resv).saturating_sub(root.used_bytes))
+    }
+}

@@ -1,0 +1,335 @@
+//! Dataset properties: stored values in each DSL directory's props ZAP,
+//! inheritance up the hierarchy, defaults, and the read-only statistics that
+//! `zfs get all` shows.
+
+use crate::pool::{DatasetInfo, DslPool};
+use ozfs_dmu::zap;
+use ozfs_format::{Error, Result};
+use std::collections::BTreeMap;
+
+/// Where a property's value came from (the SOURCE column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropSource {
+    /// Read-only statistic: `-`.
+    None,
+    Default,
+    Local,
+    Inherited(String),
+    Received,
+}
+
+impl PropSource {
+    pub fn as_string(&self) -> String {
+        match self {
+            PropSource::None => "-".into(),
+            PropSource::Default => "default".into(),
+            PropSource::Local => "local".into(),
+            PropSource::Inherited(from) => format!("inherited from {from}"),
+            PropSource::Received => "received".into(),
+        }
+    }
+}
+
+/// A property value: a number (bytes, counts, timestamps) or text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropValue {
+    /// Sizes in bytes; printed human-readable unless `-p`.
+    Bytes(u64),
+    /// Plain number.
+    Num(u64),
+    /// Seconds since the epoch.
+    Time(u64),
+    /// Compression/dedup ratio ×100.
+    Ratio(u64),
+    Text(String),
+}
+
+/// Format a byte count the way zfs does (1024-based, 3 significant digits: 1.50K, 12.3M, 120G).
+pub fn nicenum(n: u64) -> String {
+    const UNITS: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    if n < 1024 {
+        return n.to_string();
+    }
+    let mut i = 0;
+    let mut v = n as f64;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    // zfs uses the smallest precision that keeps 3 significant digits.
+    for prec in (0..=2).rev() {
+        let s = format!("{v:.prec$}");
+        if s.len() <= 4 {
+            return format!("{s}{}", UNITS[i]);
+        }
+    }
+    format!("{v:.0}{}", UNITS[i])
+}
+
+impl PropValue {
+    /// Render for output; `parsable` = `-p`.
+    pub fn render(&self, parsable: bool) -> String {
+        match self {
+            PropValue::Bytes(n) => if parsable { n.to_string() } else { nicenum(*n) },
+            PropValue::Num(n) => n.to_string(),
+            PropValue::Time(t) => {
+                if parsable {
+                    t.to_string()
+                } else {
+                    format_time(*t)
+                }
+            }
+            PropValue::Ratio(r) => if parsable { format!("{}.{:02}", r / 100, r % 100) } else { format!("{}.{:02}x", r / 100, r % 100) },
+            PropValue::Text(s) => s.clone(),
+        }
+    }
+}
+
+fn format_time(t: u64) -> String {
+    // ctime-like "Sat Nov 21 23:21 2026" in UTC (no tz database needed).
+    let days = (t / 86400) as i64;
+    let secs = t % 86400;
+    let (y, m, d) = civil_from_days(days);
+    let wd = ((days + 4).rem_euclid(7)) as usize;
+    const WD: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MO: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    format!("{} {} {:2} {:2}:{:02} {}", WD[wd], MO[(m - 1) as usize], d, secs / 3600, (secs / 60) % 60, y)
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = if z >= 0 { z } else { z - 146096 } / 146097;
+    let doe = (z - era * 146097) as u64;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe as i64 + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Kinds of native, settable properties.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Stored as a number, shown through a value table.
+    Index(&'static [(&'static str, u64)]),
+    Bytes,
+    Num,
+    Text,
+}
+
+const ONOFF: &[(&str, u64)] = &[("off", 0), ("on", 1)];
+const COMPRESS: &[(&str, u64)] = &[
+    ("on", 1), ("off", 2), ("lzjb", 3), ("empty", 4), ("gzip-1", 5), ("gzip-2", 6), ("gzip-3", 7), ("gzip-4", 8),
+    ("gzip-5", 9), ("gzip", 10), ("gzip-7", 11), ("gzip-8", 12), ("gzip-9", 13), ("zle", 14), ("lz4", 15), ("zstd", 16),
+];
+const CHECKSUM: &[(&str, u64)] = &[
+    ("on", 1), ("off", 2), ("fletcher2", 6), ("fletcher4", 7), ("sha256", 8), ("noparity", 10), ("sha512", 11),
+    ("skein", 12), ("edonr", 13), ("blake3", 14),
+];
+const DEDUP: &[(&str, u64)] = &[("off", 2), ("on", 1), ("verify", 1 | (1 << 8)), ("sha256", 8), ("sha256,verify", 8 | (1 << 8))];
+const CANMOUNT: &[(&str, u64)] = &[("off", 0), ("on", 1), ("noauto", 2)];
+const SNAPDIR: &[(&str, u64)] = &[("hidden", 0), ("visible", 1)];
+const CACHE: &[(&str, u64)] = &[("none", 0), ("metadata", 1), ("all", 2)];
+const LOGBIAS: &[(&str, u64)] = &[("latency", 0), ("throughput", 1)];
+const SYNC: &[(&str, u64)] = &[("standard", 0), ("always", 1), ("disabled", 2)];
+const ACLMODE: &[(&str, u64)] = &[("discard", 0), ("groupmask", 2), ("passthrough", 3), ("restricted", 4)];
+const ACLINHERIT: &[(&str, u64)] = &[("discard", 0), ("noallow", 1), ("restricted", 4), ("passthrough", 3), ("secure", 4), ("passthrough-x", 5)];
+const COPIES: &[(&str, u64)] = &[("1", 1), ("2", 2), ("3", 3)];
+
+/// (name, kind, inheritable, default as stored value or text)
+const NATIVE: &[(&str, Kind, bool, &str)] = &[
+    ("quota", Kind::Bytes, false, "0"),
+    ("reservation", Kind::Bytes, false, "0"),
+    ("recordsize", Kind::Bytes, true, "131072"),
+    ("mountpoint", Kind::Text, true, ""),
+    ("sharenfs", Kind::Text, true, "off"),
+    ("checksum", Kind::Index(CHECKSUM), true, "1"),
+    ("compression", Kind::Index(COMPRESS), true, "2"),
+    ("atime", Kind::Index(ONOFF), true, "1"),
+    ("devices", Kind::Index(ONOFF), true, "1"),
+    ("exec", Kind::Index(ONOFF), true, "1"),
+    ("setuid", Kind::Index(ONOFF), true, "1"),
+    ("readonly", Kind::Index(ONOFF), true, "0"),
+    ("zoned", Kind::Index(ONOFF), true, "0"),
+    ("snapdir", Kind::Index(SNAPDIR), true, "0"),
+    ("aclmode", Kind::Index(ACLMODE), true, "2"),
+    ("aclinherit", Kind::Index(ACLINHERIT), true, "4"),
+    ("canmount", Kind::Index(CANMOUNT), false, "1"),
+    ("xattr", Kind::Index(ONOFF), true, "1"),
+    ("copies", Kind::Index(COPIES), true, "1"),
+    ("sharesmb", Kind::Text, true, "off"),
+    ("refquota", Kind::Bytes, false, "0"),
+    ("refreservation", Kind::Bytes, false, "0"),
+    ("primarycache", Kind::Index(CACHE), true, "2"),
+    ("secondarycache", Kind::Index(CACHE), true, "2"),
+    ("logbias", Kind::Index(LOGBIAS), true, "0"),
+    ("dedup", Kind::Index(DEDUP), true, "2"),
+    ("mlslabel", Kind::Text, true, "none"),
+    ("sync", Kind::Index(SYNC), true, "0"),
+    ("vscan", Kind::Index(ONOFF), true, "0"),
+    ("nbmand", Kind::Index(ONOFF), true, "0"),
+];
+
+fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
+    match (kind, v) {
+        (Kind::Index(tbl), zap_value::Stored::Num(n)) => PropValue::Text(
+            tbl.iter().find(|(_, x)| x == n).map(|(s, _)| s.to_string()).unwrap_or_else(|| n.to_string()),
+        ),
+        (Kind::Bytes, zap_value::Stored::Num(0)) => PropValue::Text("none".into()),
+        (Kind::Bytes, zap_value::Stored::Num(n)) => PropValue::Bytes(*n),
+        (Kind::Num, zap_value::Stored::Num(n)) => PropValue::Num(*n),
+        (_, zap_value::Stored::Num(n)) => PropValue::Num(*n),
+        (_, zap_value::Stored::Text(s)) => PropValue::Text(s.clone()),
+    }
+}
+
+mod zap_value {
+    #[derive(Debug, Clone)]
+    pub enum Stored {
+        Num(u64),
+        Text(String),
+    }
+}
+use zap_value::Stored;
+
+impl DslPool {
+    /// The raw props ZAP of a DSL directory: name -> stored value.
+    fn dir_props(&self, props_obj: u64) -> Result<BTreeMap<String, Stored>> {
+        let mut m = BTreeMap::new();
+        if props_obj == 0 {
+            return Ok(m);
+        }
+        for e in zap::list_obj(&self.mos, props_obj)? {
+            let v = if let Some(n) = e.as_u64() {
+                Stored::Num(n)
+            } else if let Some(s) = e.as_string() {
+                Stored::Text(s)
+            } else {
+                continue;
+            };
+            m.insert(e.name_str(), v);
+        }
+        Ok(m)
+    }
+
+    /// Chain of (dataset name, props) from `ds`'s directory up to the root.
+    fn prop_chain(&self, ds: &DatasetInfo) -> Result<Vec<(String, BTreeMap<String, Stored>)>> {
+        let fsname = ds.name.split('@').next().unwrap_or(&ds.name).to_string();
+        let mut chain = Vec::new();
+        let mut dir_obj = ds.dir_obj;
+        let mut name = fsname;
+        for _ in 0..64 {
+            let dir = self.dir(dir_obj)?;
+            chain.push((name.clone(), self.dir_props(dir.props_zapobj)?));
+            if dir.parent_obj == 0 {
+                return Ok(chain);
+            }
+            dir_obj = dir.parent_obj;
+            name = match name.rsplit_once('/') {
+                Some((p, _)) => p.to_string(),
+                None => return Ok(chain),
+            };
+        }
+        Err(Error::corrupt("DSL directory tree", "parent chain too long (loop?)"))
+    }
+
+    /// One native or user property with its source.
+    fn resolve(&self, chain: &[(String, BTreeMap<String, Stored>)], name: &str, inheritable: bool) -> Option<(Stored, PropSource)> {
+        for (i, (dsname, props)) in chain.iter().enumerate() {
+            if i > 0 && !inheritable {
+                break;
+            }
+            if let Some(v) = props.get(name) {
+                let src = if i == 0 { PropSource::Local } else { PropSource::Inherited(dsname.clone()) };
+                return Some((v.clone(), src));
+            }
+        }
+        None
+    }
+
+    /// Every property of a dataset, in `zfs get all` order: (name, value, source).
+    pub fn properties(&self, ds: &DatasetInfo, available: u64) -> Result<Vec<(String, PropValue, PropSource)>> {
+        let chain = self.prop_chain(ds)?;
+        let mut out: Vec<(String, PropValue, PropSource)> = Vec::new();
+        let n = PropSource::None;
+        let d = &ds.ds;
+        let dir = &ds.dir;
+        let os_type = if ds.ds.bp.is_hole() { 2 } else { self.objset(ds).map(|o| o.phys.os_type).unwrap_or(2) };
+        let typ = if ds.is_snapshot { "snapshot" } else if os_type == 3 { "volume" } else { "filesystem" };
+        out.push(("type".into(), PropValue::Text(typ.into()), n.clone()));
+        out.push(("creation".into(), PropValue::Time(d.creation_time), n.clone()));
+        let used = if ds.is_snapshot { d.unique_bytes } else { dir.used_bytes };
+        out.push(("used".into(), PropValue::Bytes(used), n.clone()));
+        if !ds.is_snapshot {
+            out.push(("available".into(), PropValue::Bytes(available), n.clone()));
+        }
+        out.push(("referenced".into(), PropValue::Bytes(d.referenced_bytes), n.clone()));
+        let ratio = |u: u64, c: u64| if c == 0 { 100 } else { u * 100 / c };
+        let cr = if ds.is_snapshot { ratio(d.uncompressed_bytes, d.compressed_bytes) } else { ratio(dir.uncompressed_bytes, dir.compressed_bytes) };
+        out.push(("compressratio".into(), PropValue::Ratio(cr), n.clone()));
+        if !ds.is_snapshot {
+            out.push(("mounted".into(), PropValue::Text("no".into()), n.clone()));
+        }
+        for (name, kind, inh, default) in NATIVE {
+            if ds.is_snapshot && matches!(*name, "quota" | "reservation" | "recordsize" | "mountpoint" | "sharenfs" | "checksum" | "compression" | "atime" | "readonly" | "zoned" | "snapdir" | "aclmode" | "aclinherit" | "canmount" | "copies" | "sharesmb" | "refquota" | "refreservation" | "logbias" | "dedup" | "sync" | "vscan") {
+                continue;
+            }
+            if *name == "mountpoint" {
+                let (v, src) = match self.resolve(&chain, "mountpoint", true) {
+                    Some((Stored::Text(s), src)) => {
+                        let v = match &src {
+                            PropSource::Inherited(from) if s != "legacy" && s != "none" => {
+                                let rel = ds.name.strip_prefix(from.as_str()).unwrap_or("");
+                                format!("{}{}", s.trim_end_matches('/'), rel)
+                            }
+                            _ => s,
+                        };
+                        (v, src)
+                    }
+                    _ => (format!("/{}", ds.name), PropSource::Default),
+                };
+                out.push(("mountpoint".into(), PropValue::Text(v), src));
+                continue;
+            }
+            let (stored, src) = self
+                .resolve(&chain, name, *inh)
+                .unwrap_or_else(|| {
+                    let s = match kind {
+                        Kind::Text => Stored::Text(default.to_string()),
+                        _ => Stored::Num(default.parse().unwrap_or(0)),
+                    };
+                    (s, PropSource::Default)
+                });
+            out.push((name.to_string(), render_stored(*kind, &stored), src));
+            if *name == "copies" && !ds.is_snapshot {
+                // zfs shows version/ZPL props after copies; added by the caller (needs the ZPL).
+            }
+        }
+        if !ds.is_snapshot {
+            let b = &dir.used_breakdown;
+            out.push(("usedbysnapshots".into(), PropValue::Bytes(b[1]), n.clone()));
+            out.push(("usedbydataset".into(), PropValue::Bytes(b[0]), n.clone()));
+            out.push(("usedbychildren".into(), PropValue::Bytes(b[2] + b[3]), n.clone()));
+            out.push(("usedbyrefreservation".into(), PropValue::Bytes(b[4]), n.clone()));
+        }
+        out.push(("guid".into(), PropValue::Num(d.guid), n.clone()));
+        out.push(("createtxg".into(), PropValue::Num(d.creation_txg), n.clone()));
+        // User properties (name contains ':').
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, (dsname, props)) in chain.iter().enumerate() {
+            for (k, v) in props {
+                if k.contains(':') && !k.contains('$') && seen.insert(k.clone()) {
+                    let src = if i == 0 { PropSource::Local } else { PropSource::Inherited(dsname.clone()) };
+                    let val = match v {
+                        Stored::Text(s) => PropValue::Text(s.clone()),
+                        Stored::Num(n) => PropValue::Num(*n),
+                    };
+                    out.push((k.clone(), val, src));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,315 @@
+//! An opened pool: its vdev tree, the uberblock in use, and block reads.
+
+use crate::import::FoundPool;
+use ozfs_codec::checksum;
+use ozfs_codec::compress::decompress;
+use ozfs_format::blkptr::BLKPTR_SIZE;
+use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+use ozfs_format::label::{parse_eck, with_verifier, Uberblock};
+use ozfs_format::objset::ObjsetPhys;
+use ozfs_format::types::{cksum, comp};
+use ozfs_format::{BlkPtr, Error, NvList, Result};
+use ozfs_vdev::labels::FoundUberblock;
+use ozfs_vdev::{BlockDevice, Vdev, VdevKind, VdevState};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Highest SPA version ozfs reads.
+pub const SPA_VERSION_MAX_LEGACY: u64 = 28;
+pub const SPA_VERSION_FEATURES: u64 = 5000;
+/// Features ozfs can read when active (label `features_for_read`).
+pub const SUPPORTED_READ_FEATURES: &[&str] = &[
+    "com.delphix:hole_birth",
+    "com.delphix:embedded_data",
+    "org.illumos:lz4_compress",
+    "com.delphix:extensible_dataset",
+    "org.zfsonlinux:large_dnode",
+    "org.open-zfs:large_blocks",
+    "org.freebsd:zstd_compress",
+    "com.klarasystems:vdev_zaps_v2",
+];
+
+/// How to open a pool.
+#[derive(Debug, Clone, Default)]
+pub struct PoolOptions {
+    pub readonly: bool,
+    /// Use this txg's uberblock (or the newest at or below it) instead of the newest.
+    pub max_txg: Option<u64>,
+}
+
+/// An open pool.
+pub struct Pool {
+    pub name: String,
+    pub guid: u64,
+    /// The label config of the newest label (top-level keys).
+    pub config: NvList,
+    pub root: Vdev,
+    /// The uberblock in use and where it was found.
+    pub uberblock: Uberblock,
+    pub uberblock_found: FoundUberblock,
+    pub mos_phys: ObjsetPhys,
+    pub readonly: bool,
+    /// Paths of the devices in use.
+    pub device_paths: Vec<String>,
+}
+
+fn swap_of(bp: &BlkPtr) -> bool {
+    bp.little_endian() != HOST_LITTLE_ENDIAN
+}
+
+impl Pool {
+    /// Assemble and open a discovered pool.
+    pub fn open(found: FoundPool, opts: &PoolOptions) -> Result<Pool> {
+        let name = found.name.clone();
+        let what = format!("pool '{name}'");
+        let version = found.version;
+        if !(1..=SPA_VERSION_MAX_LEGACY).contains(&version) && version != SPA_VERSION_FEATURES {
+            return Err(Error::unsupported(&what, format!("pool version {version}")));
+        }
+        if let Some(ffr) = found.config.get_nvlist("features_for_read") {
+            let unknown: Vec<&str> = ffr
+                .pairs
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| !SUPPORTED_READ_FEATURES.contains(k))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(Error::unsupported(&what, format!("active features not supported: {}", unknown.join(", "))));
+            }
+        }
+        let nchildren = found.config.get_u64("vdev_children").unwrap_or(1);
+        if nchildren == 0 || nchildren > 4096 {
+            return Err(Error::corrupt(&what, format!("vdev_children = {nchildren}")));
+        }
+        // Pick, for each top-level id, the vdev_tree from the newest label that describes it.
+        let mut tops_cfg: HashMap<u64, (u64, NvList)> = HashMap::new();
+        for d in &found.devices {
+            let Some(tree) = d.config.get_nvlist("vdev_tree") else { continue };
+            let id = tree.get_u64("id").unwrap_or(u64::MAX);
+            let txg = d.config.get_u64("txg").unwrap_or(0);
+            if id >= nchildren {
+                continue;
+            }
+            match tops_cfg.get(&id) {
+                Some((t, _)) if *t >= txg => {}
+                _ => {
+                    tops_cfg.insert(id, (txg, tree.clone()));
+                }
+            }
+        }
+        let devices: HashMap<u64, (Arc<dyn BlockDevice>, String)> = found
+            .devices
+            .iter()
+            .map(|d| (d.guid, (d.dev.clone(), d.path.display().to_string())))
+            .collect();
+        let mut opener = |guid: u64, _path: Option<&str>| devices.get(&guid).cloned();
+        let mut tops = Vec::new();
+        for id in 0..nchildren {
+            match tops_cfg.get(&id) {
+                Some((_, tree)) => tops.push(Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?),
+                None => {
+                    let mut nv = NvList::new();
+                    nv.set("type", ozfs_format::NvValue::String("missing".into()));
+                    nv.set("id", ozfs_format::NvValue::Uint64(id));
+                    tops.push(Vdev::from_config(&nv, &mut opener)?);
+                }
+            }
+        }
+        let mut root_nv = NvList::new();
+        root_nv.set("type", ozfs_format::NvValue::String("root".into()));
+        root_nv.set("id", ozfs_format::NvValue::Uint64(0));
+        root_nv.set("guid", ozfs_format::NvValue::Uint64(found.guid));
+        let mut root = Vdev::from_config(&root_nv, &mut opener)?;
+        root.children = tops;
+        if root.state() == VdevState::Unavail {
+            let missing: Vec<String> = root
+                .children
+                .iter()
+                .filter(|c| c.state() == VdevState::Unavail)
+                .map(|c| c.display_name())
+                .collect();
+            return Err(Error::Invalid(format!(
+                "{what}: one or more devices are unavailable beyond the pool's redundancy (top-level vdevs: {})",
+                missing.join(", ")
+            )));
+        }
+        let full_tree = root.children.iter().all(|c| !matches!(c.kind, VdevKind::Hole));
+        let guid_sum = root.guid_sum();
+
+        // Candidate uberblocks, newest first.
+        let mut ubs: Vec<FoundUberblock> =
+            found.devices.iter().flat_map(|d| d.labels.uberblocks.iter().cloned()).collect();
+        ubs.sort_by_key(|u| std::cmp::Reverse((u.ub.txg, u.ub.timestamp, u.ub.mmp_seq())));
+        ubs.dedup_by_key(|u| (u.ub.txg, u.ub.timestamp));
+        if let Some(max) = opts.max_txg {
+            ubs.retain(|u| u.ub.txg <= max);
+        }
+        let mut pool = Pool {
+            name: name.clone(),
+            guid: found.guid,
+            config: found.config.clone(),
+            root,
+            uberblock: Uberblock::default(),
+            uberblock_found: FoundUberblock { ub: Uberblock::default(), label: 0, slot: 0, offset: 0 },
+            mos_phys: ObjsetPhys::default(),
+            readonly: opts.readonly,
+            device_paths: found.devices.iter().map(|d| d.path.display().to_string()).collect(),
+        };
+        let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
+        for u in ubs {
+            if full_tree && u.ub.guid_sum != guid_sum {
+                last_err = Error::corrupt(
+                    &what,
+                    format!("uberblock txg {} guid sum {:#x} does not match the vdev tree ({:#x})", u.ub.txg, u.ub.guid_sum, guid_sum),
+                );
+                continue;
+            }
+            if u.ub.version != version && !(version == SPA_VERSION_FEATURES && u.ub.version == version) {
+                // Labels and uberblock disagree; still try, the MOS decides.
+            }
+            match pool.read_bp(&u.ub.rootbp).and_then(|b| ObjsetPhys::parse(&b, swap_of(&u.ub.rootbp))) {
+                Ok(os) => {
+                    pool.uberblock = u.ub;
+                    pool.uberblock_found = u;
+                    pool.mos_phys = os;
+                    return Ok(pool);
+                }
+                Err(e) => last_err = e.context(&format!("{what}: MOS of uberblock txg {}", u.ub.txg)),
+            }
+        }
+        Err(last_err)
+    }
+
+    /// The pool's health.
+    pub fn state(&self) -> VdevState {
+        self.root.state()
+    }
+
+    /// Top-level vdev by id, checked.
+    fn top(&self, vdev: u64) -> Result<&Vdev> {
+        self.root
+            .children
+            .get(vdev as usize)
+            .ok_or_else(|| Error::corrupt("block pointer", format!("DVA names vdev {vdev}, pool has {}", self.root.children.len())))
+    }
+
+    /// Read and verify the physical (PSIZE, still compressed) bytes of a non-hole, non-embedded BP,
+    /// trying each DVA in turn.
+    pub fn read_physical(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        bp.validate("block pointer")?;
+        let psize = bp.psize();
+        let swap = swap_of(bp);
+        let ck = bp.checksum();
+        let expected = bp.cksum();
+        let verify = |d: &[u8]| -> bool {
+            if ck == cksum::OFF || ck == cksum::NOPARITY {
+                return true;
+            }
+            matches!(checksum::compute(ck, d, swap), Ok(c) if c == expected)
+        };
+        let mut last: Option<Error> = None;
+        for dva in bp.dvas().iter().filter(|d| !d.is_empty()) {
+            let top = match self.top(dva.vdev) {
+                Ok(t) => t,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            if top.asize != 0 && dva.offset.saturating_add(dva.asize) > top.asize {
+                last = Some(Error::corrupt(
+                    "block pointer",
+                    format!("DVA <{}:{:x}:{:x}> beyond the end of vdev {} ({:#x})", dva.vdev, dva.offset, dva.asize, dva.vdev, top.asize),
+                ));
+                continue;
+            }
+            let r = if dva.gang {
+                self.read_gang(top, dva.vdev, dva.offset, bp, &verify)
+            } else {
+                top.read_block(dva.offset, psize, &verify)
+            };
+            match r {
+                Ok(d) => return Ok(d),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::corrupt("block pointer", "no DVA")))
+    }
+
+    fn read_gang(&self, top: &Vdev, vdev: u64, offset: u64, bp: &BlkPtr, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+        let phys_birth = bp.phys_birth();
+        let hdr_verify = |d: &[u8]| -> bool {
+            let Ok(eck) = parse_eck(d) else { return false };
+            let data = with_verifier(d, [vdev, offset, phys_birth, 0], eck.byteswapped);
+            checksum::sha256(&data).0 == eck.cksum
+        };
+        let hdr = top.read_block(offset, 512, &hdr_verify)?;
+        let eck = parse_eck(&hdr)?;
+        let mut data = Vec::with_capacity(bp.psize() as usize);
+        for i in 0..3 {
+            let child = BlkPtr::from_bytes(&hdr[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE], eck.byteswapped)?;
+            if child.is_hole() {
+                continue;
+            }
+            data.extend_from_slice(&self.read_physical(&child)?);
+            if data.len() as u64 > bp.psize() {
+                return Err(Error::corrupt("gang block", "children larger than the gang BP's PSIZE"));
+            }
+        }
+        if data.len() as u64 != bp.psize() {
+            return Err(Error::corrupt("gang block", format!("children hold {} bytes, BP says {}", data.len(), bp.psize())));
+        }
+        if !verify(&data) {
+            return Err(Error::corrupt("gang block", "assembled data fails the BP checksum"));
+        }
+        Ok(data)
+    }
+
+    /// Read a block's logical contents (exactly LSIZE bytes).
+    pub fn read_bp(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        let lsize = bp.lsize() as usize;
+        if bp.is_embedded() {
+            bp.validate("embedded block pointer")?;
+            let payload = bp.embedded_payload()?;
+            let mut out = vec![0u8; lsize];
+            decompress_into(bp.compression(), &payload, &mut out)?;
+            return Ok(out);
+        }
+        if bp.is_hole() {
+            return Ok(vec![0u8; lsize]);
+        }
+        let phys = self.read_physical(bp)?;
+        let c = bp.compression();
+        if is_uncompressed(c) {
+            if phys.len() != lsize {
+                return Err(Error::corrupt("block pointer", format!("uncompressed block with PSIZE {} != LSIZE {lsize}", phys.len())));
+            }
+            return Ok(phys);
+        }
+        let mut out = vec![0u8; lsize];
+        decompress_into(c, &phys, &mut out)?;
+        Ok(out)
+    }
+
+    /// Raw read through a top-level vdev (zdb -R): no checksum, RAID-Z data columns assembled.
+    pub fn read_raw(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<u8>> {
+        let top = self.top(vdev)?;
+        top.read_block(offset, size, &|_| true)
+    }
+}
+
+fn is_uncompressed(c: u8) -> bool {
+    c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY
+}
+
+fn decompress_into(c: u8, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    if is_uncompressed(c) {
+        if src.len() < dst.len() {
+            return Err(Error::corrupt("block", "uncompressed payload shorter than LSIZE"));
+        }
+        let n = dst.len();
+        dst.copy_from_slice(&src[..n]);
+        return Ok(());
+    }
+    decompress(c, src, dst)
+}

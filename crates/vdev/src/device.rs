@@ -1,0 +1,74 @@
+//! Block devices: the one trait all device I/O goes through, and its file
+//! implementation. Keeping I/O behind [`BlockDevice`] lets tests substitute
+//! devices that fail, tear or corrupt deterministically.
+
+use ozfs_format::{Error, Result};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// A device that can be read (and later written) at byte offsets.
+pub trait BlockDevice: Send + Sync {
+    /// Fill `buf` from byte `offset`. A short device is an error, never a partial read.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Name for messages (the path).
+    fn name(&self) -> &str;
+}
+
+/// A plain file or a block device node.
+pub struct FileDevice {
+    file: File,
+    size: u64,
+    path: PathBuf,
+    name: String,
+}
+
+impl FileDevice {
+    /// Open read-only. Block devices are sized by seeking to their end.
+    pub fn open(path: &Path) -> Result<FileDevice> {
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| Error::io(format!("open {name}"), e))?;
+        let size = device_size(&file).map_err(|e| Error::io(format!("size of {name}"), e))?;
+        Ok(FileDevice { file, size, path: path.to_path_buf(), name })
+    }
+
+    /// The path this device was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn device_size(file: &File) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        return Ok(meta.len());
+    }
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::End(0))
+}
+
+impl BlockDevice for FileDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.size) {
+            return Err(Error::io(
+                format!("{}: read of {} bytes at offset {:#x}", self.name, buf.len(), offset),
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond end of device"),
+            ));
+        }
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            Error::io(format!("{}: read of {} bytes at offset {:#x}", self.name, buf.len(), offset), e)
+        })
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}

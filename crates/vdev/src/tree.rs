@@ -1,0 +1,444 @@
+//! The vdev tree built from a config nvlist, its health, and its read path.
+//! See the crate docs for the theory of checksum-driven reads.
+
+use crate::device::BlockDevice;
+use ozfs_codec::raidz::{reconstruct, RaidzMap};
+use ozfs_format::label::VDEV_LABEL_START_SIZE;
+use ozfs_format::{Error, NvList, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Error counters of one vdev, as `zpool status` shows them.
+#[derive(Debug, Default)]
+pub struct VdevStats {
+    pub read_errors: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub cksum_errors: AtomicU64,
+}
+
+impl VdevStats {
+    pub fn add_read(&self) {
+        self.read_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn add_cksum(&self) {
+        self.cksum_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    /// (read, write, cksum)
+    pub fn get(&self) -> (u64, u64, u64) {
+        (
+            self.read_errors.load(Ordering::Relaxed),
+            self.write_errors.load(Ordering::Relaxed),
+            self.cksum_errors.load(Ordering::Relaxed),
+        )
+    }
+    /// Set counters (restoring persisted state).
+    pub fn set(&self, r: u64, w: u64, c: u64) {
+        self.read_errors.store(r, Ordering::Relaxed);
+        self.write_errors.store(w, Ordering::Relaxed);
+        self.cksum_errors.store(c, Ordering::Relaxed);
+    }
+}
+
+/// What kind of node a vdev is.
+pub enum VdevKind {
+    Root,
+    /// A file or disk; `None` when the device could not be found.
+    Leaf(Option<Arc<dyn BlockDevice>>),
+    /// mirror, replacing and spare: every child holds the whole block.
+    Mirror,
+    Raidz { nparity: usize },
+    /// A hole or missing top-level placeholder.
+    Hole,
+}
+
+/// Health as `zpool status` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VdevState {
+    Online,
+    Degraded,
+    Faulted,
+    Unavail,
+    Offline,
+    Removed,
+}
+
+impl VdevState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VdevState::Online => "ONLINE",
+            VdevState::Degraded => "DEGRADED",
+            VdevState::Faulted => "FAULTED",
+            VdevState::Unavail => "UNAVAIL",
+            VdevState::Offline => "OFFLINE",
+            VdevState::Removed => "REMOVED",
+        }
+    }
+}
+
+/// One node of the vdev tree.
+pub struct Vdev {
+    pub id: u64,
+    pub guid: u64,
+    /// Config type string: root, disk, file, mirror, raidz, replacing, spare, hole, missing.
+    pub type_name: String,
+    /// Leaf path from the config (or where it was found).
+    pub path: Option<String>,
+    pub kind: VdevKind,
+    pub children: Vec<Vdev>,
+    /// Top-level only: allocation unit shift and allocatable size.
+    pub ashift: u64,
+    pub asize: u64,
+    pub nparity: u64,
+    pub stats: VdevStats,
+    /// The nvlist this node was built from.
+    pub config: NvList,
+}
+
+/// How to open leaves while building a tree: given the leaf's guid and configured path.
+pub type LeafOpener<'a> = dyn FnMut(u64, Option<&str>) -> Option<(Arc<dyn BlockDevice>, String)> + 'a;
+
+const MAX_TREE_DEPTH: usize = 8;
+const MAX_CHILDREN: usize = 255;
+
+impl Vdev {
+    /// Build the subtree described by `nv` (a `vdev_tree` nvlist).
+    pub fn from_config(nv: &NvList, open: &mut LeafOpener<'_>) -> Result<Vdev> {
+        Self::build(nv, open, 0)
+    }
+
+    fn build(nv: &NvList, open: &mut LeafOpener<'_>, depth: usize) -> Result<Vdev> {
+        if depth > MAX_TREE_DEPTH {
+            return Err(Error::corrupt("vdev tree", "nested too deeply"));
+        }
+        let type_name = nv
+            .get_str("type")
+            .ok_or_else(|| Error::corrupt("vdev tree", "vdev without a type"))?
+            .to_string();
+        let id = nv.get_u64("id").unwrap_or(0);
+        let guid = nv.get_u64("guid").unwrap_or(0);
+        let mut path = nv.get_str("path").map(str::to_string);
+        let nparity = nv.get_u64("nparity").unwrap_or(0);
+        let kind = match type_name.as_str() {
+            "root" => VdevKind::Root,
+            "disk" | "file" => {
+                let found = open(guid, path.as_deref());
+                match found {
+                    Some((dev, p)) => {
+                        path = Some(p);
+                        VdevKind::Leaf(Some(dev))
+                    }
+                    None => VdevKind::Leaf(None),
+                }
+            }
+            "mirror" | "replacing" | "spare" => VdevKind::Mirror,
+            "raidz" => {
+                if !(1..=3).contains(&nparity) {
+                    return Err(Error::corrupt("vdev tree", format!("raidz with nparity {nparity}")));
+                }
+                VdevKind::Raidz { nparity: nparity as usize }
+            }
+            "hole" | "missing" => VdevKind::Hole,
+            other => return Err(Error::unsupported("vdev tree", format!("vdev type '{other}'"))),
+        };
+        let mut children = Vec::new();
+        if let Some(kids) = nv.get_nvlist_array("children") {
+            if kids.len() > MAX_CHILDREN {
+                return Err(Error::corrupt("vdev tree", "too many children"));
+            }
+            for k in kids {
+                children.push(Self::build(k, open, depth + 1)?);
+            }
+        }
+        match kind {
+            VdevKind::Mirror | VdevKind::Raidz { .. } if children.is_empty() => {
+                return Err(Error::corrupt("vdev tree", format!("{type_name} vdev without children")));
+            }
+            VdevKind::Raidz { nparity } if children.len() <= nparity => {
+                return Err(Error::corrupt("vdev tree", "raidz with no more children than parity"));
+            }
+            _ => {}
+        }
+        Ok(Vdev {
+            id,
+            guid,
+            type_name,
+            path,
+            kind,
+            children,
+            ashift: nv.get_u64("ashift").unwrap_or(9),
+            asize: nv.get_u64("asize").unwrap_or(0),
+            nparity,
+            stats: VdevStats::default(),
+            config: nv.clone(),
+        })
+    }
+
+    /// Name as `zpool status` shows it: path for leaves, `mirror-0`/`raidz2-1` for interior vdevs.
+    pub fn display_name(&self) -> String {
+        match &self.kind {
+            VdevKind::Leaf(_) => self.path.clone().unwrap_or_else(|| self.guid.to_string()),
+            VdevKind::Raidz { nparity } => format!("raidz{}-{}", nparity, self.id),
+            VdevKind::Root => "root".into(),
+            _ => format!("{}-{}", self.type_name, self.id),
+        }
+    }
+
+    /// Health, derived from which leaves are present.
+    pub fn state(&self) -> VdevState {
+        match &self.kind {
+            VdevKind::Leaf(Some(_)) => VdevState::Online,
+            VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
+            VdevKind::Mirror => {
+                let bad = self.children.iter().filter(|c| c.state() == VdevState::Unavail).count();
+                let deg = self.children.iter().filter(|c| c.state() != VdevState::Online).count();
+                if bad == self.children.len() {
+                    VdevState::Unavail
+                } else if deg > 0 {
+                    VdevState::Degraded
+                } else {
+                    VdevState::Online
+                }
+            }
+            VdevKind::Raidz { nparity } => {
+                let bad = self.children.iter().filter(|c| c.state() == VdevState::Unavail).count();
+                let deg = self.children.iter().filter(|c| c.state() != VdevState::Online).count();
+                if bad > *nparity {
+                    VdevState::Unavail
+                } else if deg > 0 {
+                    VdevState::Degraded
+                } else {
+                    VdevState::Online
+                }
+            }
+            VdevKind::Root => {
+                let states: Vec<VdevState> = self.children.iter().map(|c| c.state()).collect();
+                if states.contains(&VdevState::Unavail) {
+                    VdevState::Unavail
+                } else if states.iter().any(|s| *s != VdevState::Online) {
+                    VdevState::Degraded
+                } else {
+                    VdevState::Online
+                }
+            }
+        }
+    }
+
+    /// Sum of the guids of this node and all descendants (for `ub_guid_sum`).
+    pub fn guid_sum(&self) -> u64 {
+        self.children.iter().fold(self.guid, |s, c| s.wrapping_add(c.guid_sum()))
+    }
+
+    /// Visit every node, depth first, with its depth.
+    pub fn walk<'a>(&'a self, depth: usize, f: &mut dyn FnMut(&'a Vdev, usize)) {
+        f(self, depth);
+        for c in &self.children {
+            c.walk(depth + 1, f);
+        }
+    }
+
+    /// Visit every leaf mutably... (read-only walk of leaves).
+    pub fn leaves(&self) -> Vec<&Vdev> {
+        let mut v = Vec::new();
+        self.walk(0, &mut |n, _| {
+            if matches!(n.kind, VdevKind::Leaf(_)) {
+                v.push(n);
+            }
+        });
+        v
+    }
+
+    /// Read `size` raw bytes at `offset` of this vdev's allocatable space without verification
+    /// (leaves directly; mirrors from the first child that answers). Used for RAID-Z columns.
+    pub fn read_phys(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
+        match &self.kind {
+            VdevKind::Leaf(Some(dev)) => {
+                let dev_off = offset
+                    .checked_add(VDEV_LABEL_START_SIZE)
+                    .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
+                let mut buf = vec![0u8; size as usize];
+                match dev.read_at(&mut buf, dev_off) {
+                    Ok(()) => Ok(buf),
+                    Err(e) => {
+                        self.stats.add_read();
+                        Err(e)
+                    }
+                }
+            }
+            VdevKind::Leaf(None) | VdevKind::Hole => Err(Error::Io {
+                what: format!("vdev {}", self.display_name()),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "device unavailable"),
+            }),
+            VdevKind::Mirror => {
+                let mut last = None;
+                for c in &self.children {
+                    match c.read_phys(offset, size) {
+                        Ok(b) => return Ok(b),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| Error::corrupt("mirror", "no children")))
+            }
+            VdevKind::Raidz { .. } | VdevKind::Root => {
+                Err(Error::Invalid("raw read of a raidz or root vdev".into()))
+            }
+        }
+    }
+
+    /// Read a block of `psize` bytes at DVA `offset`, returning the first
+    /// version that `verify` accepts. Charges checksum errors to devices proven wrong.
+    pub fn read_block(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+        match &self.kind {
+            VdevKind::Leaf(_) => {
+                let data = self.read_phys(offset, psize)?;
+                if verify(&data) {
+                    Ok(data)
+                } else {
+                    self.stats.add_cksum();
+                    Err(self.cksum_error(offset, psize))
+                }
+            }
+            VdevKind::Mirror => {
+                let mut last = None;
+                for c in &self.children {
+                    match c.read_block(offset, psize, verify) {
+                        Ok(b) => return Ok(b),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| self.cksum_error(offset, psize)))
+            }
+            VdevKind::Raidz { nparity } => self.raidz_read(*nparity, offset, psize, verify),
+            VdevKind::Hole | VdevKind::Root => Err(Error::corrupt(
+                format!("vdev {}", self.display_name()),
+                "block pointer refers to a vdev that holds no data",
+            )),
+        }
+    }
+
+    fn cksum_error(&self, offset: u64, psize: u64) -> Error {
+        Error::corrupt(
+            format!("vdev {} offset {:#x} size {:#x}", self.display_name(), offset, psize),
+            "no copy passed its checksum",
+        )
+    }
+
+    fn raidz_read(&self, nparity: usize, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+        let dcols = self.children.len();
+        let map = RaidzMap::new(offset, psize, self.ashift as u32, dcols, nparity);
+        let ncols = map.cols.len();
+        let mut cols: Vec<Vec<u8>> = Vec::with_capacity(ncols);
+        let mut failed: Vec<usize> = Vec::new();
+        // Read data columns first; parity only when needed.
+        let read_col = |c: usize| -> Option<Vec<u8>> {
+            let col = map.cols[c];
+            let child = self.children.get(col.dev)?;
+            child.read_phys(col.offset, col.size).ok()
+        };
+        for c in 0..ncols {
+            if c < nparity {
+                cols.push(Vec::new());
+                continue;
+            }
+            match read_col(c) {
+                Some(b) => cols.push(b),
+                None => {
+                    failed.push(c);
+                    cols.push(vec![0u8; map.cols[c].size as usize]);
+                }
+            }
+        }
+        let assemble = |cols: &[Vec<u8>]| -> Vec<u8> {
+            let mut out = Vec::with_capacity(psize as usize);
+            for c in &cols[nparity..] {
+                out.extend_from_slice(c);
+            }
+            out.truncate(psize as usize);
+            out
+        };
+        if failed.is_empty() {
+            let data = assemble(&cols);
+            if verify(&data) {
+                return Ok(data);
+            }
+        }
+        // Need parity.
+        for c in 0..nparity {
+            match read_col(c) {
+                Some(b) => cols[c] = b,
+                None => {
+                    failed.push(c);
+                    cols[c] = vec![0u8; map.cols[c].size as usize];
+                }
+            }
+        }
+        if failed.len() > nparity {
+            return Err(Error::Io {
+                what: format!(
+                    "{} offset {:#x}: {} of {} columns unreadable",
+                    self.display_name(),
+                    offset,
+                    failed.len(),
+                    ncols
+                ),
+                source: std::io::Error::other("too many unreadable columns for the parity"),
+            });
+        }
+        // Try combinations of extra suspect columns, smallest first.
+        let others: Vec<usize> = (0..ncols).filter(|c| !failed.contains(c)).collect();
+        let extra_max = nparity - failed.len();
+        for extra in 0..=extra_max {
+            let mut combo = Vec::new();
+            let mut found = None;
+            combinations(&others, extra, 0, &mut combo, &mut |chosen| {
+                let mut missing: Vec<usize> = failed.clone();
+                missing.extend_from_slice(chosen);
+                if !missing.iter().any(|&m| m >= nparity) {
+                    return false; // only parity missing: data already tried
+                }
+                let mut trial = cols.clone();
+                if reconstruct(nparity, &mut trial, &missing).is_err() {
+                    return false;
+                }
+                let data = assemble(&trial);
+                if verify(&data) {
+                    found = Some((trial, missing));
+                    true
+                } else {
+                    false
+                }
+            });
+            if let Some((trial, missing)) = found {
+                for &m in &missing {
+                    if !failed.contains(&m) && trial[m] != cols[m] {
+                        if let Some(child) = self.children.get(map.cols[m].dev) {
+                            child.charge_cksum();
+                        }
+                    }
+                }
+                return Ok(assemble(&trial));
+            }
+        }
+        self.stats.add_cksum();
+        Err(self.cksum_error(offset, psize))
+    }
+
+    /// Charge a checksum error to this vdev (and, for a mirror-like child, its first present leaf).
+    fn charge_cksum(&self) {
+        self.stats.add_cksum();
+    }
+}
+
+/// Call `f` with every `k`-subset of `items` (in lexicographic order) until it returns true.
+fn combinations(items: &[usize], k: usize, start: usize, cur: &mut Vec<usize>, f: &mut dyn FnMut(&[usize]) -> bool) -> bool {
+    if cur.len() == k {
+        return f(cur);
+    }
+    for i in start..items.len() {
+        cur.push(items[i]);
+        if combinations(items, k, i + 1, cur, f) {
+            return true;
+        }
+        cur.pop();
+    }
+    false
+}
