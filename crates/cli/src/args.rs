@@ -1,0 +1,77 @@
+//! A small getopt: ZFS's commands take clustered short flags (`-Hp`,
+//! `-ddddd`), options with values (`-o a=b`, `-d DIR`) and positional
+//! arguments, in any order before `--`.
+
+use std::collections::HashMap;
+
+/// A usage error: exit code 2.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+/// Parsed arguments.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// Count of each flag seen.
+    pub flags: HashMap<char, usize>,
+    /// Values of each option, in order.
+    pub opts: HashMap<char, Vec<String>>,
+    pub pos: Vec<String>,
+}
+
+impl Args {
+    /// Parse `argv` where `with_value` lists the option letters that take a value.
+    pub fn parse(argv: &[String], flags: &str, with_value: &str) -> Result<Args, Usage> {
+        let mut a = Args::default();
+        let mut i = 0;
+        while i < argv.len() {
+            let s = &argv[i];
+            if s == "--" {
+                a.pos.extend(argv[i + 1..].iter().cloned());
+                break;
+            }
+            if s.len() > 1 && s.starts_with('-') {
+                let chars: Vec<char> = s[1..].chars().collect();
+                let mut j = 0;
+                while j < chars.len() {
+                    let c = chars[j];
+                    if with_value.contains(c) {
+                        let rest: String = chars[j + 1..].iter().collect();
+                        let v = if !rest.is_empty() {
+                            rest
+                        } else {
+                            i += 1;
+                            argv.get(i).cloned().ok_or_else(|| Usage(format!("missing argument for '-{c}' option")))?
+                        };
+                        a.opts.entry(c).or_default().push(v);
+                        break;
+                    } else if flags.contains(c) {
+                        *a.flags.entry(c).or_default() += 1;
+                    } else {
+                        return Err(Usage(format!("invalid option '{c}'")));
+                    }
+                    j += 1;
+                }
+            } else {
+                a.pos.push(s.clone());
+            }
+            i += 1;
+        }
+        Ok(a)
+    }
+
+    pub fn flag(&self, c: char) -> bool {
+        self.flags.contains_key(&c)
+    }
+
+    pub fn count(&self, c: char) -> usize {
+        self.flags.get(&c).copied().unwrap_or(0)
+    }
+
+    pub fn opt(&self, c: char) -> Option<&str> {
+        self.opts.get(&c).and_then(|v| v.last()).map(|s| s.as_str())
+    }
+
+    pub fn opt_all(&self, c: char) -> Vec<String> {
+        self.opts.get(&c).cloned().unwrap_or_default()
+    }
+}

@@ -1,0 +1,115 @@
+//! Imported-pool state kept between invocations (until the daemon exists):
+//! one JSON file per pool in `$OZFS_STATE_DIR` (default `/var/lib/ozfs`),
+//! recording its guid, device paths, read-only flag and per-device error
+//! counters, the way the kernel module would keep them in memory.
+
+use ozfs_format::{Error, Result};
+use ozfs_spa::{import::discover_paths, Pool, PoolOptions};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("OZFS_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/ozfs"))
+}
+
+fn pool_file(name: &str) -> PathBuf {
+    state_dir().join(format!("{name}.json"))
+}
+
+/// One imported pool's record.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub name: String,
+    pub guid: u64,
+    pub devices: Vec<String>,
+    pub readonly: bool,
+    /// leaf guid -> (read, write, cksum); key 0 guid for interior vdevs uses their guid too.
+    pub errors: Vec<(u64, [u64; 3])>,
+}
+
+impl Record {
+    pub fn save(&self) -> Result<()> {
+        let dir = state_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let v = json!({
+            "name": self.name,
+            "guid": self.guid.to_string(),
+            "devices": self.devices,
+            "readonly": self.readonly,
+            "errors": self.errors.iter().map(|(g, c)| json!([g.to_string(), c[0], c[1], c[2]])).collect::<Vec<_>>(),
+        });
+        let tmp = dir.join(format!(".{}.json.tmp", self.name));
+        std::fs::write(&tmp, v.to_string()).map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
+        std::fs::rename(&tmp, pool_file(&self.name)).map_err(|e| Error::io("rename state file", e))
+    }
+
+    pub fn load(name: &str) -> Result<Record> {
+        let p = pool_file(name);
+        let s = std::fs::read_to_string(&p).map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
+        let v: Value = serde_json::from_str(&s).map_err(|e| Error::corrupt(p.display().to_string(), e.to_string()))?;
+        let bad = || Error::corrupt(p.display().to_string(), "malformed state file");
+        let guid = v["guid"].as_str().and_then(|g| g.parse().ok()).ok_or_else(bad)?;
+        let devices = v["devices"].as_array().ok_or_else(bad)?.iter().filter_map(|d| d.as_str().map(String::from)).collect();
+        let errors = v["errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| {
+                        let g = e[0].as_str()?.parse().ok()?;
+                        Some((g, [e[1].as_u64()?, e[2].as_u64()?, e[3].as_u64()?]))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Record { name: v["name"].as_str().unwrap_or(name).to_string(), guid, devices, readonly: v["readonly"].as_bool().unwrap_or(true), errors })
+    }
+
+    pub fn remove(name: &str) -> Result<()> {
+        std::fs::remove_file(pool_file(name)).map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))
+    }
+
+    /// Names of all imported pools.
+    pub fn all() -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(state_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().to_string();
+                n.strip_suffix(".json").filter(|s| !s.starts_with('.')).map(String::from)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Open this pool from its devices and restore its error counters.
+    pub fn open(&self) -> Result<Arc<Pool>> {
+        let paths: Vec<PathBuf> = self.devices.iter().map(PathBuf::from).collect();
+        let found = discover_paths(&paths)
+            .into_iter()
+            .find(|p| p.guid == self.guid)
+            .ok_or_else(|| Error::Invalid(format!("pool '{}': no devices of this pool are available", self.name)))?;
+        let pool = Pool::open(found, &PoolOptions { readonly: self.readonly, max_txg: None })?;
+        pool.root.walk(0, &mut |v, _| {
+            if let Some((_, c)) = self.errors.iter().find(|(g, _)| *g == v.guid) {
+                v.stats.set(c[0], c[1], c[2]);
+            }
+        });
+        Ok(Arc::new(pool))
+    }
+
+    /// Store the pool's current error counters.
+    pub fn save_counters(&mut self, pool: &Pool) -> Result<()> {
+        let mut errs = Vec::new();
+        pool.root.walk(0, &mut |v, _| {
+            let (r, w, c) = v.stats.get();
+            if r + w + c > 0 {
+                errs.push((v.guid, [r, w, c]));
+            }
+        });
+        self.errors = errs;
+        self.save()
+    }
+}

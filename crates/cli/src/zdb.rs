@@ -1,0 +1,378 @@
+//! `ozfs zdb`: display pool internals the way OpenZFS's zdb does:
+//! `-C` config, `-u` uberblock, `-d…` datasets and objects (up to `-ddddd`
+//! with indirect blocks), `-R` raw block reads, `-r` file copy-out,
+//! `-e -p DIR` for pools that are not imported.
+
+use crate::args::Args;
+use crate::state::Record;
+use crate::{CmdResult, Fail};
+use ozfs_dmu::{zap, Dnode, Objset};
+use ozfs_dsl::props::nicenum;
+use ozfs_dsl::{DatasetInfo, DslPool};
+use ozfs_format::types::{object_type_is_zap, object_type_name, objset_type_name, ot};
+use ozfs_format::znode::ZplAttrs;
+use ozfs_format::BlkPtr;
+use ozfs_spa::import::discover;
+use ozfs_spa::{Pool, PoolOptions};
+use ozfs_zpl::Zpl;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const USAGE: &str = "Usage:	zdb [-CudAeLP] [-e [-p path ...]] poolname [object ...]
+	zdb [-dA] [-e [-p path ...]] poolname[/dataset] [object ...]
+	zdb -R [-A] [-e [-p path ...]] poolname vdev:offset:size[:flags]
+	zdb -r [-e [-p path ...]] dataset path destination";
+
+pub fn main(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "bcdhilmsuvACDFGHLMPRSXeEYrVTQOKkNBWZ", "pUIoxatq")?;
+    if a.pos.is_empty() {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    let target = a.pos[0].clone();
+    let pool_name = target.split(['/', '@']).next().unwrap_or("").to_string();
+    let (pool, rec) = open_pool(&a, &pool_name)?;
+    let out = run(&a, &pool, &target);
+    if let Some(mut r) = rec {
+        let _ = r.save_counters(&pool);
+    }
+    out
+}
+
+fn open_pool(a: &Args, name: &str) -> Result<(Arc<Pool>, Option<Record>), Fail> {
+    if a.flag('e') {
+        let dirs: Vec<PathBuf> = {
+            let d = a.opt_all('p');
+            if d.is_empty() { vec![PathBuf::from("/dev")] } else { d.into_iter().map(PathBuf::from).collect() }
+        };
+        let pools = discover(&dirs).map_err(|e| Fail::Err(e.to_string()))?;
+        let found = pools
+            .into_iter()
+            .find(|p| p.name == name || p.guid.to_string() == name)
+            .ok_or_else(|| Fail::Err(format!("zdb: can't open '{name}': No such file or directory")))?;
+        let pool = Pool::open(found, &PoolOptions { readonly: true, max_txg: None })
+            .map_err(|e| Fail::Err(format!("zdb: can't open '{name}': {e}")))?;
+        return Ok((Arc::new(pool), None));
+    }
+    let (rec, pool) = crate::zpool::open_imported(name)
+        .map_err(|_| Fail::Err(format!("zdb: can't open '{name}': No such file or directory")))?;
+    Ok((pool, Some(rec)))
+}
+
+fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
+    if a.flag('R') {
+        return raw_read(a, pool);
+    }
+    if a.flag('r') {
+        return copy_file(a, pool);
+    }
+    let any = a.flag('C') || a.flag('u') || a.flag('d');
+    let dsl = DslPool::open(pool.clone()).map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
+    let mut out = String::new();
+    if a.flag('C') || !any {
+        let cfg = dsl.mos_config().map_err(|e| Fail::Err(e.to_string()))?;
+        out.push_str("\nMOS Configuration:\n");
+        cfg.dump(8, &mut out);
+    }
+    if a.flag('u') || !any {
+        dump_uberblock(pool, &mut out);
+    }
+    let dlevel = if any { a.count('d') } else { 1 };
+    print!("{out}");
+    out.clear();
+    if dlevel > 0 {
+        let objects: Vec<u64> = a.pos[1..].iter().filter_map(|s| s.parse().ok()).collect();
+        if target.contains('/') || target.contains('@') {
+            let ds = dsl.lookup(target).map_err(|e| Fail::Err(format!("failed to hold dataset '{target}': {e}")))?;
+            dump_dataset(&dsl, &ds, dlevel, &objects)?;
+        } else {
+            let mos = Objset::mos(pool.clone());
+            dump_objset(&mos, "mos", "META", 0, pool.uberblock.txg, dlevel, &objects, None)?;
+            let root = dsl.root().map_err(|e| Fail::Err(e.to_string()))?;
+            for ds in dsl.list(&root, true, None).map_err(|e| Fail::Err(e.to_string()))? {
+                dump_dataset(&dsl, &ds, dlevel, &objects)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn dump_uberblock(pool: &Pool, out: &mut String) {
+    let ub = &pool.uberblock;
+    let _ = writeln!(out, "\nUberblock:");
+    let _ = writeln!(out, "\tmagic = {:016x}", 0x00bab10cu64);
+    let _ = writeln!(out, "\tversion = {}", ub.version);
+    let _ = writeln!(out, "\ttxg = {}", ub.txg);
+    let _ = writeln!(out, "\tguid_sum = {}", ub.guid_sum);
+    let _ = writeln!(out, "\ttimestamp = {} UTC = {}", ub.timestamp, ozfs_dsl::PropValue::Time(ub.timestamp).render(false));
+    let _ = writeln!(out, "\tbp = {}", ub.rootbp.to_zdb_string());
+    if ub.mmp_magic == 0xa11cea11 {
+        let _ = writeln!(out, "\tmmp_magic = {:016x}", ub.mmp_magic);
+    }
+    if ub.checkpoint_txg != 0 {
+        let _ = writeln!(out, "\tcheckpoint_txg = {}", ub.checkpoint_txg);
+    }
+    let _ = writeln!(out);
+}
+
+fn dump_dataset(dsl: &DslPool, ds: &DatasetInfo, dlevel: usize, objects: &[u64]) -> CmdResult {
+    if ds.ds.bp.is_hole() {
+        return Ok(());
+    }
+    let os = dsl.objset(ds).map_err(|e| Fail::Err(e.to_string()))?;
+    let kind = match os.phys.os_type {
+        2 => "ZPL",
+        3 => "ZVOL",
+        _ => objset_type_name(os.phys.os_type),
+    };
+    let zpl = if os.phys.os_type == 2 { Zpl::open(Objset::open(dsl.pool.clone(), &ds.ds.bp).map_err(|e| Fail::Err(e.to_string()))?, &ds.name).ok() } else { None };
+    dump_objset(&os, &ds.name, kind, ds.ds_obj, ds.ds.creation_txg, dlevel, objects, zpl.as_ref())?;
+    let _ = ds.ds.referenced_bytes;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dump_objset(os: &Objset, name: &str, kind: &str, id: u64, cr_txg: u64, dlevel: usize, objects: &[u64], zpl: Option<&Zpl>) -> CmdResult {
+    let refd: u64 = {
+        let mut s = 0u64;
+        for d in os.bp.dvas().iter().filter(|d| !d.is_empty()) {
+            s += d.asize;
+        }
+        s
+    };
+    println!(
+        "Dataset {name} [{kind}], ID {id}, cr_txg {cr_txg}, {}, {} objects",
+        nicenum(if id == 0 { refd } else { dsl_referenced(os).unwrap_or(refd) }),
+        os.bp.fill()
+    );
+    if dlevel < 2 {
+        return Ok(());
+    }
+    println!();
+    println!("{:>10}  {:>3}  {:>5}  {:>5}  {:>5}  {:>6}  {:>5}  {:>6}  type", "Object", "lvl", "iblk", "dblk", "dsize", "dnsize", "lsize", "%full");
+    let meta = os.meta_dnode();
+    dump_object(os, &meta, dlevel, zpl)?;
+    let max = os.max_object();
+    let list: Vec<u64> = if objects.is_empty() { (1..max).collect() } else { objects.to_vec() };
+    for obj in list {
+        match os.dnode(obj) {
+            Ok(dn) if dn.phys.object_type != 0 => dump_object(os, &dn, dlevel, zpl)?,
+            Ok(_) => {}
+            Err(ozfs_format::Error::NotFound(_)) => {}
+            Err(e) => println!("{obj:>10}  <error: {e}>"),
+        }
+        if !objects.is_empty() {
+            continue;
+        }
+    }
+    println!();
+    Ok(())
+}
+
+fn dsl_referenced(_os: &Objset) -> Option<u64> {
+    None
+}
+
+fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> CmdResult {
+    let p = &dn.phys;
+    let dblk = p.datablksz();
+    let lsize = (p.maxblkid + 1) * dblk;
+    let fill: u64 = p.blkptr.iter().map(|b| b.fill()).sum();
+    let full = if p.object_type == ot::DNODE {
+        let per = (dblk / 512).max(1);
+        100.0 * fill as f64 / ((p.maxblkid + 1) * per) as f64
+    } else {
+        100.0 * fill as f64 / (p.maxblkid + 1) as f64
+    };
+    let ib = if p.indblkshift == 0 { 0 } else { 1u64 << p.indblkshift.min(30) };
+    let mut tname = object_type_name(p.object_type).to_string();
+    if p.bonustype != 0 && p.bonuslen > 0 {
+        let _ = write!(tname, " (bonus {})", object_type_name(p.bonustype));
+    }
+    println!(
+        "{:>10}  {:>3}  {:>5}  {:>5}  {:>5}  {:>6}  {:>5}  {:>6.2}  {}",
+        dn.object,
+        p.nlevels,
+        nicenum(ib),
+        nicenum(dblk),
+        nicenum(p.used_bytes()),
+        nicenum(p.size() as u64),
+        nicenum(lsize),
+        full,
+        object_type_name(p.object_type)
+    );
+    if dlevel < 4 {
+        return Ok(());
+    }
+    let mut flags = Vec::new();
+    if p.flags & 1 != 0 {
+        flags.push("USED_BYTES");
+    }
+    if p.flags & 2 != 0 {
+        flags.push("USERUSED_ACCOUNTED");
+    }
+    if p.flags & 4 != 0 {
+        flags.push("SPILL_BLKPTR");
+    }
+    println!("\tdnode flags: {}", flags.join(" "));
+    println!("\tdnode maxblkid: {}", p.maxblkid);
+    if let Some(z) = zpl {
+        if p.bonustype == ot::ZNODE || p.bonustype == ot::SA {
+            if let Ok((_, a)) = z.attrs(dn.object) {
+                dump_znode(z, dn.object, &a);
+            }
+        }
+    }
+    if object_type_is_zap(p.object_type) && dn.object != 0 {
+        match zap::list(os, dn) {
+            Ok(ents) => {
+                println!("\t{} entries", ents.len());
+                for e in ents {
+                    let v = if e.int_len == 1 {
+                        format!("{:?}", e.as_string().unwrap_or_default())
+                    } else {
+                        e.value.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+                    };
+                    println!("\t\t{} = {}", e.name_str(), v);
+                }
+            }
+            Err(e) => println!("\tZAP error: {e}"),
+        }
+    }
+    if dlevel >= 5 {
+        println!("Indirect blocks:");
+        let epbs = p.indblkshift.saturating_sub(7) as u32;
+        let nlevels = p.nlevels;
+        let r = os.walk_tree(dn, &mut |level, blkid, bp: &BlkPtr| {
+            let shift = (level as u32) * epbs;
+            let off = if shift >= 64 { 0 } else { (blkid << shift).saturating_mul(dblk) };
+            let mut s = format!("{off:>16x} ");
+            for l in (-1..nlevels as i32).rev() {
+                if l == level as i32 {
+                    let _ = write!(s, "L{level:x}");
+                } else {
+                    s.push(' ');
+                }
+            }
+            s.push(' ');
+            s.push_str(&bp.to_zdb_compact(false));
+            println!("{s}");
+            Ok(())
+        });
+        if let Err(e) = r {
+            println!("\t<error walking blocks: {e}>");
+        }
+        println!();
+    }
+    Ok(())
+}
+
+fn dump_znode(z: &Zpl, obj: u64, a: &ZplAttrs) {
+    let path = zpl_path(z, obj).unwrap_or_else(|| "???<object#...>".to_string());
+    let t = |x: (u64, u64)| ozfs_dsl::PropValue::Time(x.0).render(false);
+    println!("\tpath\t{path}");
+    println!("\tuid     {}", a.uid);
+    println!("\tgid     {}", a.gid);
+    println!("\tatime\t{}", t(a.atime));
+    println!("\tmtime\t{}", t(a.mtime));
+    println!("\tctime\t{}", t(a.ctime));
+    println!("\tcrtime\t{}", t(a.crtime));
+    println!("\tgen\t{}", a.gen);
+    println!("\tmode\t{:o}", a.mode);
+    println!("\tsize\t{}", a.size);
+    println!("\tparent\t{}", a.parent);
+    println!("\tlinks\t{}", a.links);
+    println!("\tpflags\t{:x}", a.flags);
+    if a.xattr != 0 {
+        println!("\txattr\t{}", a.xattr);
+    }
+    if a.rdev != 0 {
+        println!("\trdev\t{:#x}", a.rdev);
+    }
+}
+
+/// Rebuild a path by following parent pointers and searching each parent for the child.
+fn zpl_path(z: &Zpl, obj: u64) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut cur = obj;
+    for _ in 0..256 {
+        if cur == z.root {
+            parts.reverse();
+            return Some(format!("/{}", parts.join("/")));
+        }
+        let (_, a) = z.attrs(cur).ok()?;
+        let (pdn, _) = z.attrs(a.parent).ok()?;
+        let ents = z.readdir(&pdn).ok()?;
+        let e = ents.into_iter().find(|e| e.object == cur)?;
+        parts.push(String::from_utf8_lossy(&e.name).into_owned());
+        cur = a.parent;
+    }
+    None
+}
+
+fn parse_num(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        u64::from_str_radix(s, 16).ok()
+    }
+}
+
+fn raw_read(a: &Args, pool: &Arc<Pool>) -> CmdResult {
+    let Some(spec) = a.pos.get(1) else { return Err(Fail::Usage(USAGE.into())) };
+    let parts: Vec<&str> = spec.split(':').collect();
+    if parts.len() < 3 {
+        return Err(Fail::Usage(format!("invalid block specifier '{spec}': expected vdev:offset:size[:flags]")));
+    }
+    let bad = || Fail::Usage(format!("invalid block specifier '{spec}'"));
+    let vdev = parts[0].parse::<u64>().map_err(|_| bad())?;
+    let offset = parse_num(parts[1]).ok_or_else(bad)?;
+    let size_s = parts[2].rsplit('/').next().unwrap_or(parts[2]);
+    let size = parse_num(size_s).ok_or_else(bad)?;
+    let flags = parts.get(3).copied().unwrap_or("");
+    if size == 0 || size % 512 != 0 || size > 16 << 20 || offset % 512 != 0 {
+        return Err(Fail::Err(format!("zdb: invalid block specifier '{spec}': offset and size must be multiples of 512, size at most 16M")));
+    }
+    let top = pool.root.children.get(vdev as usize).ok_or_else(|| Fail::Err(format!("zdb: vdev {vdev} does not exist")))?;
+    let data = pool.read_raw(vdev, offset, size).map_err(|e| Fail::Err(format!("zdb: read failed: {e}")))?;
+    if flags.contains('r') {
+        use std::io::Write;
+        std::io::stdout().write_all(&data).map_err(|e| Fail::Err(e.to_string()))?;
+        return Ok(());
+    }
+    println!("\nFound vdev type: {}", top.type_name);
+    let mut out = String::new();
+    let _ = writeln!(out, "\n{}:{:x}:{:x}", vdev, offset, size);
+    let _ = writeln!(out, "{:6}   {}  0123456789abcdef", "", " 0 1 2 3 4 5 6 7   8 9 a b c d e f");
+    for (i, chunk) in data.chunks(16).enumerate() {
+        let w0 = u64::from_le_bytes(chunk[0..8].try_into().unwrap_or([0; 8]));
+        let w1 = u64::from_le_bytes(chunk[8..16].try_into().unwrap_or([0; 8]));
+        let ascii: String = chunk.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
+        let _ = writeln!(out, "{:06x}:  {:016x}  {:016x}  {}", i * 16, w0, w1, ascii);
+    }
+    print!("{out}");
+    Ok(())
+}
+
+fn copy_file(a: &Args, pool: &Arc<Pool>) -> CmdResult {
+    if a.pos.len() != 3 {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    let (ds_name, path, dest) = (&a.pos[0], &a.pos[1], &a.pos[2]);
+    let dsl = DslPool::open(pool.clone()).map_err(|e| Fail::Err(e.to_string()))?;
+    let ds = dsl.lookup(ds_name).map_err(|e| Fail::Err(format!("failed to hold dataset '{ds_name}': {e}")))?;
+    let os = dsl.objset(&ds).map_err(|e| Fail::Err(e.to_string()))?;
+    let zpl = Zpl::open(os, ds_name).map_err(|e| Fail::Err(e.to_string()))?;
+    let p = if path.starts_with('/') { path.clone() } else { format!("/{path}") };
+    let obj = zpl.resolve(&p).map_err(|e| Fail::Err(format!("failed to find '{path}': {e}")))?;
+    let (_, attrs) = zpl.attrs(obj).map_err(|e| Fail::Err(e.to_string()))?;
+    if attrs.mode & ozfs_format::znode::S_IFMT != ozfs_format::znode::S_IFREG {
+        return Err(Fail::Err(format!("zdb: '{path}' is not a regular file")));
+    }
+    eprintln!("Copying object {obj} to file {dest}");
+    ozfs_zpl::copyout::copy_out(&zpl, &p, std::path::Path::new(dest), ozfs_zpl::copyout::CopyOptions { owners: false, xattrs: false })
+        .map_err(|e| Fail::Err(format!("zdb: copy failed: {e}")))?;
+    eprintln!("Object {obj} copied successfully");
+    Ok(())
+}
