@@ -1,0 +1,232 @@
+//! Shared scenario helpers for the ozfs integration tests.
+//!
+//! Every test builds its pools with zfs-fuse *in the same run* (see
+//! `ozfs-testkit`), records the manifests of the live trees right before each
+//! snapshot and at the end, exports the pool, and then checks that ozfs
+//! reproduces every recorded tree with `ozfs cp -r`.
+//!
+//! `OZFS_TEST_SETUP_ONLY=1` stops each scenario after the zfs-fuse part
+//! (pool creation, content, damage, zfs-fuse-side validation); useful to
+//! time or debug the harness while the CLI is incomplete.  CI never sets it.
+
+#![allow(dead_code)]
+
+pub use ozfs_testkit::*;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// An `Ozfs` runner for the binary under test, with a private state dir.
+pub fn ozfs() -> Ozfs {
+    Ozfs::new(env!("CARGO_BIN_EXE_ozfs"))
+}
+
+/// True when only the zfs-fuse side should run.
+pub fn setup_only() -> bool {
+    std::env::var_os("OZFS_TEST_SETUP_ONLY").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
+/// Prints how long a phase took (shown with `--nocapture` or on failure).
+pub fn phase(name: &str, t0: Instant) {
+    eprintln!("[{name}] {:.1?}", t0.elapsed());
+}
+
+/// One expected tree: a full dataset or snapshot name and its manifest.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// `pool`, `pool/ds`, `pool@snap` or `pool/ds@snap`.
+    pub name: String,
+    /// What `ozfs cp -r <name>:/ DEST` must produce.
+    pub manifest: Manifest,
+}
+
+/// Standard history of one dataset: populate with `profile`, then
+/// `nsnaps` times { record + snapshot `s<i>`, mutate round i }, then
+/// record the live state.  Returns one [`Expected`] per snapshot plus the
+/// live dataset.
+pub fn standard_history(pool: &TestPool, rel: &str, profile: &Profile, nsnaps: u32) -> Vec<Expected> {
+    let root = pool.root(rel);
+    let rep = populate(&root, profile).unwrap_or_else(|e| panic!("populate {}: {e}", pool.ds(rel)));
+    if profile.xattrs && !rep.xattrs {
+        eprintln!("NOTE: {}: {:?}", pool.ds(rel), rep.notes);
+    }
+    let mut out = Vec::new();
+    for i in 1..=nsnaps {
+        let snap = format!("s{i}");
+        let m = pool
+            .record_snapshot(rel, &snap)
+            .unwrap_or_else(|e| panic!("snapshot {}@{snap}: {e}", pool.ds(rel)));
+        out.push(Expected {
+            name: format!("{}@{snap}", pool.ds(rel)),
+            manifest: m,
+        });
+        mutate(&root, i, profile.seed).unwrap_or_else(|e| panic!("mutate {}: {e}", pool.ds(rel)));
+    }
+    let live = pool.record_live(rel).unwrap_or_else(|e| panic!("record {}: {e}", pool.ds(rel)));
+    out.push(Expected {
+        name: pool.ds(rel),
+        manifest: live,
+    });
+    out
+}
+
+/// Creates a dataset (`props`), sets atime=off, runs [`standard_history`].
+pub fn dataset_history(
+    pool: &TestPool,
+    rel: &str,
+    props: &[(&str, &str)],
+    profile: &Profile,
+    nsnaps: u32,
+) -> Vec<Expected> {
+    let mut p: Vec<(&str, &str)> = vec![("atime", "off")];
+    p.extend_from_slice(props);
+    pool.create_dataset(rel, &p)
+        .unwrap_or_else(|e| panic!("zfs create {}: {e}", pool.ds(rel)));
+    standard_history(pool, rel, profile, nsnaps)
+}
+
+/// `ozfs zpool import -d DIR` (listing): must succeed and show `pool` with
+/// `state: <state>`.  Returns the listing.
+pub fn assert_listed(oz: &Ozfs, dir: &Path, pool: &str, state: &str) -> String {
+    let out = oz.ok(&[OsStr::new("zpool"), OsStr::new("import"), OsStr::new("-d"), dir.as_os_str()]);
+    let block = pool_block(&out, pool)
+        .unwrap_or_else(|| panic!("`ozfs zpool import -d {}` does not list {pool}:\n{out}", dir.display()));
+    assert!(
+        block.lines().any(|l| l.trim() == format!("state: {state}")),
+        "pool {pool} should be listed with state {state}:\n{out}"
+    );
+    out
+}
+
+/// The part of a `zpool import` listing about `pool` (from its `pool:` line
+/// to the next one).
+pub fn pool_block(listing: &str, pool: &str) -> Option<String> {
+    let mut found = false;
+    let mut block = String::new();
+    for line in listing.lines() {
+        if let Some(name) = line.trim().strip_prefix("pool:") {
+            if found {
+                break;
+            }
+            found = name.trim() == pool;
+        }
+        if found {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    found.then_some(block)
+}
+
+/// Imports read-only with ozfs and checks `zfs list -t all` shows every
+/// expected dataset and snapshot.
+pub fn import_and_check_names(oz: &Ozfs, pool: &TestPool, expected: &[Expected]) {
+    oz.import_ro(&pool.dev_dir(), pool.name());
+    let names = oz.dataset_names();
+    for e in expected {
+        assert!(
+            names.iter().any(|n| n == &e.name),
+            "`ozfs zfs list -t all -H -o name` misses {}:\n{}",
+            e.name,
+            names.join("\n")
+        );
+    }
+}
+
+/// A fresh, not yet existing destination directory for a copy-out.
+pub fn dest_for(pool: &TestPool, tag: &str, name: &str) -> PathBuf {
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let p = pool.work_dir(&format!("{tag}-{safe}"));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// For every expected tree: `ozfs cp -r <name>:/ DEST` and compare the
+/// manifest of DEST with the recorded one.  Copies are deleted afterwards.
+pub fn verify_copyouts(oz: &Ozfs, pool: &TestPool, expected: &[Expected], tag: &str) {
+    for e in expected {
+        let t0 = Instant::now();
+        let dest = dest_for(pool, tag, &e.name);
+        oz.cp(&format!("{}:/", e.name), &dest);
+        let got = Manifest::scan(&dest).unwrap_or_else(|err| panic!("scanning copy of {}: {err}", e.name));
+        e.manifest.assert_same(&got, &format!("[{tag}] ozfs cp -r {}:/ vs zfs-fuse", e.name));
+        let _ = std::fs::remove_dir_all(&dest);
+        eprintln!("[{tag}] {} OK ({} entries, {:.1?})", e.name, got.len(), t0.elapsed());
+    }
+}
+
+/// Copies a sub-directory and a single file out of `e` and compares them.
+pub fn verify_partial_copyouts(oz: &Ozfs, pool: &TestPool, e: &Expected, dir: &str, file: &str, tag: &str) {
+    let dest = dest_for(pool, tag, &format!("{}-sub", e.name));
+    oz.cp(&format!("{}:/{dir}", e.name), &dest);
+    let got = Manifest::scan(&dest).unwrap();
+    e.manifest
+        .subtree(dir)
+        .assert_same(&got, &format!("ozfs cp -r {}:/{dir}", e.name));
+    let _ = std::fs::remove_dir_all(&dest);
+
+    let dest = dest_for(pool, tag, &format!("{}-file", e.name));
+    oz.cp(&format!("{}:/{file}", e.name), &dest);
+    let want = e.manifest.get(file).unwrap_or_else(|| panic!("{file} not in manifest"));
+    let md = std::fs::symlink_metadata(&dest).unwrap();
+    assert!(md.is_file(), "copy of a file should be a file: {}", dest.display());
+    assert_eq!(Some(manifest::sha256_file(&dest).unwrap()), want.sha256, "content of {file}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(md.mode() & 0o7777, want.mode, "mode of {file}");
+    assert_eq!((md.mtime(), md.mtime_nsec()), want.mtime, "mtime of {file}");
+    let _ = std::fs::remove_file(&dest);
+}
+
+/// Copies the device files (sparse) into `<pool tmp>/work/<name>` and
+/// returns that directory (to let zfs-fuse look at damaged devices without
+/// touching the originals).
+pub fn copy_devices(pool: &TestPool, name: &str) -> PathBuf {
+    let dir = pool.work_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in pool.devs() {
+        if !d.exists() {
+            continue;
+        }
+        let to = dir.join(d.file_name().unwrap());
+        let st = std::process::Command::new("cp")
+            .arg("--sparse=always")
+            .arg(d)
+            .arg(&to)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cp {}", d.display());
+    }
+    dir
+}
+
+/// Imports copies of the devices in zfs-fuse, scrubs, and returns the
+/// `zpool status` text; the copy is exported again and removed.  Used to
+/// validate that damage done by a test is real and recoverable *for ZFS*.
+pub fn zfs_fuse_scrub_copy(pool: &mut TestPool) -> String {
+    let dir = copy_devices(pool, "scrubcopy");
+    pool.import_from(&dir).unwrap_or_else(|e| panic!("zfs-fuse import of damaged copy: {e}"));
+    let name = pool.name().to_string();
+    pool.zpool(&["scrub", &name]).unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        let s = pool.zpool(&["status", "-v", &name]).unwrap();
+        if !s.contains("in progress") || t0.elapsed() > Duration::from_secs(300) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    pool.export().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    status
+}
+
+/// Standard checks on an ozfs failure: exit code as given (or any nonzero
+/// for `None`), stderr mentions every `needle`.
+pub fn assert_error(out: &proc::CmdOutput, code: Option<i32>, needles: &[&str]) {
+    if let Some(c) = code {
+        assert_eq!(out.code, Some(c), "exit code:\n{}", out.describe());
+    }
+    for n in needles {
+        assert!(out.stderr.contains(n), "stderr should mention {n:?}:\n{}", out.describe());
+    }
+}

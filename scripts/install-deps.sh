@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Install the system packages the ozfs test-suite needs (Debian/Ubuntu).
+#
+# Idempotent: does nothing when everything is already installed, runs
+# `apt-get update` only when a package is missing and cannot be found in the
+# current package lists.  Safe without a TTY/stdin (CI).
+#
+# The test harness (crates/testkit) runs its own private zfs-fuse daemon in a
+# private mount namespace, with tmpfs over /run/zfs, /var/lock/zfs and
+# /etc/zfs, so a system zfs-fuse daemon (started or not by the package's
+# postinst) does not interfere.  We still try hard not to start one: a
+# temporary policy-rc.d denies service starts during the install.
+set -euo pipefail
+
+PKGS=(zfs-fuse fuse attr)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all present (${PKGS[*]})"
+    exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO=(sudo -n)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS=(-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+echo "install-deps: installing ${missing[*]}"
+
+# Deny service starts (zfs-fuse's postinst would start the system daemon)
+# unless the machine already has a policy.
+POLICY=/usr/sbin/policy-rc.d
+policy_created=0
+if [ ! -e "$POLICY" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null
+    "${SUDO[@]}" chmod 755 "$POLICY"
+    policy_created=1
+fi
+cleanup() {
+    if [ "$policy_created" = 1 ]; then
+        "${SUDO[@]}" rm -f "$POLICY"
+    fi
+}
+trap cleanup EXIT
+
+# Update the package lists only if apt cannot see a candidate for a package.
+need_update=0
+for p in "${missing[@]}"; do
+    cand=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ {print $2}')
+    if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then
+        need_update=1
+    fi
+done
+if [ "$need_update" = 1 ]; then
+    "${SUDO[@]}" apt-get update -q </dev/null
+fi
+
+if ! "${SUDO[@]}" apt-get install "${APT_OPTS[@]}" "${missing[@]}" </dev/null; then
+    # Stale lists (404 on a superseded version): refresh once and retry.
+    "${SUDO[@]}" apt-get update -q </dev/null
+    "${SUDO[@]}" apt-get install "${APT_OPTS[@]}" "${missing[@]}" </dev/null
+fi
+
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || {
+        echo "install-deps: $p failed to install" >&2
+        exit 1
+    }
+done
+command -v zfs-fuse >/dev/null || [ -x /usr/sbin/zfs-fuse ] || {
+    echo "install-deps: zfs-fuse binary not found after install" >&2
+    exit 1
+}
+echo "install-deps: done"
