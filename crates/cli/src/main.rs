@@ -50,8 +50,7 @@ commands:
   zpool import|export|list|status ...   pool commands, as zpool(8)
   zfs list|get ...                       dataset commands, as zfs(8)
   zdb [-CudR...] POOL ...                pool debugger, as zdb(8)
-  cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset
-  demo [DIR]                             build a pool with zfs-fuse and read it back";
+  cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();

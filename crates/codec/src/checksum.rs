@@ -214,70 +214,79 @@ fn fletcher4_impl<const BE: bool>(state: &mut Cksum, data: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
         if data.len() >= 1024 && std::arch::is_x86_feature_detected!("avx2") {
+            let bulk = data.len() / F4_CHUNK * F4_CHUNK;
             // SAFETY: the CPU supports AVX2 (checked just above).
-            unsafe { f4_lanes_avx2::<BE>(state, data) };
+            let sums = unsafe { f4_lane_sums_avx2::<BE>(&data[..bulk]) };
+            f4_fold(state, &sums, bulk);
+            f4_serial::<BE>(state, &data[bulk..]);
             return;
         }
     }
-    // Without wide vectors the plain serial loop (one word per cycle) is the fastest.
+    // Without wide vectors the plain serial loop (about one word per cycle) is the fastest.
     f4_serial::<BE>(state, data);
 }
+
+/// Bytes per iteration of the lane kernel.
+const F4_CHUNK: usize = 4 * F4_LANES;
 
 /// The lane kernel compiled with AVX2 enabled (4 u64 lanes per register).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn f4_lanes_avx2<const BE: bool>(state: &mut Cksum, data: &[u8]) {
-    f4_lanes::<BE>(state, data)
+unsafe fn f4_lane_sums_avx2<const BE: bool>(data: &[u8]) -> [[u64; F4_LANES]; 4] {
+    f4_lane_sums::<BE>(data)
 }
 
-/// Lane-parallel fletcher4 (see the module docs), bit-identical to [`f4_serial`].
+/// Per-lane fletcher4 accumulators `[a, b, c, d]` over whole [`F4_CHUNK`]s of `data`.
 #[inline(always)]
-fn f4_lanes<const BE: bool>(state: &mut Cksum, data: &[u8]) {
-    const CH: usize = 4 * F4_LANES;
-    let bulk = data.len() / CH * CH;
-    if bulk > 0 {
-        let mut a = [0u64; F4_LANES];
-        let mut b = [0u64; F4_LANES];
-        let mut c = [0u64; F4_LANES];
-        let mut d = [0u64; F4_LANES];
-        for ch in data[..bulk].chunks_exact(CH) {
-            let mut x = [0u64; F4_LANES];
-            for (xl, w) in x.iter_mut().zip(ch.chunks_exact(4)) {
-                *xl = rd32::<BE>(w);
-            }
-            for l in 0..F4_LANES {
-                a[l] = a[l].wrapping_add(x[l]);
-                b[l] = b[l].wrapping_add(a[l]);
-                c[l] = c[l].wrapping_add(b[l]);
-                d[l] = d[l].wrapping_add(c[l]);
-            }
+fn f4_lane_sums<const BE: bool>(data: &[u8]) -> [[u64; F4_LANES]; 4] {
+    let mut a = [0u64; F4_LANES];
+    let mut b = [0u64; F4_LANES];
+    let mut c = [0u64; F4_LANES];
+    let mut d = [0u64; F4_LANES];
+    for ch in data.chunks_exact(F4_CHUNK) {
+        for l in 0..F4_LANES {
+            a[l] = a[l].wrapping_add(rd32::<BE>(&ch[4 * l..4 * l + 4]));
+            b[l] = b[l].wrapping_add(a[l]);
+            c[l] = c[l].wrapping_add(b[l]);
+            d[l] = d[l].wrapping_add(c[l]);
         }
-        // Fold lanes into the zero-seeded serial sums of the bulk.
-        let mut s = [0u64; 4];
-        for (l, coef) in F4_COEF.iter().enumerate() {
-            let acc = [a[l], b[l], c[l], d[l]];
-            for k in 0..4 {
-                for j in 0..4 {
-                    s[k] = s[k].wrapping_add(coef[k][j].wrapping_mul(acc[j]));
-                }
-            }
-        }
-        // Compose with the incoming state.
-        let n = (bulk / 4) as u64;
-        let (n2, n3) = binom23(n);
-        let [a0, b0, c0, d0] = state.0;
-        state.0 = [
-            a0.wrapping_add(s[0]),
-            b0.wrapping_add(n.wrapping_mul(a0)).wrapping_add(s[1]),
-            c0.wrapping_add(n.wrapping_mul(b0))
-                .wrapping_add(n2.wrapping_mul(a0))
-                .wrapping_add(s[2]),
-            d0.wrapping_add(n.wrapping_mul(c0))
-                .wrapping_add(n2.wrapping_mul(b0))
-                .wrapping_add(n3.wrapping_mul(a0))
-                .wrapping_add(s[3]),
-        ];
     }
+    [a, b, c, d]
+}
+
+/// Fold lane accumulators covering `bulk` bytes into `state` (see the module docs).
+fn f4_fold(state: &mut Cksum, sums: &[[u64; F4_LANES]; 4], bulk: usize) {
+    // Zero-seeded serial sums of the bulk.
+    let mut s = [0u64; 4];
+    for (l, coef) in F4_COEF.iter().enumerate() {
+        for (k, sk) in s.iter_mut().enumerate() {
+            for (j, lane) in sums.iter().enumerate() {
+                *sk = sk.wrapping_add(coef[k][j].wrapping_mul(lane[l]));
+            }
+        }
+    }
+    // Compose with the incoming state.
+    let n = (bulk / 4) as u64;
+    let (n2, n3) = binom23(n);
+    let [a0, b0, c0, d0] = state.0;
+    state.0 = [
+        a0.wrapping_add(s[0]),
+        b0.wrapping_add(n.wrapping_mul(a0)).wrapping_add(s[1]),
+        c0.wrapping_add(n.wrapping_mul(b0))
+            .wrapping_add(n2.wrapping_mul(a0))
+            .wrapping_add(s[2]),
+        d0.wrapping_add(n.wrapping_mul(c0))
+            .wrapping_add(n2.wrapping_mul(b0))
+            .wrapping_add(n3.wrapping_mul(a0))
+            .wrapping_add(s[3]),
+    ];
+}
+
+/// Lane-parallel fletcher4 path (see the module docs), bit-identical to the serial one.
+fn f4_lanes<const BE: bool>(state: &mut Cksum, data: &[u8]) {
+    let bulk = data.len() / F4_CHUNK * F4_CHUNK;
+    let sums = f4_lane_sums::<BE>(&data[..bulk]);
+    f4_fold(state, &sums, bulk);
     f4_serial::<BE>(state, &data[bulk..]);
 }
 

@@ -51,6 +51,8 @@ pub const ZAP_LEAF_ARRAY_BYTES: usize = 21;
 pub const CHAIN_END: u16 = 0xffff;
 /// Leaf header size (`zap_leaf_phys_t.l_hdr`).
 pub const ZAP_LEAF_HDR_SIZE: usize = 48;
+/// Largest pointer-table shift [`list`] will walk (2^32 entries = a 32 GiB table; real ZAPs stay far below).
+pub const MAX_LIST_PTRTBL_SHIFT: u64 = 32;
 /// Leaf flag: entries in each bucket are sorted by cd.
 pub const ZLF_ENTRIES_CDSORTED: u8 = 1;
 
@@ -583,6 +585,15 @@ pub fn list(
         ZapHeader::Fat(h) => h,
     };
     let bs = block_shift(block0.len(), "fat zap")?;
+    if hdr.ptrtbl_shift > MAX_LIST_PTRTBL_SHIFT {
+        return Err(Error::unsupported(
+            "fat zap",
+            format!(
+                "pointer table of 2^{} entries is too large to walk",
+                hdr.ptrtbl_shift
+            ),
+        ));
+    }
     let uint64_key = hdr.flags & ZAP_FLAG_UINT64_KEY != 0;
     let mut seen_leaves = BTreeSet::new();
     let mut order = Vec::new();
