@@ -87,7 +87,8 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
             dump_dataset(&dsl, &ds, dlevel, &objects)?;
         } else {
             let mos = Objset::mos(pool.clone());
-            dump_objset(&mos, "mos", "META", 0, pool.uberblock.txg, dlevel, &objects, None)?;
+            let mos_used = dsl.mos_used().unwrap_or(0);
+            dump_objset(&mos, "mos", "META", 0, 4, mos_used, dlevel, &objects, None)?;
             let root = dsl.root().map_err(|e| Fail::Err(e.to_string()))?;
             for ds in dsl.list(&root, true, None).map_err(|e| Fail::Err(e.to_string()))? {
                 dump_dataset(&dsl, &ds, dlevel, &objects)?;
@@ -126,25 +127,13 @@ fn dump_dataset(dsl: &DslPool, ds: &DatasetInfo, dlevel: usize, objects: &[u64])
         _ => objset_type_name(os.phys.os_type),
     };
     let zpl = if os.phys.os_type == 2 { Zpl::open(Objset::open(dsl.pool.clone(), &ds.ds.bp).map_err(|e| Fail::Err(e.to_string()))?, &ds.name).ok() } else { None };
-    dump_objset(&os, &ds.name, kind, ds.ds_obj, ds.ds.creation_txg, dlevel, objects, zpl.as_ref())?;
-    let _ = ds.ds.referenced_bytes;
+    dump_objset(&os, &ds.name, kind, ds.ds_obj, ds.ds.creation_txg, ds.ds.referenced_bytes, dlevel, objects, zpl.as_ref())?;
     Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
-fn dump_objset(os: &Objset, name: &str, kind: &str, id: u64, cr_txg: u64, dlevel: usize, objects: &[u64], zpl: Option<&Zpl>) -> CmdResult {
-    let refd: u64 = {
-        let mut s = 0u64;
-        for d in os.bp.dvas().iter().filter(|d| !d.is_empty()) {
-            s += d.asize;
-        }
-        s
-    };
-    println!(
-        "Dataset {name} [{kind}], ID {id}, cr_txg {cr_txg}, {}, {} objects",
-        nicenum(if id == 0 { refd } else { dsl_referenced(os).unwrap_or(refd) }),
-        os.bp.fill()
-    );
+fn dump_objset(os: &Objset, name: &str, kind: &str, id: u64, cr_txg: u64, refd: u64, dlevel: usize, objects: &[u64], zpl: Option<&Zpl>) -> CmdResult {
+    println!("Dataset {name} [{kind}], ID {id}, cr_txg {cr_txg}, {}, {} objects", nicenum(refd), os.bp.fill());
     if dlevel < 2 {
         return Ok(());
     }
@@ -167,10 +156,6 @@ fn dump_objset(os: &Objset, name: &str, kind: &str, id: u64, cr_txg: u64, dlevel
     }
     println!();
     Ok(())
-}
-
-fn dsl_referenced(_os: &Objset) -> Option<u64> {
-    None
 }
 
 fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> CmdResult {

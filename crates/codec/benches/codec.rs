@@ -11,7 +11,14 @@ const SIZE: usize = 128 * 1024;
 fn sample() -> Vec<u8> {
     let mut x: u64 = 0x1234_5678_9abc_def1;
     let words: [&[u8]; 8] = [
-        b"zfs ", b"block ", b"pointer ", b"\0\0\0\0", b"dnode ", b"txg ", b"12345 ", b"\n",
+        b"zfs ",
+        b"block ",
+        b"pointer ",
+        b"\0\0\0\0",
+        b"dnode ",
+        b"txg ",
+        b"12345 ",
+        b"\n",
     ];
     let mut out = Vec::with_capacity(SIZE + 16);
     while out.len() < SIZE {
@@ -87,7 +94,11 @@ fn benches(c: &mut Criterion) {
 
     // raidz2 of 8 children: 6 data columns of ~21.3 KiB (sector 4 KiB -> 32 sectors, q = 5, r = 2).
     let map = raidz::RaidzMap::new(0, SIZE as u64, 12, 8, 2);
-    let mut cols: Vec<Vec<u8>> = map.cols.iter().map(|c| vec![0u8; c.size as usize]).collect();
+    let mut cols: Vec<Vec<u8>> = map
+        .cols
+        .iter()
+        .map(|c| vec![0u8; c.size as usize])
+        .collect();
     let mut pos = 0;
     for c in cols[2..].iter_mut() {
         let n = c.len();

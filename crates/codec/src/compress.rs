@@ -436,7 +436,8 @@ pub fn zstd_header(src: &[u8]) -> Option<(usize, u32)> {
 
 /// ZFS zstd decompression (8-byte header, magicless frame); must yield exactly `dst.len()` bytes.
 pub fn zstd_decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
-    let (c_len, _) = zstd_header(src).ok_or_else(|| Error::truncated("zstd header", 8, src.len()))?;
+    let (c_len, _) =
+        zstd_header(src).ok_or_else(|| Error::truncated("zstd header", 8, src.len()))?;
     let frame = src.get(8..8usize.saturating_add(c_len)).ok_or_else(|| {
         Error::corrupt("zstd block", format!("frame length {c_len} exceeds block"))
     })?;

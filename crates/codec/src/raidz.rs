@@ -363,8 +363,7 @@ pub fn reconstruct(nparity: usize, cols: &mut [Vec<u8>], missing: &[usize]) -> R
                     }
                 }
                 2 => {
-                    for ((o, &s0), &s1) in out[..n].iter_mut().zip(&syn[0][..n]).zip(&syn[1][..n])
-                    {
+                    for ((o, &s0), &s1) in out[..n].iter_mut().zip(&syn[0][..n]).zip(&syn[1][..n]) {
                         *o = tabs[0][s0 as usize] ^ tabs[1][s1 as usize];
                     }
                 }

@@ -92,7 +92,11 @@ fn fletcher4_matches_reference_all_lengths() {
     for len in 0..600 {
         let d = r.bytes(len);
         for bs in [false, true] {
-            assert_eq!(fletcher4(&d, bs), ref_f4([0; 4], &d, bs), "len {len} bs {bs}");
+            assert_eq!(
+                fletcher4(&d, bs),
+                ref_f4([0; 4], &d, bs),
+                "len {len} bs {bs}"
+            );
         }
     }
 }

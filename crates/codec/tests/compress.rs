@@ -17,7 +17,9 @@ fn zle(src: &[u8], n: usize) -> ozfs_codec::Result<Vec<u8>> {
 
 #[test]
 fn lzjb_literal_runs() {
-    let s = [0x00, b'A', b'B', b'C', b'D', b'E', b'F', b'G', b'H', 0x00, b'I', b'J'];
+    let s = [
+        0x00, b'A', b'B', b'C', b'D', b'E', b'F', b'G', b'H', 0x00, b'I', b'J',
+    ];
     assert_eq!(lzjb(&s, 10).unwrap(), b"ABCDEFGHIJ");
     // Decoding stops when the output is full; trailing bytes/padding are ignored.
     assert_eq!(lzjb(&s, 3).unwrap(), b"ABC");
@@ -89,10 +91,7 @@ fn lzjb_compress_golden() {
     let src: Vec<u8> = (0..10u8).collect();
     let mut dst = [0u8; 64];
     let n = lzjb_compress(&src, &mut dst).unwrap();
-    assert_eq!(
-        &dst[..n],
-        &[0, 0, 1, 2, 3, 4, 5, 6, 7, 0, 8, 9]
-    );
+    assert_eq!(&dst[..n], &[0, 0, 1, 2, 3, 4, 5, 6, 7, 0, 8, 9]);
     // Too small an output buffer: give up.
     assert_eq!(lzjb_compress(&[0u8; 200], &mut [0u8; 17]), None);
 }
@@ -206,7 +205,9 @@ fn lz4_details() {
     assert_eq!(&out, b"hello");
     // Literal 'a' then a match of 4+3 at offset 1 then last literals "bcdef" (7 bytes... ) - keep it simple:
     // token 0x13: 1 literal, match length 3+4 = 7; offset 1 (LE); then token 0x50 + 5 literals.
-    let s = [0, 0, 0, 10, 0x13, b'a', 1, 0, 0x50, b'b', b'c', b'd', b'e', b'f'];
+    let s = [
+        0, 0, 0, 10, 0x13, b'a', 1, 0, 0x50, b'b', b'c', b'd', b'e', b'f',
+    ];
     let mut out = [0u8; 13];
     decompress(15, &s, &mut out).unwrap();
     assert_eq!(&out, b"aaaaaaaabcdef");
@@ -219,7 +220,10 @@ fn lz4_details() {
     let data = vec![7u8; 4096];
     let mut buf = vec![0u8; 3584];
     let c = compress(15, &data, &mut buf).unwrap().unwrap();
-    assert_eq!(u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize, c - 4);
+    assert_eq!(
+        u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize,
+        c - 4
+    );
     // A tiny destination that needs the scratch path.
     let mut tiny = vec![0u8; 64];
     let c2 = compress(15, &data, &mut tiny).unwrap().unwrap();

@@ -77,7 +77,11 @@ fn mutated_streams_never_panic() {
                         m.splice(i..i, extra);
                     }
                 }
-                let dlen = if r.below(3) == 0 { r.below(8192) } else { d.len() };
+                let dlen = if r.below(3) == 0 {
+                    r.below(8192)
+                } else {
+                    d.len()
+                };
                 run(kind, &m, dlen);
             }
         }

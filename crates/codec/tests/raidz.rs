@@ -66,7 +66,10 @@ fn map_partial_row_and_skip() {
     // tot = 5 + 1*2 = 7 -> roundup(7, 2) = 8 sectors.
     assert_eq!(m.asize, 8 * 4096);
     // psize not a sector multiple is rounded up.
-    assert_eq!(RaidzMap::new(0, 1000, 9, 4, 1), RaidzMap::new(0, 1024, 9, 4, 1));
+    assert_eq!(
+        RaidzMap::new(0, 1000, 9, 4, 1),
+        RaidzMap::new(0, 1024, 9, 4, 1)
+    );
 }
 
 #[test]
@@ -181,7 +184,11 @@ fn parity_matches_reference() {
         let mut cols = random_cols(&mut r, p, k, unit);
         generate_parity(p, &mut cols);
         for row in 0..p {
-            assert_eq!(cols[row], ref_parity(row, &cols[p..]), "p {p} k {k} row {row}");
+            assert_eq!(
+                cols[row],
+                ref_parity(row, &cols[p..]),
+                "p {p} k {k} row {row}"
+            );
         }
     }
 }

@@ -75,6 +75,15 @@ impl DslPool {
         NvList::unpack(&data).map_err(|e| e.context("MOS config"))
     }
 
+    /// Bytes used by the MOS (the `$MOS` directory's used bytes).
+    pub fn mos_used(&self) -> Result<u64> {
+        let root = self.dir(self.root_dir_obj)?;
+        let e = zap::lookup_obj(&self.mos, root.child_dir_zapobj, "$MOS")?
+            .and_then(|e| e.as_u64())
+            .ok_or_else(|| Error::NotFound("$MOS directory".into()))?;
+        Ok(self.dir(e)?.used_bytes)
+    }
+
     /// DSL directory bonus.
     pub fn dir(&self, obj: u64) -> Result<DslDirPhys> {
         let (b, swap, bt) = bonus_swap(&self.mos, obj)?;

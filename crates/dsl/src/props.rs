@@ -115,7 +115,6 @@ enum Kind {
     /// Stored as a number, shown through a value table.
     Index(&'static [(&'static str, u64)]),
     Bytes,
-    Num,
     Text,
 }
 
@@ -179,7 +178,6 @@ fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
         ),
         (Kind::Bytes, zap_value::Stored::Num(0)) => PropValue::Text("none".into()),
         (Kind::Bytes, zap_value::Stored::Num(n)) => PropValue::Bytes(*n),
-        (Kind::Num, zap_value::Stored::Num(n)) => PropValue::Num(*n),
         (_, zap_value::Stored::Num(n)) => PropValue::Num(*n),
         (_, zap_value::Stored::Text(s)) => PropValue::Text(s.clone()),
     }

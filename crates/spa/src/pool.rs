@@ -106,7 +106,11 @@ impl Pool {
         let mut tops = Vec::new();
         for id in 0..nchildren {
             match tops_cfg.get(&id) {
-                Some((_, tree)) => tops.push(Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?),
+                Some((_, tree)) => {
+                    let mut top = Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?;
+                    top.check_leaf_sizes();
+                    tops.push(top);
+                }
                 None => {
                     let mut nv = NvList::new();
                     nv.set("type", ozfs_format::NvValue::String("missing".into()));
@@ -122,12 +126,17 @@ impl Pool {
         let mut root = Vdev::from_config(&root_nv, &mut opener)?;
         root.children = tops;
         if root.state() == VdevState::Unavail {
-            let missing: Vec<String> = root
-                .children
-                .iter()
-                .filter(|c| c.state() == VdevState::Unavail)
-                .map(|c| c.display_name())
-                .collect();
+            let mut missing: Vec<String> = Vec::new();
+            for c in root.children.iter().filter(|c| c.state() == VdevState::Unavail) {
+                let mut why: Vec<String> = Vec::new();
+                c.walk(0, &mut |v, _| {
+                    if let VdevKind::Leaf(None) = v.kind {
+                        let name = v.path.clone().unwrap_or_else(|| v.guid.to_string());
+                        why.push(format!("{name}: {}", v.aux.clone().unwrap_or_else(|| "missing".into())));
+                    }
+                });
+                missing.push(format!("{} ({})", c.display_name(), why.join("; ")));
+            }
             return Err(Error::Invalid(format!(
                 "{what}: one or more devices are unavailable beyond the pool's redundancy (top-level vdevs: {})",
                 missing.join(", ")

@@ -92,6 +92,8 @@ pub struct Vdev {
     pub stats: VdevStats,
     /// The nvlist this node was built from.
     pub config: NvList,
+    /// Why a leaf is unavailable (e.g. "device too small"), for status output.
+    pub aux: Option<String>,
 }
 
 /// How to open leaves while building a tree: given the leaf's guid and configured path.
@@ -170,6 +172,7 @@ impl Vdev {
             nparity,
             stats: VdevStats::default(),
             config: nv.clone(),
+            aux: None,
         })
     }
 
@@ -220,6 +223,35 @@ impl Vdev {
                     VdevState::Online
                 }
             }
+        }
+    }
+
+    /// Mark leaves whose device is smaller than the space the config says they
+    /// hold as unavailable (a truncated or replaced device must not be read past its end).
+    pub fn check_leaf_sizes(&mut self) {
+        let need = match &self.kind {
+            VdevKind::Raidz { .. } => self.asize / self.children.len().max(1) as u64,
+            _ => self.asize,
+        };
+        for c in &mut self.children {
+            c.check_sizes_below(need);
+        }
+        if let VdevKind::Leaf(_) = self.kind {
+            self.check_sizes_below(self.asize);
+        }
+    }
+
+    fn check_sizes_below(&mut self, need: u64) {
+        if let VdevKind::Leaf(Some(dev)) = &self.kind {
+            let psize = ozfs_format::label::aligned_psize(dev.size());
+            let usable = psize.saturating_sub(VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE);
+            if usable < need {
+                self.aux = Some(format!("device too small ({} bytes, needs {})", dev.size(), need + VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE));
+                self.kind = VdevKind::Leaf(None);
+            }
+        }
+        for c in &mut self.children {
+            c.check_sizes_below(need);
         }
     }
 

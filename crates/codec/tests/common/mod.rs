@@ -33,7 +33,9 @@ pub fn corpus(n: usize, seed: u64) -> Vec<(&'static str, Vec<u8>)> {
         .take(n)
         .copied()
         .collect();
-    let words = ["alpha ", "beta ", "gamma ", "delta ", "\n", "zfs ", "block ", "0123 "];
+    let words = [
+        "alpha ", "beta ", "gamma ", "delta ", "\n", "zfs ", "block ", "0123 ",
+    ];
     let mut prose = Vec::with_capacity(n + 8);
     while prose.len() < n {
         prose.extend_from_slice(words[r.below(words.len())].as_bytes());
