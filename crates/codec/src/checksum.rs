@@ -201,11 +201,10 @@ fn binom23(n: u64) -> (u64, u64) {
     let t = n as u128;
     let x = t * (t + 1) / 2; // exact: fits in u128
     let c2 = x as u64;
-    let c3 = if x % 3 == 0 {
-        ((x / 3) as u64).wrapping_mul((t + 2) as u64)
-    } else {
-        // 3 divides t + 2
-        (x as u64).wrapping_mul(((t + 2) / 3) as u64)
+    let c3 = match x % 3 {
+        0 => ((x / 3) as u64).wrapping_mul((t + 2) as u64),
+        // Otherwise t ≡ 1 (mod 3) and 3 divides t + 2: (t + 2) / 3 = t / 3 + 1.
+        _ => (x as u64).wrapping_mul((t / 3 + 1) as u64),
     };
     (c2, c3)
 }

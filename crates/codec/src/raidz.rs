@@ -123,7 +123,7 @@ pub fn raidz_asize(psize: u64, ashift: u32, dcols: usize, nparity: usize) -> u64
     let p = nparity as u64;
     let mut a = psize.div_ceil(1u64 << ashift);
     a += p * a.div_ceil(dcols as u64 - p);
-    a.div_ceil(p + 1) * (p + 1) << ashift
+    (a.div_ceil(p + 1) * (p + 1)) << ashift
 }
 
 // ---------------------------------------------------------------------------

@@ -296,7 +296,10 @@ fn lzjb_zle_roundtrip_random_structures() {
         let mut d = Vec::with_capacity(len);
         while d.len() < len {
             match r.below(4) {
-                0 => d.extend(std::iter::repeat(0).take(r.below(300))),
+                0 => {
+                    let n = r.below(300);
+                    d.resize(d.len() + n, 0)
+                }
                 1 => {
                     let n = r.below(100);
                     d.extend(r.bytes(n))
@@ -310,7 +313,7 @@ fn lzjb_zle_roundtrip_random_structures() {
                 }
                 _ => {
                     let (b, n) = (r.next() as u8, r.below(200));
-                    d.extend(std::iter::repeat(b).take(n))
+                    d.resize(d.len() + n, b)
                 }
             }
         }

@@ -39,6 +39,7 @@ impl FoundPool {
 
 /// Candidate device files in `dir`: regular files and block devices (not following into subdirectories).
 pub fn candidates(dir: &Path) -> Result<Vec<PathBuf>> {
+    let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("cannot read directory {}", dir.display()), e))?;
     let mut out = Vec::new();
     for ent in rd.flatten() {
