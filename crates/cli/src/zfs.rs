@@ -209,6 +209,11 @@ fn get(argv: &[String]) -> CmdResult {
         for ds in list {
             let mut props = dsl.properties(ds, avail).map_err(|e| Fail::Err(format!("{}: {e}", ds.name)))?;
             add_zpl_props(dsl, ds, &mut props);
+            if ds.is_snapshot {
+                props.push(("defer_destroy".into(), PropValue::Text(if ds.ds.flags & 0x8 != 0 { "on" } else { "off" }.into()), PropSource::None));
+                props.push(("userrefs".into(), PropValue::Num(0), PropSource::None));
+            }
+            sort_props(&mut props);
             let chosen: Vec<(String, PropValue, PropSource)> = match &wanted {
                 None => props,
                 Some(w) => w
@@ -254,6 +259,20 @@ fn get(argv: &[String]) -> CmdResult {
     let h: Vec<(&str, Align)> = headers.iter().map(|(s, al)| (s.as_str(), *al)).collect();
     print_table(&h, &rows, scripted);
     Ok(())
+}
+
+/// `zfs get all` order (pool-version-23 zfs), OpenZFS-only properties after it.
+const GET_ORDER: &[&str] = &[
+    "type", "creation", "used", "available", "referenced", "compressratio", "mounted", "origin", "quota", "reservation",
+    "recordsize", "mountpoint", "sharenfs", "checksum", "compression", "atime", "devices", "exec", "setuid", "readonly",
+    "zoned", "snapdir", "aclmode", "aclinherit", "canmount", "xattr", "copies", "version", "utf8only", "normalization",
+    "casesensitivity", "vscan", "nbmand", "sharesmb", "refquota", "refreservation", "primarycache", "secondarycache",
+    "usedbysnapshots", "usedbydataset", "usedbychildren", "usedbyrefreservation", "logbias", "dedup", "mlslabel", "sync",
+    "defer_destroy", "userrefs", "guid", "createtxg",
+];
+
+fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
+    props.sort_by_key(|(n, _, _)| GET_ORDER.iter().position(|o| o == n).unwrap_or(GET_ORDER.len()));
 }
 
 /// version, utf8only, normalization, casesensitivity come from the file system's master node.

@@ -73,15 +73,26 @@ impl TestPool {
     /// Settles timestamps of dataset `rel` (see [`settle_times`]) and scans
     /// its live tree: the state a copy-out of the live dataset must match.
     pub fn record_live(&self, rel: &str) -> Result<Manifest> {
+        self.record_live_with(rel, &ScanOptions::default())
+    }
+
+    /// [`TestPool::record_live`] with scan options (e.g. `xattrs: false`
+    /// for a dataset without xattrs: listxattr is slow on zfs-fuse).
+    pub fn record_live_with(&self, rel: &str, opts: &ScanOptions) -> Result<Manifest> {
         let root = self.root(rel);
         settle_times(&root)?;
-        Manifest::scan(&root)
+        Manifest::scan_with(&root, opts)
     }
 
     /// [`TestPool::record_live`] then `zfs snapshot <ds>@<snap>`: returns
     /// the manifest the snapshot must match.
     pub fn record_snapshot(&self, rel: &str, snap: &str) -> Result<Manifest> {
-        let m = self.record_live(rel)?;
+        self.record_snapshot_with(rel, snap, &ScanOptions::default())
+    }
+
+    /// [`TestPool::record_snapshot`] with scan options.
+    pub fn record_snapshot_with(&self, rel: &str, snap: &str, opts: &ScanOptions) -> Result<Manifest> {
+        let m = self.record_live_with(rel, opts)?;
         self.snapshot(rel, snap)?;
         Ok(m)
     }

@@ -24,7 +24,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
@@ -536,10 +538,39 @@ pub fn set_len(p: &Path, len: u64) -> Result<()> {
     f.set_len(len).map_err(|e| err(p, "truncate", e))
 }
 
-/// Re-sets the mtime of every entry under `root` (root included, not
-/// crossing mounts) to the whole second currently reported.  See the module
-/// docs: needed with zfs-fuse so that disk state == what `stat` shows.
+static SETTLED: Mutex<Option<HashMap<PathBuf, i64>>> = Mutex::new(None);
+
+/// Re-sets the mtime of entries under `root` (root included, not crossing
+/// mounts) to the whole second currently reported.  See the module docs:
+/// needed with zfs-fuse so that disk state == what `stat` shows.
+///
+/// Incremental: the first call for a `root` settles everything; later calls
+/// only touch entries whose mtime is not older than (start of the previous
+/// call - 1 s) — everything else was settled before or had its mtime set
+/// explicitly (zfs-fuse stores explicit times with 0 ns).  Returns the
+/// number of entries touched.
 pub fn settle_times(root: &Path) -> Result<usize> {
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let since = SETTLED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .get(root)
+        .map(|t| t - 1);
+    let n = settle_times_since(root, since)?;
+    SETTLED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(root.to_path_buf(), start);
+    Ok(n)
+}
+
+/// Settles the entries whose mtime is >= `since` (all of them for `None`).
+pub fn settle_times_since(root: &Path, since: Option<i64>) -> Result<usize> {
     let dev = fs::symlink_metadata(root).map_err(|e| err(root, "lstat", e))?.dev();
     let mut stack = vec![root.to_path_buf()];
     let mut n = 0;
@@ -553,8 +584,10 @@ pub fn settle_times(root: &Path) -> Result<usize> {
                 stack.push(de.map_err(|e| err(&p, "readdir", e))?.path());
             }
         }
-        set_mtime(&p, md.mtime(), 0)?;
-        n += 1;
+        if since.is_none_or(|s| md.mtime() >= s) {
+            set_mtime(&p, md.mtime(), 0)?;
+            n += 1;
+        }
     }
     Ok(n)
 }
