@@ -14,6 +14,12 @@ set -euo pipefail
 
 PKGS=(zfs-fuse fuse attr)
 
+# FUSE device node (best effort; normally present).
+if [ ! -e /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
+    modprobe fuse 2>/dev/null || true
+    [ -e /dev/fuse ] || { mknod -m 0666 /dev/fuse c 10 229 2>/dev/null || true; }
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then

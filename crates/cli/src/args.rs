@@ -40,7 +40,9 @@ impl Args {
                             rest
                         } else {
                             i += 1;
-                            argv.get(i).cloned().ok_or_else(|| Usage(format!("missing argument for '-{c}' option")))?
+                            argv.get(i).cloned().ok_or_else(|| {
+                                Usage(format!("missing argument for '-{c}' option"))
+                            })?
                         };
                         a.opts.entry(c).or_default().push(v);
                         break;

@@ -86,6 +86,8 @@ fn run(argv: &[String]) -> CmdResult {
             println!("ozfs {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        other => Err(Fail::Usage(format!("unrecognized command '{other}'\n{USAGE}"))),
+        other => Err(Fail::Usage(format!(
+            "unrecognized command '{other}'\n{USAGE}"
+        ))),
     }
 }

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub fn state_dir() -> PathBuf {
-    std::env::var_os("OZFS_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/lib/ozfs"))
+    std::env::var_os("OZFS_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/ozfs"))
 }
 
 fn pool_file(name: &str) -> PathBuf {
@@ -31,7 +33,8 @@ pub struct Record {
 impl Record {
     pub fn save(&self) -> Result<()> {
         let dir = state_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         let v = json!({
             "name": self.name,
             "guid": self.guid.to_string(),
@@ -40,17 +43,28 @@ impl Record {
             "errors": self.errors.iter().map(|(g, c)| json!([g.to_string(), c[0], c[1], c[2]])).collect::<Vec<_>>(),
         });
         let tmp = dir.join(format!(".{}.json.tmp", self.name));
-        std::fs::write(&tmp, v.to_string()).map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
+        std::fs::write(&tmp, v.to_string())
+            .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
         std::fs::rename(&tmp, pool_file(&self.name)).map_err(|e| Error::io("rename state file", e))
     }
 
     pub fn load(name: &str) -> Result<Record> {
         let p = pool_file(name);
-        let s = std::fs::read_to_string(&p).map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
-        let v: Value = serde_json::from_str(&s).map_err(|e| Error::corrupt(p.display().to_string(), e.to_string()))?;
+        let s = std::fs::read_to_string(&p)
+            .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
+        let v: Value = serde_json::from_str(&s)
+            .map_err(|e| Error::corrupt(p.display().to_string(), e.to_string()))?;
         let bad = || Error::corrupt(p.display().to_string(), "malformed state file");
-        let guid = v["guid"].as_str().and_then(|g| g.parse().ok()).ok_or_else(bad)?;
-        let devices = v["devices"].as_array().ok_or_else(bad)?.iter().filter_map(|d| d.as_str().map(String::from)).collect();
+        let guid = v["guid"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .ok_or_else(bad)?;
+        let devices = v["devices"]
+            .as_array()
+            .ok_or_else(bad)?
+            .iter()
+            .filter_map(|d| d.as_str().map(String::from))
+            .collect();
         let errors = v["errors"]
             .as_array()
             .map(|a| {
@@ -62,11 +76,18 @@ impl Record {
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Record { name: v["name"].as_str().unwrap_or(name).to_string(), guid, devices, readonly: v["readonly"].as_bool().unwrap_or(true), errors })
+        Ok(Record {
+            name: v["name"].as_str().unwrap_or(name).to_string(),
+            guid,
+            devices,
+            readonly: v["readonly"].as_bool().unwrap_or(true),
+            errors,
+        })
     }
 
     pub fn remove(name: &str) -> Result<()> {
-        std::fs::remove_file(pool_file(name)).map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))
+        std::fs::remove_file(pool_file(name))
+            .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))
     }
 
     /// Names of all imported pools.
@@ -77,7 +98,9 @@ impl Record {
             .flatten()
             .filter_map(|e| {
                 let n = e.file_name().to_string_lossy().to_string();
-                n.strip_suffix(".json").filter(|s| !s.starts_with('.')).map(String::from)
+                n.strip_suffix(".json")
+                    .filter(|s| !s.starts_with('.'))
+                    .map(String::from)
             })
             .collect();
         v.sort();
@@ -90,8 +113,19 @@ impl Record {
         let found = discover_paths(&paths)
             .into_iter()
             .find(|p| p.guid == self.guid)
-            .ok_or_else(|| Error::Invalid(format!("pool '{}': no devices of this pool are available", self.name)))?;
-        let pool = Pool::open(found, &PoolOptions { readonly: self.readonly, max_txg: None })?;
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "pool '{}': no devices of this pool are available",
+                    self.name
+                ))
+            })?;
+        let pool = Pool::open(
+            found,
+            &PoolOptions {
+                readonly: self.readonly,
+                max_txg: None,
+            },
+        )?;
         pool.root.walk(0, &mut |v, _| {
             if let Some((_, c)) = self.errors.iter().find(|(g, _)| *g == v.guid) {
                 v.stats.set(c[0], c[1], c[2]);

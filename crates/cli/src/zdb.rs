@@ -43,19 +43,36 @@ fn open_pool(a: &Args, name: &str) -> Result<(Arc<Pool>, Option<Record>), Fail> 
     if a.flag('e') {
         let dirs: Vec<PathBuf> = {
             let d = a.opt_all('p');
-            if d.is_empty() { vec![PathBuf::from("/dev")] } else { d.into_iter().map(PathBuf::from).collect() }
+            if d.is_empty() {
+                vec![PathBuf::from("/dev")]
+            } else {
+                d.into_iter().map(PathBuf::from).collect()
+            }
         };
         let pools = discover(&dirs).map_err(|e| Fail::Err(e.to_string()))?;
         let found = pools
             .into_iter()
             .find(|p| p.name == name || p.guid.to_string() == name)
-            .ok_or_else(|| Fail::Err(format!("zdb: can't open '{name}': No such file or directory")))?;
-        let pool = Pool::open(found, &PoolOptions { readonly: true, max_txg: None })
-            .map_err(|e| Fail::Err(format!("zdb: can't open '{name}': {e}")))?;
+            .ok_or_else(|| {
+                Fail::Err(format!(
+                    "zdb: can't open '{name}': No such file or directory"
+                ))
+            })?;
+        let pool = Pool::open(
+            found,
+            &PoolOptions {
+                readonly: true,
+                max_txg: None,
+            },
+        )
+        .map_err(|e| Fail::Err(format!("zdb: can't open '{name}': {e}")))?;
         return Ok((Arc::new(pool), None));
     }
-    let (rec, pool) = crate::zpool::open_imported(name)
-        .map_err(|_| Fail::Err(format!("zdb: can't open '{name}': No such file or directory")))?;
+    let (rec, pool) = crate::zpool::open_imported(name).map_err(|_| {
+        Fail::Err(format!(
+            "zdb: can't open '{name}': No such file or directory"
+        ))
+    })?;
     Ok((pool, Some(rec)))
 }
 
@@ -67,7 +84,8 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
         return copy_file(a, pool);
     }
     let any = a.flag('C') || a.flag('u') || a.flag('d');
-    let dsl = DslPool::open(pool.clone()).map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
+    let dsl = DslPool::open(pool.clone())
+        .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
     let mut out = String::new();
     if a.flag('C') || !any {
         let cfg = dsl.mos_config().map_err(|e| Fail::Err(e.to_string()))?;
@@ -83,14 +101,19 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
     if dlevel > 0 {
         let objects: Vec<u64> = a.pos[1..].iter().filter_map(|s| s.parse().ok()).collect();
         if target.contains('/') || target.contains('@') {
-            let ds = dsl.lookup(target).map_err(|e| Fail::Err(format!("failed to hold dataset '{target}': {e}")))?;
+            let ds = dsl
+                .lookup(target)
+                .map_err(|e| Fail::Err(format!("failed to hold dataset '{target}': {e}")))?;
             dump_dataset(&dsl, &ds, dlevel, &objects)?;
         } else {
             let mos = Objset::mos(pool.clone());
             let mos_used = dsl.mos_used().unwrap_or(0);
             dump_objset(&mos, "mos", "META", 0, 4, mos_used, dlevel, &objects, None)?;
             let root = dsl.root().map_err(|e| Fail::Err(e.to_string()))?;
-            for ds in dsl.list(&root, true, None).map_err(|e| Fail::Err(e.to_string()))? {
+            for ds in dsl
+                .list(&root, true, None)
+                .map_err(|e| Fail::Err(e.to_string()))?
+            {
                 dump_dataset(&dsl, &ds, dlevel, &objects)?;
             }
         }
@@ -105,7 +128,12 @@ fn dump_uberblock(pool: &Pool, out: &mut String) {
     let _ = writeln!(out, "\tversion = {}", ub.version);
     let _ = writeln!(out, "\ttxg = {}", ub.txg);
     let _ = writeln!(out, "\tguid_sum = {}", ub.guid_sum);
-    let _ = writeln!(out, "\ttimestamp = {} UTC = {}", ub.timestamp, ozfs_dsl::PropValue::Time(ub.timestamp).render(false));
+    let _ = writeln!(
+        out,
+        "\ttimestamp = {} UTC = {}",
+        ub.timestamp,
+        ozfs_dsl::PropValue::Time(ub.timestamp).render(false)
+    );
     let _ = writeln!(out, "\tbp = {}", ub.rootbp.to_zdb_string());
     if ub.mmp_magic == 0xa11cea11 {
         let _ = writeln!(out, "\tmmp_magic = {:016x}", ub.mmp_magic);
@@ -126,23 +154,62 @@ fn dump_dataset(dsl: &DslPool, ds: &DatasetInfo, dlevel: usize, objects: &[u64])
         3 => "ZVOL",
         _ => objset_type_name(os.phys.os_type),
     };
-    let zpl = if os.phys.os_type == 2 { Zpl::open(Objset::open(dsl.pool.clone(), &ds.ds.bp).map_err(|e| Fail::Err(e.to_string()))?, &ds.name).ok() } else { None };
-    dump_objset(&os, &ds.name, kind, ds.ds_obj, ds.ds.creation_txg, ds.ds.referenced_bytes, dlevel, objects, zpl.as_ref())?;
+    let zpl = if os.phys.os_type == 2 {
+        Zpl::open(
+            Objset::open(dsl.pool.clone(), &ds.ds.bp).map_err(|e| Fail::Err(e.to_string()))?,
+            &ds.name,
+        )
+        .ok()
+    } else {
+        None
+    };
+    dump_objset(
+        &os,
+        &ds.name,
+        kind,
+        ds.ds_obj,
+        ds.ds.creation_txg,
+        ds.ds.referenced_bytes,
+        dlevel,
+        objects,
+        zpl.as_ref(),
+    )?;
     Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
-fn dump_objset(os: &Objset, name: &str, kind: &str, id: u64, cr_txg: u64, refd: u64, dlevel: usize, objects: &[u64], zpl: Option<&Zpl>) -> CmdResult {
-    println!("Dataset {name} [{kind}], ID {id}, cr_txg {cr_txg}, {}, {} objects", nicenum(refd), os.bp.fill());
+fn dump_objset(
+    os: &Objset,
+    name: &str,
+    kind: &str,
+    id: u64,
+    cr_txg: u64,
+    refd: u64,
+    dlevel: usize,
+    objects: &[u64],
+    zpl: Option<&Zpl>,
+) -> CmdResult {
+    println!(
+        "Dataset {name} [{kind}], ID {id}, cr_txg {cr_txg}, {}, {} objects",
+        nicenum(refd),
+        os.bp.fill()
+    );
     if dlevel < 2 {
         return Ok(());
     }
     println!();
-    println!("{:>10}  {:>3}  {:>5}  {:>5}  {:>5}  {:>6}  {:>5}  {:>6}  type", "Object", "lvl", "iblk", "dblk", "dsize", "dnsize", "lsize", "%full");
+    println!(
+        "{:>10}  {:>3}  {:>5}  {:>5}  {:>5}  {:>6}  {:>5}  {:>6}  type",
+        "Object", "lvl", "iblk", "dblk", "dsize", "dnsize", "lsize", "%full"
+    );
     let meta = os.meta_dnode();
     dump_object(os, &meta, dlevel, zpl)?;
     let max = os.max_object();
-    let list: Vec<u64> = if objects.is_empty() { (1..max).collect() } else { objects.to_vec() };
+    let list: Vec<u64> = if objects.is_empty() {
+        (1..max).collect()
+    } else {
+        objects.to_vec()
+    };
     for obj in list {
         match os.dnode(obj) {
             Ok(dn) if dn.phys.object_type != 0 => dump_object(os, &dn, dlevel, zpl)?,
@@ -169,7 +236,11 @@ fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> Cmd
     } else {
         100.0 * fill as f64 / (p.maxblkid + 1) as f64
     };
-    let ib = if p.indblkshift == 0 { 0 } else { 1u64 << p.indblkshift.min(30) };
+    let ib = if p.indblkshift == 0 {
+        0
+    } else {
+        1u64 << p.indblkshift.min(30)
+    };
     let mut tname = object_type_name(p.object_type).to_string();
     if p.bonustype != 0 && p.bonuslen > 0 {
         let _ = write!(tname, " (bonus {})", object_type_name(p.bonustype));
@@ -216,7 +287,11 @@ fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> Cmd
                     let v = if e.int_len == 1 {
                         format!("{:?}", e.as_string().unwrap_or_default())
                     } else {
-                        e.value.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+                        e.value
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(" ")
                     };
                     println!("\t\t{} = {}", e.name_str(), v);
                 }
@@ -230,7 +305,11 @@ fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> Cmd
         let nlevels = p.nlevels;
         let r = os.walk_tree(dn, &mut |level, blkid, bp: &BlkPtr| {
             let shift = (level as u32) * epbs;
-            let off = if shift >= 64 { 0 } else { (blkid << shift).saturating_mul(dblk) };
+            let off = if shift >= 64 {
+                0
+            } else {
+                (blkid << shift).saturating_mul(dblk)
+            };
             let mut s = format!("{off:>16x} ");
             for l in (-1..nlevels as i32).rev() {
                 if l == level as i32 {
@@ -305,10 +384,14 @@ fn parse_num(s: &str) -> Option<u64> {
 }
 
 fn raw_read(a: &Args, pool: &Arc<Pool>) -> CmdResult {
-    let Some(spec) = a.pos.get(1) else { return Err(Fail::Usage(USAGE.into())) };
+    let Some(spec) = a.pos.get(1) else {
+        return Err(Fail::Usage(USAGE.into()));
+    };
     let parts: Vec<&str> = spec.split(':').collect();
     if parts.len() < 3 {
-        return Err(Fail::Usage(format!("invalid block specifier '{spec}': expected vdev:offset:size[:flags]")));
+        return Err(Fail::Usage(format!(
+            "invalid block specifier '{spec}': expected vdev:offset:size[:flags]"
+        )));
     }
     let bad = || Fail::Usage(format!("invalid block specifier '{spec}'"));
     let vdev = parts[0].parse::<u64>().map_err(|_| bad())?;
@@ -319,21 +402,42 @@ fn raw_read(a: &Args, pool: &Arc<Pool>) -> CmdResult {
     if size == 0 || size % 512 != 0 || size > 16 << 20 || offset % 512 != 0 {
         return Err(Fail::Err(format!("zdb: invalid block specifier '{spec}': offset and size must be multiples of 512, size at most 16M")));
     }
-    let top = pool.root.children.get(vdev as usize).ok_or_else(|| Fail::Err(format!("zdb: vdev {vdev} does not exist")))?;
-    let data = pool.read_raw(vdev, offset, size).map_err(|e| Fail::Err(format!("zdb: read failed: {e}")))?;
+    let top = pool
+        .root
+        .children
+        .get(vdev as usize)
+        .ok_or_else(|| Fail::Err(format!("zdb: vdev {vdev} does not exist")))?;
+    let data = pool
+        .read_raw(vdev, offset, size)
+        .map_err(|e| Fail::Err(format!("zdb: read failed: {e}")))?;
     if flags.contains('r') {
         use std::io::Write;
-        std::io::stdout().write_all(&data).map_err(|e| Fail::Err(e.to_string()))?;
+        std::io::stdout()
+            .write_all(&data)
+            .map_err(|e| Fail::Err(e.to_string()))?;
         return Ok(());
     }
     println!("\nFound vdev type: {}", top.type_name);
     let mut out = String::new();
     let _ = writeln!(out, "\n{}:{:x}:{:x}", vdev, offset, size);
-    let _ = writeln!(out, "{:6}   {}  0123456789abcdef", "", " 0 1 2 3 4 5 6 7   8 9 a b c d e f");
+    let _ = writeln!(
+        out,
+        "{:6}    0 1 2 3 4 5 6 7   8 9 a b c d e f  0123456789abcdef",
+        ""
+    );
     for (i, chunk) in data.chunks(16).enumerate() {
         let w0 = u64::from_le_bytes(chunk[0..8].try_into().unwrap_or([0; 8]));
         let w1 = u64::from_le_bytes(chunk[8..16].try_into().unwrap_or([0; 8]));
-        let ascii: String = chunk.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
+        let ascii: String = chunk
+            .iter()
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
         let _ = writeln!(out, "{:06x}:  {:016x}  {:016x}  {}", i * 16, w0, w1, ascii);
     }
     print!("{out}");
@@ -346,18 +450,34 @@ fn copy_file(a: &Args, pool: &Arc<Pool>) -> CmdResult {
     }
     let (ds_name, path, dest) = (&a.pos[0], &a.pos[1], &a.pos[2]);
     let dsl = DslPool::open(pool.clone()).map_err(|e| Fail::Err(e.to_string()))?;
-    let ds = dsl.lookup(ds_name).map_err(|e| Fail::Err(format!("failed to hold dataset '{ds_name}': {e}")))?;
+    let ds = dsl
+        .lookup(ds_name)
+        .map_err(|e| Fail::Err(format!("failed to hold dataset '{ds_name}': {e}")))?;
     let os = dsl.objset(&ds).map_err(|e| Fail::Err(e.to_string()))?;
     let zpl = Zpl::open(os, ds_name).map_err(|e| Fail::Err(e.to_string()))?;
-    let p = if path.starts_with('/') { path.clone() } else { format!("/{path}") };
-    let obj = zpl.resolve(&p).map_err(|e| Fail::Err(format!("failed to find '{path}': {e}")))?;
+    let p = if path.starts_with('/') {
+        path.clone()
+    } else {
+        format!("/{path}")
+    };
+    let obj = zpl
+        .resolve(&p)
+        .map_err(|e| Fail::Err(format!("failed to find '{path}': {e}")))?;
     let (_, attrs) = zpl.attrs(obj).map_err(|e| Fail::Err(e.to_string()))?;
     if attrs.mode & ozfs_format::znode::S_IFMT != ozfs_format::znode::S_IFREG {
         return Err(Fail::Err(format!("zdb: '{path}' is not a regular file")));
     }
     eprintln!("Copying object {obj} to file {dest}");
-    ozfs_zpl::copyout::copy_out(&zpl, &p, std::path::Path::new(dest), ozfs_zpl::copyout::CopyOptions { owners: false, xattrs: false })
-        .map_err(|e| Fail::Err(format!("zdb: copy failed: {e}")))?;
+    ozfs_zpl::copyout::copy_out(
+        &zpl,
+        &p,
+        std::path::Path::new(dest),
+        ozfs_zpl::copyout::CopyOptions {
+            owners: false,
+            xattrs: false,
+        },
+    )
+    .map_err(|e| Fail::Err(format!("zdb: copy failed: {e}")))?;
     eprintln!("Object {obj} copied successfully");
     Ok(())
 }

@@ -20,14 +20,18 @@ const USAGE: &str = "usage: zpool <command>
 	status [-v] [-x] [pool] ...";
 
 pub fn main(argv: &[String]) -> CmdResult {
-    let Some(cmd) = argv.first() else { return Err(Fail::Usage(USAGE.into())) };
+    let Some(cmd) = argv.first() else {
+        return Err(Fail::Usage(USAGE.into()));
+    };
     let rest = &argv[1..];
     match cmd.as_str() {
         "import" => import(rest),
         "export" => export(rest),
         "list" => list(rest),
         "status" => status(rest),
-        other => Err(Fail::Usage(format!("unrecognized command '{other}'\n{USAGE}"))),
+        other => Err(Fail::Usage(format!(
+            "unrecognized command '{other}'\n{USAGE}"
+        ))),
     }
 }
 
@@ -42,8 +46,11 @@ fn search_dirs(a: &Args) -> Vec<PathBuf> {
 
 /// Open a pool that `zpool import` has recorded.
 pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>), Fail> {
-    let rec = Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
-    let pool = rec.open().map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
+    let rec =
+        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
+    let pool = rec
+        .open()
+        .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
     Ok((rec, pool))
 }
 
@@ -55,7 +62,11 @@ fn import(argv: &[String]) -> CmdResult {
             Some(("readonly", "on")) => readonly = true,
             Some(("readonly", "off")) => readonly = false,
             Some((_, _)) => {}
-            None => return Err(Fail::Usage(format!("bad property '{o}': expected property=value"))),
+            None => {
+                return Err(Fail::Usage(format!(
+                    "bad property '{o}': expected property=value"
+                )))
+            }
         }
     }
     if !readonly {
@@ -78,29 +89,57 @@ fn import(argv: &[String]) -> CmdResult {
         return Ok(());
     }
     let want = &a.pos[0];
-    let matches: Vec<FoundPool> = pools.into_iter().filter(|p| &p.name == want || p.guid.to_string() == *want).collect();
+    let matches: Vec<FoundPool> = pools
+        .into_iter()
+        .filter(|p| &p.name == want || p.guid.to_string() == *want)
+        .collect();
     if matches.is_empty() {
-        return Err(Fail::Err(format!("cannot import '{want}': no such pool available")));
+        return Err(Fail::Err(format!(
+            "cannot import '{want}': no such pool available"
+        )));
     }
     if matches.len() > 1 {
-        return Err(Fail::Err(format!("cannot import '{want}': more than one matching pool; import by numeric ID instead")));
+        return Err(Fail::Err(format!(
+            "cannot import '{want}': more than one matching pool; import by numeric ID instead"
+        )));
     }
-    let Some(found) = matches.into_iter().next() else { return Err(Fail::Err("no pool".into())) };
+    let Some(found) = matches.into_iter().next() else {
+        return Err(Fail::Err("no pool".into()));
+    };
     let name = a.pos.get(1).cloned().unwrap_or_else(|| found.name.clone());
     if Record::load(&name).is_ok() {
-        return Err(Fail::Err(format!("cannot import '{want}': a pool with that name is already imported")));
+        return Err(Fail::Err(format!(
+            "cannot import '{want}': a pool with that name is already imported"
+        )));
     }
     let guid = found.guid;
-    let devices: Vec<String> = found.paths().iter().map(|p| p.display().to_string()).collect();
-    let pool = Pool::open(found, &PoolOptions { readonly, max_txg: None })
-        .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    let devices: Vec<String> = found
+        .paths()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let pool = Pool::open(
+        found,
+        &PoolOptions {
+            readonly,
+            max_txg: None,
+        },
+    )
+    .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
     let pool = Arc::new(pool);
     // Make sure the dataset layer opens too before declaring success.
     DslPool::open(pool.clone())
         .and_then(|d| d.root())
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
-    let rec = Record { name, guid, devices, readonly, errors: Vec::new() };
-    rec.save().map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    let rec = Record {
+        name,
+        guid,
+        devices,
+        readonly,
+        errors: Vec::new(),
+    };
+    rec.save()
+        .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
     Ok(())
 }
 
@@ -109,12 +148,20 @@ fn print_importable(p: FoundPool) {
     let guid = p.guid;
     println!("   pool: {name}");
     println!("     id: {guid}");
-    match Pool::open(p, &PoolOptions { readonly: true, max_txg: None }) {
+    match Pool::open(
+        p,
+        &PoolOptions {
+            readonly: true,
+            max_txg: None,
+        },
+    ) {
         Ok(pool) => {
             let st = pool.state();
             println!("  state: {}", st.as_str());
             match st {
-                VdevState::Online => println!(" action: The pool can be imported using its name or numeric identifier."),
+                VdevState::Online => println!(
+                    " action: The pool can be imported using its name or numeric identifier."
+                ),
                 _ => {
                     println!(" status: One or more devices are missing from the system.");
                     println!(" action: The pool can be imported despite missing or damaged devices.  The\n\tfault tolerance of the pool may be compromised if imported.");
@@ -145,13 +192,25 @@ pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool) {
         tree_width(c, 2, &mut w);
     }
     if counters {
-        println!("\t{:<w$}  {:<8} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
+        println!(
+            "\t{:<w$}  {:<8} {:>5} {:>5} {:>5}",
+            "NAME", "STATE", "READ", "WRITE", "CKSUM"
+        );
     }
     fn line(v: &Vdev, name: &str, depth: usize, w: usize, counters: bool) {
         let st = v.state().as_str();
         if counters {
             let (r, wr, c) = sum_stats(v);
-            println!("\t{:depth$}{:<width$}  {:<8} {:>5} {:>5} {:>5}", "", name, st, r, wr, c, width = w - depth);
+            println!(
+                "\t{:depth$}{:<width$}  {:<8} {:>5} {:>5} {:>5}",
+                "",
+                name,
+                st,
+                r,
+                wr,
+                c,
+                width = w - depth
+            );
         } else {
             println!("\t{:depth$}{:<width$}  {}", "", name, st, width = w - depth);
         }
@@ -190,13 +249,18 @@ fn list(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "HpPLgv", "oT")?;
     let scripted = a.flag('H');
     let parsable = a.flag('p');
-    let all_cols = ["name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health", "altroot"];
+    let all_cols = [
+        "name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health",
+        "altroot",
+    ];
     let cols: Vec<String> = match a.opt('o') {
         Some(s) => s.split(',').map(|c| c.trim().to_lowercase()).collect(),
         None => all_cols.iter().map(|s| s.to_string()).collect(),
     };
     for c in &cols {
-        if !all_cols.contains(&c.as_str()) && !["capacity", "allocated", "guid", "version"].contains(&c.as_str()) {
+        if !all_cols.contains(&c.as_str())
+            && !["capacity", "allocated", "guid", "version"].contains(&c.as_str())
+        {
             return Err(Fail::Usage(format!("invalid property '{c}'")));
         }
     }
@@ -212,11 +276,18 @@ fn list(argv: &[String]) -> CmdResult {
             }
             Err(e) => return Err(e),
         };
-        let dsl = DslPool::open(pool.clone()).map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
-        let sp = dsl.space().map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
+        let dsl = DslPool::open(pool.clone())
+            .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
+        let sp = dsl
+            .space()
+            .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
         let bytes = |n: u64| if parsable { n.to_string() } else { nicenum(n) };
         let free = sp.size.saturating_sub(sp.alloc);
-        let cap = if sp.size == 0 { 0 } else { sp.alloc * 100 / sp.size };
+        let cap = sp
+            .alloc
+            .saturating_mul(100)
+            .checked_div(sp.size)
+            .unwrap_or(0);
         let row = cols
             .iter()
             .map(|c| match c.as_str() {
@@ -226,11 +297,27 @@ fn list(argv: &[String]) -> CmdResult {
                 "free" => bytes(free),
                 "ckpoint" | "expandsz" => "-".into(),
                 "frag" => "-".into(),
-                "cap" | "capacity" => if parsable { cap.to_string() } else { format!("{cap}%") },
-                "dedup" => if parsable { "1.00".into() } else { "1.00x".into() },
+                "cap" | "capacity" => {
+                    if parsable {
+                        cap.to_string()
+                    } else {
+                        format!("{cap}%")
+                    }
+                }
+                "dedup" => {
+                    if parsable {
+                        "1.00".into()
+                    } else {
+                        "1.00x".into()
+                    }
+                }
                 "health" => pool.state().as_str().into(),
                 "guid" => pool.guid.to_string(),
-                "version" => pool.config.get_u64("version").map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                "version" => pool
+                    .config
+                    .get_u64("version")
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into()),
                 _ => "-".into(),
             })
             .collect();
@@ -242,7 +329,16 @@ fn list(argv: &[String]) -> CmdResult {
     }
     let headers: Vec<(String, Align)> = cols
         .iter()
-        .map(|c| (c.to_uppercase(), if matches!(c.as_str(), "name" | "health" | "altroot") { Align::Left } else { Align::Right }))
+        .map(|c| {
+            (
+                c.to_uppercase(),
+                if matches!(c.as_str(), "name" | "health" | "altroot") {
+                    Align::Left
+                } else {
+                    Align::Right
+                },
+            )
+        })
         .collect();
     let h: Vec<(&str, Align)> = headers.iter().map(|(s, al)| (s.as_str(), *al)).collect();
     print_table(&h, &rows, scripted);

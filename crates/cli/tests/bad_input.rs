@@ -20,9 +20,18 @@ fn small_pool(layout: Layout, ndev: usize) -> TestPool {
 /// `ozfs zpool import -d DIR` of a directory that holds no importable pool
 /// `name`: must not panic; if it lists `name`, then not as ONLINE.
 fn listing_without(oz: &Ozfs, dir: &Path, name: &str) {
-    let out = oz.run(&[OsStr::new("zpool"), OsStr::new("import"), OsStr::new("-d"), dir.as_os_str()]);
+    let out = oz.run(&[
+        OsStr::new("zpool"),
+        OsStr::new("import"),
+        OsStr::new("-d"),
+        dir.as_os_str(),
+    ]);
     if let Some(block) = pool_block(&out.stdout, name) {
-        assert!(!block.contains("state: ONLINE"), "broken pool listed as ONLINE:\n{}", out.describe());
+        assert!(
+            !block.contains("state: ONLINE"),
+            "broken pool listed as ONLINE:\n{}",
+            out.describe()
+        );
     }
 }
 
@@ -62,8 +71,17 @@ fn bad_input_zeroed_labels() {
         return;
     }
     let oz = ozfs();
-    let out = oz.run(&[OsStr::new("zpool"), OsStr::new("import"), OsStr::new("-d"), pool.dev_dir().as_os_str()]);
-    assert!(!out.success() && !out.stdout.contains(pool.name()), "nothing to import:\n{}", out.describe());
+    let out = oz.run(&[
+        OsStr::new("zpool"),
+        OsStr::new("import"),
+        OsStr::new("-d"),
+        pool.dev_dir().as_os_str(),
+    ]);
+    assert!(
+        !out.success() && !out.stdout.contains(pool.name()),
+        "nothing to import:\n{}",
+        out.describe()
+    );
     import_fails(&oz, &pool.dev_dir(), pool.name());
 }
 
@@ -75,7 +93,12 @@ fn bad_input_random_bytes_device() {
     let dir = tempfile::tempdir_in(test_tmp_root()).unwrap();
     damage::random_device(&dir.path().join("garbage"), 64 * MIB, 99).unwrap();
     let oz = ozfs();
-    let out = oz.run(&[OsStr::new("zpool"), OsStr::new("import"), OsStr::new("-d"), dir.path().as_os_str()]);
+    let out = oz.run(&[
+        OsStr::new("zpool"),
+        OsStr::new("import"),
+        OsStr::new("-d"),
+        dir.path().as_os_str(),
+    ]);
     assert!(!out.success(), "nothing to import:\n{}", out.describe());
     import_fails(&oz, dir.path(), "garbage");
 }
@@ -110,7 +133,12 @@ fn bad_input_only_old_uberblock_valid() {
     let old = pool.record_snapshot("", "old").unwrap();
     pool.export().unwrap();
     let dev = pool.devs()[0].clone();
-    let t_old = damage::find_uberblocks(&dev).unwrap().iter().map(|u| u.txg).max().unwrap();
+    let t_old = damage::find_uberblocks(&dev)
+        .unwrap()
+        .iter()
+        .map(|u| u.txg)
+        .max()
+        .unwrap();
 
     // More txgs: import, change things, export (twice).
     for round in 0..2 {
@@ -133,8 +161,13 @@ fn bad_input_only_old_uberblock_valid() {
     // zfs-fuse must see the pool at t_old (validated on a copy).
     let copy = copy_devices(&pool, "ubcopy");
     pool.import_from(&copy).unwrap();
-    let names = pool.zfs(&["list", "-H", "-o", "name", "-t", "all"]).unwrap();
-    assert!(!names.contains("after0"), "harness: zfs-fuse did not roll back to txg {t_old}:\n{names}");
+    let names = pool
+        .zfs(&["list", "-H", "-o", "name", "-t", "all"])
+        .unwrap();
+    assert!(
+        !names.contains("after0"),
+        "harness: zfs-fuse did not roll back to txg {t_old}:\n{names}"
+    );
     let live = Manifest::scan(pool.root("")).unwrap();
     old.assert_same(&live, "harness: zfs-fuse view of the rolled-back pool");
     pool.export().unwrap();
@@ -151,12 +184,16 @@ fn bad_input_only_old_uberblock_valid() {
     oz.ok(&["zpool", "list", "-H", pool.name()]);
     let names = oz.dataset_names();
     assert!(
-        names.iter().any(|n| n == &format!("{}@old", pool.name())) && !names.iter().any(|n| n.contains("after")),
+        names.iter().any(|n| n == &format!("{}@old", pool.name()))
+            && !names.iter().any(|n| n.contains("after")),
         "datasets at txg {t_old}:\n{}",
         names.join("\n")
     );
     let ub = oz.ok(&["zdb", "-u", pool.name()]);
-    assert!(ub.contains(&format!("txg = {t_old}")), "zdb -u should show txg {t_old}:\n{ub}");
+    assert!(
+        ub.contains(&format!("txg = {t_old}")),
+        "zdb -u should show txg {t_old}:\n{ub}"
+    );
     let dest = dest_for(&pool, "ub", "live");
     oz.cp(&format!("{}:/", pool.name()), &dest);
     old.assert_same(&Manifest::scan(&dest).unwrap(), "copy-out at the old txg");
@@ -181,7 +218,16 @@ fn bad_input_missing_things() {
     oz.fails_with(1, &["zfs", "list", "nosuchpool"]);
     oz.fails_with(1, &["cp", "-r", "nosuchpool:/", &d]);
     oz.fails_with(1, &["zpool", "import", "-d", "/nonexistent/dir", &name]);
-    oz.fails_with(1, &["zpool", "import", "-d", &pool.dev_dir().to_string_lossy(), "nosuchpool"]);
+    oz.fails_with(
+        1,
+        &[
+            "zpool",
+            "import",
+            "-d",
+            &pool.dev_dir().to_string_lossy(),
+            "nosuchpool",
+        ],
+    );
 
     oz.import_ro(&pool.dev_dir(), &name);
     let out = oz.fails_with(1, &["cp", "-r", &format!("{name}:/no/such/path"), &d]);
@@ -192,9 +238,15 @@ fn bad_input_missing_things() {
     assert_error(&out, Some(1), &["nosuchds"]);
     oz.fails_with(1, &["zfs", "get", "all", &format!("{name}/nosuchds")]);
     oz.fails_with(1, &["zdb", "-d", &format!("{name}/nosuchds")]);
-    assert!(!dest.exists() || std::fs::read_dir(&dest).unwrap().next().is_none(), "failed cp left files");
+    assert!(
+        !dest.exists() || std::fs::read_dir(&dest).unwrap().next().is_none(),
+        "failed cp left files"
+    );
     // A file copied onto a path whose parent does not exist.
-    oz.fails_with(1, &["cp", "-r", &format!("{name}:/file"), "/nonexistent/dir/x"]);
+    oz.fails_with(
+        1,
+        &["cp", "-r", &format!("{name}:/file"), "/nonexistent/dir/x"],
+    );
     oz.ok(&["zpool", "export", &name]);
     oz.fails_with(1, &["zpool", "export", &name]);
 }
@@ -219,7 +271,12 @@ fn bad_input_usage_errors_exit_2() {
         vec!["zdb", "-R"],
     ] {
         let out = oz.fails(&args);
-        assert_eq!(out.code, Some(2), "usage error should exit 2:\n{}", out.describe());
+        assert_eq!(
+            out.code,
+            Some(2),
+            "usage error should exit 2:\n{}",
+            out.describe()
+        );
     }
     // No arguments at all: usage on stderr, exit 2.
     let out = oz.run::<&str>(&[]);

@@ -17,7 +17,14 @@ use std::time::Instant;
 /// Regions overwritten per damaged device.
 const REGIONS_PER_DEVICE: usize = 24;
 
-fn degraded_case(layout: Layout, ndev: usize, dev_mib: u64, missing: &[usize], damaged: &[usize], seed: u64) {
+fn degraded_case(
+    layout: Layout,
+    ndev: usize,
+    dev_mib: u64,
+    missing: &[usize],
+    damaged: &[usize],
+    seed: u64,
+) {
     assert!(missing.len() <= layout.redundancy(ndev) && damaged.len() <= layout.redundancy(ndev));
     let tag = layout.short();
     let t0 = Instant::now();
@@ -38,7 +45,10 @@ fn degraded_case(layout: Layout, ndev: usize, dev_mib: u64, missing: &[usize], d
         import_and_check_names(&oz, &pool, &expected);
         verify_copyouts(&oz, &pool, &expected, &format!("{tag}-missing"));
         let st = oz.ok(&["zpool", "status", pool.name()]);
-        assert!(st.contains("DEGRADED"), "status with missing devices:\n{st}");
+        assert!(
+            st.contains("DEGRADED"),
+            "status with missing devices:\n{st}"
+        );
         oz.ok(&["zpool", "export", pool.name()]);
         phase(&format!("{tag}: ozfs with {} missing", missing.len()), t);
     }
@@ -49,15 +59,26 @@ fn degraded_case(layout: Layout, ndev: usize, dev_mib: u64, missing: &[usize], d
     // 2. Random damage.
     let t = Instant::now();
     for (k, &i) in damaged.iter().enumerate() {
-        let regs = damage::damage_random(&pool.devs()[i], REGIONS_PER_DEVICE, seed * 100 + k as u64).unwrap();
-        eprintln!("damaged d{i}: {} regions, e.g. {:?}", regs.len(), &regs[..3]);
+        let regs =
+            damage::damage_random(&pool.devs()[i], REGIONS_PER_DEVICE, seed * 100 + k as u64)
+                .unwrap();
+        eprintln!(
+            "damaged d{i}: {} regions, e.g. {:?}",
+            regs.len(),
+            &regs[..3]
+        );
     }
     // Prove with zfs-fuse (on a copy) that the damage is real and repairable.
     let zstatus = zfs_fuse_scrub_copy(&mut pool);
     let zrows = parse_status(&zstatus);
     let zf_hits: u64 = damaged
         .iter()
-        .filter_map(|&i| status_row(&zrows, &pool.dir().join("work/scrubcopy").join(format!("d{i}"))))
+        .filter_map(|&i| {
+            status_row(
+                &zrows,
+                &pool.dir().join("work/scrubcopy").join(format!("d{i}")),
+            )
+        })
         .map(|r| r.cksum)
         .sum();
     assert!(
@@ -76,19 +97,27 @@ fn degraded_case(layout: Layout, ndev: usize, dev_mib: u64, missing: &[usize], d
     let st = oz.ok(&["zpool", "status", pool.name()]);
     let rows = parse_status(&st);
     assert!(
-        st.lines().any(|l| l.trim() == "state: ONLINE" || l.trim() == "state: DEGRADED"),
+        st.lines()
+            .any(|l| l.trim() == "state: ONLINE" || l.trim() == "state: DEGRADED"),
         "pool state after repairs should be ONLINE or DEGRADED:\n{st}"
     );
     let mut hits = 0;
     for (i, dev) in pool.devs().iter().enumerate() {
-        let row = status_row(&rows, dev).unwrap_or_else(|| panic!("status has no row for {}:\n{st}", dev.display()));
+        let row = status_row(&rows, dev)
+            .unwrap_or_else(|| panic!("status has no row for {}:\n{st}", dev.display()));
         if damaged.contains(&i) {
             hits += row.cksum;
         } else {
-            assert_eq!(row.cksum, 0, "undamaged d{i} must have no CKSUM errors:\n{st}");
+            assert_eq!(
+                row.cksum, 0,
+                "undamaged d{i} must have no CKSUM errors:\n{st}"
+            );
         }
     }
-    assert!(hits > 0, "a damaged device must show CKSUM errors after the copy-out:\n{st}");
+    assert!(
+        hits > 0,
+        "a damaged device must show CKSUM errors after the copy-out:\n{st}"
+    );
     phase(&format!("{tag}: ozfs with damage"), t);
 }
 

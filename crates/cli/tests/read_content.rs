@@ -9,8 +9,11 @@ mod common;
 use common::*;
 use std::time::Instant;
 
+/// One dataset to create: relative name, properties, content, snapshots.
+type DatasetCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Profile, u32);
+
 /// One pool (2-way stripe of sparse files), one dataset per property set.
-fn content_case(tag: &str, dev_mib: u64, datasets: &[(&str, &[(&str, &str)], Profile, u32)]) {
+fn content_case(tag: &str, dev_mib: u64, datasets: &[DatasetCase]) {
     let t0 = Instant::now();
     let mut pool = TestPool::create_with(&PoolSpec {
         prefix: format!("ozt{tag}"),
@@ -62,11 +65,31 @@ fn read_content_copies_dedup_checksums() {
         768,
         &[
             ("copies2", &[("copies", "2")], p(31), 3),
-            ("dedup", &[("dedup", "on"), ("checksum", "sha256")], p(32), 3),
-            ("ck_fletcher2", &[("checksum", "fletcher2")], Profile::small(33), 2),
-            ("ck_sha256", &[("checksum", "sha256"), ("compression", "lzjb")], Profile::small(34), 2),
+            (
+                "dedup",
+                &[("dedup", "on"), ("checksum", "sha256")],
+                p(32),
+                3,
+            ),
+            (
+                "ck_fletcher2",
+                &[("checksum", "fletcher2")],
+                Profile::small(33),
+                2,
+            ),
+            (
+                "ck_sha256",
+                &[("checksum", "sha256"), ("compression", "lzjb")],
+                Profile::small(34),
+                2,
+            ),
             ("nest", &[], Profile::small(35), 1),
-            ("nest/inner", &[("compression", "gzip")], Profile::small(36), 2),
+            (
+                "nest/inner",
+                &[("compression", "gzip")],
+                Profile::small(36),
+                2,
+            ),
             ("nest/inner/deeper", &[], Profile::small(37), 1),
         ],
     );

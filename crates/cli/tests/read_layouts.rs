@@ -18,7 +18,13 @@ fn layout_case(layout: Layout, ndev: usize, dev_mib: u64, seed: u64) {
     let mut pool = TestPool::create(layout, ndev, dev_mib * MIB).unwrap();
     pool.set("", "atime", "off").unwrap();
     let mut expected = standard_history(&pool, "", &Profile::moderate(seed), 2);
-    expected.extend(dataset_history(&pool, "child", &[], &Profile::small(seed + 1), 2));
+    expected.extend(dataset_history(
+        &pool,
+        "child",
+        &[],
+        &Profile::small(seed + 1),
+        2,
+    ));
     pool.export().unwrap();
     phase(&format!("{} x{ndev}: zfs-fuse setup", layout.short()), t0);
     if setup_only() {
@@ -30,9 +36,19 @@ fn layout_case(layout: Layout, ndev: usize, dev_mib: u64, seed: u64) {
     assert_listed(&oz, &pool.dev_dir(), pool.name(), "ONLINE");
     import_and_check_names(&oz, &pool, &expected);
     verify_copyouts(&oz, &pool, &expected, layout.short());
-    verify_partial_copyouts(&oz, &pool, &expected[0], "sizes", "sizes/f_4096", layout.short());
+    verify_partial_copyouts(
+        &oz,
+        &pool,
+        &expected[0],
+        "sizes",
+        "sizes/f_4096",
+        layout.short(),
+    );
     let list = oz.ok(&["zpool", "list", "-H", pool.name()]);
-    assert!(list.contains(pool.name()) && list.contains("ONLINE"), "zpool list:\n{list}");
+    assert!(
+        list.contains(pool.name()) && list.contains("ONLINE"),
+        "zpool list:\n{list}"
+    );
     oz.ok(&["zpool", "export", pool.name()]);
     phase(&format!("{} x{ndev}: ozfs checks", layout.short()), t1);
 }

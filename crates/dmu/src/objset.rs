@@ -41,19 +41,35 @@ impl Objset {
         let data = pool.read_bp(bp)?;
         let swap = swap_of(bp);
         let phys = ObjsetPhys::parse(&data, swap)?;
-        Ok(Objset { pool, bp: *bp, phys, swap, cache: Mutex::new(HashMap::new()) })
+        Ok(Objset {
+            pool,
+            bp: *bp,
+            phys,
+            swap,
+            cache: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The pool's MOS.
     pub fn mos(pool: Arc<Pool>) -> Objset {
         let bp = pool.uberblock.rootbp;
         let phys = pool.mos_phys.clone();
-        Objset { pool, bp, phys, swap: swap_of(&bp), cache: Mutex::new(HashMap::new()) }
+        Objset {
+            pool,
+            bp,
+            phys,
+            swap: swap_of(&bp),
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The meta-dnode (object 0).
     pub fn meta_dnode(&self) -> Dnode {
-        Dnode { object: 0, phys: self.phys.meta_dnode.clone(), swap: self.swap }
+        Dnode {
+            object: 0,
+            phys: self.phys.meta_dnode.clone(),
+            swap: self.swap,
+        }
     }
 
     /// Number of object slots the meta-dnode can address.
@@ -65,7 +81,11 @@ impl Objset {
     /// Read a BP's block through the metadata cache.
     fn read_cached(&self, bp: &BlkPtr) -> Result<Arc<Vec<u8>>> {
         let d = bp.dvas()[0];
-        let key = [d.vdev ^ ((bp.is_embedded() as u64) << 63), d.offset, bp.birth()];
+        let key = [
+            d.vdev ^ ((bp.is_embedded() as u64) << 63),
+            d.offset,
+            bp.birth(),
+        ];
         if !bp.is_hole() && !bp.is_embedded() {
             if let Ok(c) = self.cache.lock() {
                 if let Some(b) = c.get(&key) {
@@ -91,9 +111,14 @@ impl Objset {
         let meta = self.meta_dnode();
         let blksz = meta.phys.datablksz();
         if blksz < DNODE_SIZE as u64 {
-            return Err(Error::corrupt("meta-dnode", format!("data block size {blksz}")));
+            return Err(Error::corrupt(
+                "meta-dnode",
+                format!("data block size {blksz}"),
+            ));
         }
-        let off = obj.checked_mul(DNODE_SIZE as u64).ok_or_else(|| Error::NotFound(what()))?;
+        let off = obj
+            .checked_mul(DNODE_SIZE as u64)
+            .ok_or_else(|| Error::NotFound(what()))?;
         let blkid = off / blksz;
         if blkid > meta.phys.maxblkid {
             return Err(Error::NotFound(what()));
@@ -104,10 +129,16 @@ impl Objset {
         if bp.is_hole() {
             return Err(Error::NotFound(what()));
         }
-        let block = self.read_cached(&bp).map_err(|e| e.context(&format!("dnode block of object {obj}")))?;
+        let block = self
+            .read_cached(&bp)
+            .map_err(|e| e.context(&format!("dnode block of object {obj}")))?;
         let inner = (off % blksz) as usize;
         let dn = DnodePhys::parse(&block[inner..], swap_of(&bp)).map_err(|e| e.context(&what()))?;
-        Ok(Dnode { object: obj, phys: dn, swap: swap_of(&bp) })
+        Ok(Dnode {
+            object: obj,
+            phys: dn,
+            swap: swap_of(&bp),
+        })
     }
 
     /// The BP of block `blkid` at `level` of `dn`, or None if beyond the tree.
@@ -118,11 +149,18 @@ impl Objset {
             return Ok(None);
         }
         if p.nlevels > 1 && !(7..=24).contains(&p.indblkshift) {
-            return Err(Error::corrupt(what(), format!("indirect block shift {}", p.indblkshift)));
+            return Err(Error::corrupt(
+                what(),
+                format!("indirect block shift {}", p.indblkshift),
+            ));
         }
         let epbs = p.indblkshift.saturating_sub(7) as u32;
         let top_shift = epbs as u64 * (p.nlevels - 1 - level) as u64;
-        let top_idx = if top_shift >= 64 { 0 } else { blkid >> top_shift };
+        let top_idx = if top_shift >= 64 {
+            0
+        } else {
+            blkid >> top_shift
+        };
         if top_idx >= p.blkptr.len() as u64 {
             return Ok(None);
         }
@@ -133,15 +171,18 @@ impl Objset {
                 return Ok(Some(BlkPtr::default()));
             }
             if bp.level() != lvl {
-                return Err(Error::corrupt(what(), format!("BP at level {lvl} claims level {}", bp.level())));
+                return Err(Error::corrupt(
+                    what(),
+                    format!("BP at level {lvl} claims level {}", bp.level()),
+                ));
             }
             let block = self.read_cached(&bp).map_err(|e| e.context(&what()))?;
             let shift = epbs as u64 * (lvl - 1 - level) as u64;
             let idx = ((blkid >> shift) & ((1u64 << epbs) - 1)) as usize;
             let start = idx * BLKPTR_SIZE;
-            let raw = block
-                .get(start..start + BLKPTR_SIZE)
-                .ok_or_else(|| Error::corrupt(what(), "indirect block shorter than its shift says"))?;
+            let raw = block.get(start..start + BLKPTR_SIZE).ok_or_else(|| {
+                Error::corrupt(what(), "indirect block shorter than its shift says")
+            })?;
             bp = BlkPtr::from_bytes(raw, swap_of(&bp))?;
             lvl -= 1;
         }
@@ -155,7 +196,10 @@ impl Objset {
         }
         match self.block_bp(dn, 0, blkid)? {
             Some(bp) if !bp.is_hole() => {
-                let data = self.pool.read_bp(&bp).map_err(|e| e.context(&format!("object {} block {blkid}", dn.object)))?;
+                let data = self
+                    .pool
+                    .read_bp(&bp)
+                    .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object)))?;
                 Ok(Some(data))
             }
             _ => Ok(None),
@@ -184,7 +228,10 @@ impl Objset {
     pub fn read_into(&self, dn: &Dnode, offset: u64, out: &mut [u8]) -> Result<()> {
         let bs = dn.phys.datablksz();
         if bs == 0 {
-            return Err(Error::corrupt(format!("object {}", dn.object), "data block size 0"));
+            return Err(Error::corrupt(
+                format!("object {}", dn.object),
+                "data block size 0",
+            ));
         }
         let mut done = 0usize;
         while done < out.len() {
@@ -206,7 +253,11 @@ impl Objset {
     }
 
     /// Visit every non-hole BP of an object's tree, top down: `f(level, blkid, bp)`.
-    pub fn walk_tree(&self, dn: &Dnode, f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>) -> Result<()> {
+    pub fn walk_tree(
+        &self,
+        dn: &Dnode,
+        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
         let p = &dn.phys;
         if p.nlevels == 0 {
             return Ok(());
@@ -218,7 +269,14 @@ impl Objset {
         Ok(())
     }
 
-    fn walk_bp(&self, bp: &BlkPtr, level: u8, blkid: u64, epbs: u32, f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>) -> Result<()> {
+    fn walk_bp(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        blkid: u64,
+        epbs: u32,
+        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
         if bp.is_hole() {
             return Ok(());
         }

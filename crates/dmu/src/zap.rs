@@ -14,9 +14,8 @@ fn block0(os: &Objset, dn: &Dnode) -> Result<(Vec<u8>, bool)> {
 pub fn list(os: &Objset, dn: &Dnode) -> Result<Vec<ZapEntry>> {
     let (b0, swap) = block0(os, dn)?;
     let bs = b0.len();
-    let mut rd = |n: u64| -> Result<Vec<u8>> {
-        Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs]))
-    };
+    let mut rd =
+        |n: u64| -> Result<Vec<u8>> { Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs])) };
     zap::list(&b0, swap, &mut rd).map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
 }
 
@@ -24,19 +23,25 @@ pub fn list(os: &Objset, dn: &Dnode) -> Result<Vec<ZapEntry>> {
 pub fn lookup(os: &Objset, dn: &Dnode, name: &str) -> Result<Option<ZapEntry>> {
     let (b0, swap) = block0(os, dn)?;
     let bs = b0.len();
-    let mut rd = |n: u64| -> Result<Vec<u8>> {
-        Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs]))
-    };
-    zap::lookup(&b0, swap, name.as_bytes(), &mut rd).map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
+    let mut rd =
+        |n: u64| -> Result<Vec<u8>> { Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs])) };
+    zap::lookup(&b0, swap, name.as_bytes(), &mut rd)
+        .map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
 }
 
 /// Look up a name whose value must be a single uint64.
 pub fn lookup_u64(os: &Objset, dn: &Dnode, name: &str) -> Result<u64> {
     match lookup(os, dn, name)? {
         Some(e) => e.as_u64().ok_or_else(|| {
-            Error::corrupt(format!("ZAP object {} entry '{name}'", dn.object), "value is not a single uint64")
+            Error::corrupt(
+                format!("ZAP object {} entry '{name}'", dn.object),
+                "value is not a single uint64",
+            )
         }),
-        None => Err(Error::NotFound(format!("'{name}' in ZAP object {}", dn.object))),
+        None => Err(Error::NotFound(format!(
+            "'{name}' in ZAP object {}",
+            dn.object
+        ))),
     }
 }
 

@@ -56,8 +56,18 @@ impl DslPool {
             .map_err(|e| e.context("MOS object directory"))?
             .and_then(|e| e.as_u64())
             .ok_or_else(|| Error::corrupt("MOS object directory", "no root_dataset entry"))?;
-        let deflate = zap::lookup_obj(&mos, 1, "deflate").ok().flatten().and_then(|e| e.as_u64()).unwrap_or(0) != 0;
-        Ok(DslPool { pool, mos, root_dir_obj, deflate })
+        let deflate = zap::lookup_obj(&mos, 1, "deflate")
+            .ok()
+            .flatten()
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0)
+            != 0;
+        Ok(DslPool {
+            pool,
+            mos,
+            root_dir_obj,
+            deflate,
+        })
     }
 
     /// The pool config stored in the MOS (`config` packed nvlist object).
@@ -69,7 +79,10 @@ impl DslPool {
         let size = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "packed nvlist size")?;
         let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
         if size > max || size > 64 << 20 {
-            return Err(Error::corrupt("MOS config", format!("packed size {size} exceeds the object ({max})")));
+            return Err(Error::corrupt(
+                "MOS config",
+                format!("packed size {size} exceeds the object ({max})"),
+            ));
         }
         let data = self.mos.read(&dn, 0, size as usize)?;
         NvList::unpack(&data).map_err(|e| e.context("MOS config"))
@@ -88,7 +101,10 @@ impl DslPool {
     pub fn dir(&self, obj: u64) -> Result<DslDirPhys> {
         let (b, swap, bt) = bonus_swap(&self.mos, obj)?;
         if bt != ot::DSL_DIR {
-            return Err(Error::corrupt(format!("DSL directory object {obj}"), format!("bonus type {bt}")));
+            return Err(Error::corrupt(
+                format!("DSL directory object {obj}"),
+                format!("bonus type {bt}"),
+            ));
         }
         DslDirPhys::parse(&b, swap).map_err(|e| e.context(&format!("DSL directory object {obj}")))
     }
@@ -97,13 +113,29 @@ impl DslPool {
     pub fn dataset(&self, obj: u64) -> Result<DslDatasetPhys> {
         let (b, swap, bt) = bonus_swap(&self.mos, obj)?;
         if bt != ot::DSL_DATASET {
-            return Err(Error::corrupt(format!("DSL dataset object {obj}"), format!("bonus type {bt}")));
+            return Err(Error::corrupt(
+                format!("DSL dataset object {obj}"),
+                format!("bonus type {bt}"),
+            ));
         }
         DslDatasetPhys::parse(&b, swap).map_err(|e| e.context(&format!("DSL dataset object {obj}")))
     }
 
-    fn info(&self, name: String, ds_obj: u64, dir_obj: u64, is_snapshot: bool) -> Result<DatasetInfo> {
-        Ok(DatasetInfo { name, ds_obj, ds: self.dataset(ds_obj)?, dir_obj, dir: self.dir(dir_obj)?, is_snapshot })
+    fn info(
+        &self,
+        name: String,
+        ds_obj: u64,
+        dir_obj: u64,
+        is_snapshot: bool,
+    ) -> Result<DatasetInfo> {
+        Ok(DatasetInfo {
+            name,
+            ds_obj,
+            ds: self.dataset(ds_obj)?,
+            dir_obj,
+            dir: self.dir(dir_obj)?,
+            is_snapshot,
+        })
     }
 
     /// Child directories of a DSL dir (name, object), internal `$` names skipped, sorted by name.
@@ -128,7 +160,12 @@ impl DslPool {
         let mut v = Vec::new();
         for e in zap::list_obj(&self.mos, head.ds.snapnames_zapobj)? {
             let Some(obj) = e.as_u64() else { continue };
-            v.push(self.info(format!("{}@{}", head.name, e.name_str()), obj, head.dir_obj, true)?);
+            v.push(self.info(
+                format!("{}@{}", head.name, e.name_str()),
+                obj,
+                head.dir_obj,
+                true,
+            )?);
         }
         v.sort_by_key(|s| s.ds.creation_txg);
         Ok(v)
@@ -137,20 +174,40 @@ impl DslPool {
     /// The root dataset.
     pub fn root(&self) -> Result<DatasetInfo> {
         let dir = self.dir(self.root_dir_obj)?;
-        self.info(self.pool.name.clone(), dir.head_dataset_obj, self.root_dir_obj, false)
+        self.info(
+            self.pool.name.clone(),
+            dir.head_dataset_obj,
+            self.root_dir_obj,
+            false,
+        )
     }
 
     /// Every file system (and, if `snapshots`, every snapshot) in `zfs list -t all` order:
     /// a dataset, its snapshots, then its children by name.
-    pub fn list(&self, start: &DatasetInfo, snapshots: bool, max_depth: Option<usize>) -> Result<Vec<DatasetInfo>> {
+    pub fn list(
+        &self,
+        start: &DatasetInfo,
+        snapshots: bool,
+        max_depth: Option<usize>,
+    ) -> Result<Vec<DatasetInfo>> {
         let mut out = Vec::new();
         self.list_rec(start, snapshots, 0, max_depth, &mut out)?;
         Ok(out)
     }
 
-    fn list_rec(&self, ds: &DatasetInfo, snapshots: bool, depth: usize, max_depth: Option<usize>, out: &mut Vec<DatasetInfo>) -> Result<()> {
+    fn list_rec(
+        &self,
+        ds: &DatasetInfo,
+        snapshots: bool,
+        depth: usize,
+        max_depth: Option<usize>,
+        out: &mut Vec<DatasetInfo>,
+    ) -> Result<()> {
         if depth > MAX_DEPTH || out.len() > MAX_DATASETS {
-            return Err(Error::corrupt("DSL directory tree", "too deep or too many datasets (loop?)"));
+            return Err(Error::corrupt(
+                "DSL directory tree",
+                "too deep or too many datasets (loop?)",
+            ));
         }
         out.push(ds.clone());
         if ds.is_snapshot {
@@ -167,7 +224,12 @@ impl DslPool {
             if dir.head_dataset_obj == 0 {
                 continue;
             }
-            let child = self.info(format!("{}/{}", ds.name, name), dir.head_dataset_obj, dir_obj, false)?;
+            let child = self.info(
+                format!("{}/{}", ds.name, name),
+                dir.head_dataset_obj,
+                dir_obj,
+                false,
+            )?;
             self.list_rec(&child, snapshots, depth + 1, max_depth, out)?;
         }
         Ok(())
@@ -194,7 +256,12 @@ impl DslPool {
                 return Err(Error::NotFound(format!("dataset '{name}'")));
             };
             let dir = self.dir(dir_obj)?;
-            cur = self.info(format!("{}/{}", cur.name, p), dir.head_dataset_obj, dir_obj, false)?;
+            cur = self.info(
+                format!("{}/{}", cur.name, p),
+                dir.head_dataset_obj,
+                dir_obj,
+                false,
+            )?;
         }
         match snap {
             None => Ok(cur),
@@ -209,9 +276,13 @@ impl DslPool {
     /// Open a dataset's objset.
     pub fn objset(&self, ds: &DatasetInfo) -> Result<Objset> {
         if ds.ds.bp.is_hole() {
-            return Err(Error::corrupt(format!("dataset '{}'", ds.name), "has no objset"));
+            return Err(Error::corrupt(
+                format!("dataset '{}'", ds.name),
+                "has no objset",
+            ));
         }
-        Objset::open(self.pool.clone(), &ds.ds.bp).map_err(|e| e.context(&format!("dataset '{}'", ds.name)))
+        Objset::open(self.pool.clone(), &ds.ds.bp)
+            .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))
     }
 
     /// Pool space: SIZE from the metaslab geometry, ALLOC from the space maps, deflated space.
@@ -230,7 +301,11 @@ impl DslPool {
             let ratio = match top.kind {
                 VdevKind::Raidz { nparity } if self.deflate => {
                     let a = raidz_asize(131072, top.ashift as u32, top.children.len(), nparity);
-                    if a == 0 { 512 } else { 131072 / (a >> 9) }
+                    if a == 0 {
+                        512
+                    } else {
+                        131072 / (a >> 9)
+                    }
                 }
                 _ => 512,
             };
@@ -240,12 +315,18 @@ impl DslPool {
                     let n = ms_count.min(1 << 20) as usize;
                     if let Ok(arr) = self.mos.read(&dn, 0, n * 8) {
                         for i in 0..n {
-                            let sm = ozfs_format::bytes::u64_at(&arr, i * 8, dn.swap, "metaslab array")?;
+                            let sm =
+                                ozfs_format::bytes::u64_at(&arr, i * 8, dn.swap, "metaslab array")?;
                             if sm == 0 {
                                 continue;
                             }
                             let smdn = self.mos.dnode(sm)?;
-                            let alloc = ozfs_format::bytes::u64_at(&smdn.phys.bonus, 16, smdn.swap, "space map header")?;
+                            let alloc = ozfs_format::bytes::u64_at(
+                                &smdn.phys.bonus,
+                                16,
+                                smdn.swap,
+                                "space map header",
+                            )?;
                             s.alloc = s.alloc.wrapping_add(alloc);
                         }
                     }
@@ -260,6 +341,9 @@ impl DslPool {
     pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
         let root = self.dir(self.root_dir_obj)?;
         let resv = (space.dspace >> 6).max(32 << 20);
-        Ok(space.dspace.saturating_sub(resv).saturating_sub(root.used_bytes))
+        Ok(space
+            .dspace
+            .saturating_sub(resv)
+            .saturating_sub(root.used_bytes))
     }
 }

@@ -70,7 +70,13 @@ impl PropValue {
     /// Render for output; `parsable` = `-p`.
     pub fn render(&self, parsable: bool) -> String {
         match self {
-            PropValue::Bytes(n) => if parsable { n.to_string() } else { nicenum(*n) },
+            PropValue::Bytes(n) => {
+                if parsable {
+                    n.to_string()
+                } else {
+                    nicenum(*n)
+                }
+            }
             PropValue::Num(n) => n.to_string(),
             PropValue::Time(t) => {
                 if parsable {
@@ -79,7 +85,13 @@ impl PropValue {
                     format_time(*t)
                 }
             }
-            PropValue::Ratio(r) => if parsable { format!("{}.{:02}", r / 100, r % 100) } else { format!("{}.{:02}x", r / 100, r % 100) },
+            PropValue::Ratio(r) => {
+                if parsable {
+                    format!("{}.{:02}", r / 100, r % 100)
+                } else {
+                    format!("{}.{:02}x", r / 100, r % 100)
+                }
+            }
             PropValue::Text(s) => s.clone(),
         }
     }
@@ -92,8 +104,18 @@ fn format_time(t: u64) -> String {
     let (y, m, d) = civil_from_days(days);
     let wd = ((days + 4).rem_euclid(7)) as usize;
     const WD: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MO: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    format!("{} {} {:2} {:2}:{:02} {}", WD[wd], MO[(m - 1) as usize], d, secs / 3600, (secs / 60) % 60, y)
+    const MO: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{} {} {:2} {:2}:{:02} {}",
+        WD[wd],
+        MO[(m - 1) as usize],
+        d,
+        secs / 3600,
+        (secs / 60) % 60,
+        y
+    )
 }
 
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -120,21 +142,61 @@ enum Kind {
 
 const ONOFF: &[(&str, u64)] = &[("off", 0), ("on", 1)];
 const COMPRESS: &[(&str, u64)] = &[
-    ("on", 1), ("off", 2), ("lzjb", 3), ("empty", 4), ("gzip-1", 5), ("gzip-2", 6), ("gzip-3", 7), ("gzip-4", 8),
-    ("gzip-5", 9), ("gzip", 10), ("gzip-7", 11), ("gzip-8", 12), ("gzip-9", 13), ("zle", 14), ("lz4", 15), ("zstd", 16),
+    ("on", 1),
+    ("off", 2),
+    ("lzjb", 3),
+    ("empty", 4),
+    ("gzip-1", 5),
+    ("gzip-2", 6),
+    ("gzip-3", 7),
+    ("gzip-4", 8),
+    ("gzip-5", 9),
+    ("gzip", 10),
+    ("gzip-7", 11),
+    ("gzip-8", 12),
+    ("gzip-9", 13),
+    ("zle", 14),
+    ("lz4", 15),
+    ("zstd", 16),
 ];
 const CHECKSUM: &[(&str, u64)] = &[
-    ("on", 1), ("off", 2), ("fletcher2", 6), ("fletcher4", 7), ("sha256", 8), ("noparity", 10), ("sha512", 11),
-    ("skein", 12), ("edonr", 13), ("blake3", 14),
+    ("on", 1),
+    ("off", 2),
+    ("fletcher2", 6),
+    ("fletcher4", 7),
+    ("sha256", 8),
+    ("noparity", 10),
+    ("sha512", 11),
+    ("skein", 12),
+    ("edonr", 13),
+    ("blake3", 14),
 ];
-const DEDUP: &[(&str, u64)] = &[("off", 2), ("on", 1), ("verify", 1 | (1 << 8)), ("sha256", 8), ("sha256,verify", 8 | (1 << 8))];
+const DEDUP: &[(&str, u64)] = &[
+    ("off", 2),
+    ("on", 1),
+    ("verify", 1 | (1 << 8)),
+    ("sha256", 8),
+    ("sha256,verify", 8 | (1 << 8)),
+];
 const CANMOUNT: &[(&str, u64)] = &[("off", 0), ("on", 1), ("noauto", 2)];
 const SNAPDIR: &[(&str, u64)] = &[("hidden", 0), ("visible", 1)];
 const CACHE: &[(&str, u64)] = &[("none", 0), ("metadata", 1), ("all", 2)];
 const LOGBIAS: &[(&str, u64)] = &[("latency", 0), ("throughput", 1)];
 const SYNC: &[(&str, u64)] = &[("standard", 0), ("always", 1), ("disabled", 2)];
-const ACLMODE: &[(&str, u64)] = &[("discard", 0), ("groupmask", 2), ("passthrough", 3), ("restricted", 4)];
-const ACLINHERIT: &[(&str, u64)] = &[("discard", 0), ("noallow", 1), ("restricted", 4), ("passthrough", 3), ("secure", 4), ("passthrough-x", 5)];
+const ACLMODE: &[(&str, u64)] = &[
+    ("discard", 0),
+    ("groupmask", 2),
+    ("passthrough", 3),
+    ("restricted", 4),
+];
+const ACLINHERIT: &[(&str, u64)] = &[
+    ("discard", 0),
+    ("noallow", 1),
+    ("restricted", 4),
+    ("passthrough", 3),
+    ("secure", 4),
+    ("passthrough-x", 5),
+];
 const COPIES: &[(&str, u64)] = &[("1", 1), ("2", 2), ("3", 3)];
 
 /// (name, kind, inheritable, default as stored value or text)
@@ -174,7 +236,10 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
 fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
     match (kind, v) {
         (Kind::Index(tbl), zap_value::Stored::Num(n)) => PropValue::Text(
-            tbl.iter().find(|(_, x)| x == n).map(|(s, _)| s.to_string()).unwrap_or_else(|| n.to_string()),
+            tbl.iter()
+                .find(|(_, x)| x == n)
+                .map(|(s, _)| s.to_string())
+                .unwrap_or_else(|| n.to_string()),
         ),
         (Kind::Bytes, zap_value::Stored::Num(0)) => PropValue::Text("none".into()),
         (Kind::Bytes, zap_value::Stored::Num(n)) => PropValue::Bytes(*n),
@@ -230,17 +295,29 @@ impl DslPool {
                 None => return Ok(chain),
             };
         }
-        Err(Error::corrupt("DSL directory tree", "parent chain too long (loop?)"))
+        Err(Error::corrupt(
+            "DSL directory tree",
+            "parent chain too long (loop?)",
+        ))
     }
 
     /// One native or user property with its source.
-    fn resolve(&self, chain: &[(String, BTreeMap<String, Stored>)], name: &str, inheritable: bool) -> Option<(Stored, PropSource)> {
+    fn resolve(
+        &self,
+        chain: &[(String, BTreeMap<String, Stored>)],
+        name: &str,
+        inheritable: bool,
+    ) -> Option<(Stored, PropSource)> {
         for (i, (dsname, props)) in chain.iter().enumerate() {
             if i > 0 && !inheritable {
                 break;
             }
             if let Some(v) = props.get(name) {
-                let src = if i == 0 { PropSource::Local } else { PropSource::Inherited(dsname.clone()) };
+                let src = if i == 0 {
+                    PropSource::Local
+                } else {
+                    PropSource::Inherited(dsname.clone())
+                };
                 return Some((v.clone(), src));
             }
         }
@@ -248,30 +325,86 @@ impl DslPool {
     }
 
     /// Every property of a dataset, in `zfs get all` order: (name, value, source).
-    pub fn properties(&self, ds: &DatasetInfo, available: u64) -> Result<Vec<(String, PropValue, PropSource)>> {
+    pub fn properties(
+        &self,
+        ds: &DatasetInfo,
+        available: u64,
+    ) -> Result<Vec<(String, PropValue, PropSource)>> {
         let chain = self.prop_chain(ds)?;
         let mut out: Vec<(String, PropValue, PropSource)> = Vec::new();
         let n = PropSource::None;
         let d = &ds.ds;
         let dir = &ds.dir;
-        let os_type = if ds.ds.bp.is_hole() { 2 } else { self.objset(ds).map(|o| o.phys.os_type).unwrap_or(2) };
-        let typ = if ds.is_snapshot { "snapshot" } else if os_type == 3 { "volume" } else { "filesystem" };
+        let os_type = if ds.ds.bp.is_hole() {
+            2
+        } else {
+            self.objset(ds).map(|o| o.phys.os_type).unwrap_or(2)
+        };
+        let typ = if ds.is_snapshot {
+            "snapshot"
+        } else if os_type == 3 {
+            "volume"
+        } else {
+            "filesystem"
+        };
         out.push(("type".into(), PropValue::Text(typ.into()), n.clone()));
-        out.push(("creation".into(), PropValue::Time(d.creation_time), n.clone()));
-        let used = if ds.is_snapshot { d.unique_bytes } else { dir.used_bytes };
+        out.push((
+            "creation".into(),
+            PropValue::Time(d.creation_time),
+            n.clone(),
+        ));
+        let used = if ds.is_snapshot {
+            d.unique_bytes
+        } else {
+            dir.used_bytes
+        };
         out.push(("used".into(), PropValue::Bytes(used), n.clone()));
         if !ds.is_snapshot {
             out.push(("available".into(), PropValue::Bytes(available), n.clone()));
         }
-        out.push(("referenced".into(), PropValue::Bytes(d.referenced_bytes), n.clone()));
-        let ratio = |u: u64, c: u64| if c == 0 { 100 } else { u * 100 / c };
-        let cr = if ds.is_snapshot { ratio(d.uncompressed_bytes, d.compressed_bytes) } else { ratio(dir.uncompressed_bytes, dir.compressed_bytes) };
+        out.push((
+            "referenced".into(),
+            PropValue::Bytes(d.referenced_bytes),
+            n.clone(),
+        ));
+        let ratio = |u: u64, c: u64| u.saturating_mul(100).checked_div(c).unwrap_or(100);
+        let cr = if ds.is_snapshot {
+            ratio(d.uncompressed_bytes, d.compressed_bytes)
+        } else {
+            ratio(dir.uncompressed_bytes, dir.compressed_bytes)
+        };
         out.push(("compressratio".into(), PropValue::Ratio(cr), n.clone()));
         if !ds.is_snapshot {
             out.push(("mounted".into(), PropValue::Text("no".into()), n.clone()));
         }
         for (name, kind, inh, default) in NATIVE {
-            if ds.is_snapshot && matches!(*name, "quota" | "reservation" | "recordsize" | "mountpoint" | "sharenfs" | "checksum" | "compression" | "atime" | "readonly" | "zoned" | "snapdir" | "aclmode" | "aclinherit" | "canmount" | "copies" | "sharesmb" | "refquota" | "refreservation" | "logbias" | "dedup" | "sync" | "vscan") {
+            if ds.is_snapshot
+                && matches!(
+                    *name,
+                    "quota"
+                        | "reservation"
+                        | "recordsize"
+                        | "mountpoint"
+                        | "sharenfs"
+                        | "checksum"
+                        | "compression"
+                        | "atime"
+                        | "readonly"
+                        | "zoned"
+                        | "snapdir"
+                        | "aclmode"
+                        | "aclinherit"
+                        | "canmount"
+                        | "copies"
+                        | "sharesmb"
+                        | "refquota"
+                        | "refreservation"
+                        | "logbias"
+                        | "dedup"
+                        | "sync"
+                        | "vscan"
+                )
+            {
                 continue;
             }
             if *name == "mountpoint" {
@@ -291,15 +424,13 @@ impl DslPool {
                 out.push(("mountpoint".into(), PropValue::Text(v), src));
                 continue;
             }
-            let (stored, src) = self
-                .resolve(&chain, name, *inh)
-                .unwrap_or_else(|| {
-                    let s = match kind {
-                        Kind::Text => Stored::Text(default.to_string()),
-                        _ => Stored::Num(default.parse().unwrap_or(0)),
-                    };
-                    (s, PropSource::Default)
-                });
+            let (stored, src) = self.resolve(&chain, name, *inh).unwrap_or_else(|| {
+                let s = match kind {
+                    Kind::Text => Stored::Text(default.to_string()),
+                    _ => Stored::Num(default.parse().unwrap_or(0)),
+                };
+                (s, PropSource::Default)
+            });
             out.push((name.to_string(), render_stored(*kind, &stored), src));
             if *name == "copies" && !ds.is_snapshot {
                 // zfs shows version/ZPL props after copies; added by the caller (needs the ZPL).
@@ -309,17 +440,33 @@ impl DslPool {
             let b = &dir.used_breakdown;
             out.push(("usedbysnapshots".into(), PropValue::Bytes(b[1]), n.clone()));
             out.push(("usedbydataset".into(), PropValue::Bytes(b[0]), n.clone()));
-            out.push(("usedbychildren".into(), PropValue::Bytes(b[2] + b[3]), n.clone()));
-            out.push(("usedbyrefreservation".into(), PropValue::Bytes(b[4]), n.clone()));
+            out.push((
+                "usedbychildren".into(),
+                PropValue::Bytes(b[2] + b[3]),
+                n.clone(),
+            ));
+            out.push((
+                "usedbyrefreservation".into(),
+                PropValue::Bytes(b[4]),
+                n.clone(),
+            ));
         }
         out.push(("guid".into(), PropValue::Num(d.guid), n.clone()));
-        out.push(("createtxg".into(), PropValue::Num(d.creation_txg), n.clone()));
+        out.push((
+            "createtxg".into(),
+            PropValue::Num(d.creation_txg),
+            n.clone(),
+        ));
         // User properties (name contains ':').
         let mut seen = std::collections::BTreeSet::new();
         for (i, (dsname, props)) in chain.iter().enumerate() {
             for (k, v) in props {
                 if k.contains(':') && !k.contains('$') && seen.insert(k.clone()) {
-                    let src = if i == 0 { PropSource::Local } else { PropSource::Inherited(dsname.clone()) };
+                    let src = if i == 0 {
+                        PropSource::Local
+                    } else {
+                        PropSource::Inherited(dsname.clone())
+                    };
                     let val = match v {
                         Stored::Text(s) => PropValue::Text(s.clone()),
                         Stored::Num(n) => PropValue::Num(*n),

@@ -40,7 +40,8 @@ impl FoundPool {
 /// Candidate device files in `dir`: regular files and block devices (not following into subdirectories).
 pub fn candidates(dir: &Path) -> Result<Vec<PathBuf>> {
     let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("cannot read directory {}", dir.display()), e))?;
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("cannot read directory {}", dir.display()), e))?;
     let mut out = Vec::new();
     for ent in rd.flatten() {
         let p = ent.path();
@@ -59,10 +60,15 @@ pub fn candidates(dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn discover_paths(paths: &[PathBuf]) -> Vec<FoundPool> {
     let mut by_pool: BTreeMap<u64, Vec<FoundDevice>> = BTreeMap::new();
     for p in paths {
-        let Ok(dev) = FileDevice::open(p) else { continue };
+        let Ok(dev) = FileDevice::open(p) else {
+            continue;
+        };
         let labels = read_labels(&dev);
-        let Some(config) = labels.best_config().cloned() else { continue };
-        let (Some(pool_guid), Some(guid)) = (config.get_u64("pool_guid"), config.get_u64("guid")) else {
+        let Some(config) = labels.best_config().cloned() else {
+            continue;
+        };
+        let (Some(pool_guid), Some(guid)) = (config.get_u64("pool_guid"), config.get_u64("guid"))
+        else {
             continue;
         };
         let state = config.get_u64("state").unwrap_or(0);
@@ -81,7 +87,12 @@ pub fn discover_paths(paths: &[PathBuf]) -> Vec<FoundPool> {
     }
     let mut pools = Vec::new();
     for (guid, devices) in by_pool {
-        let Some(best) = devices.iter().max_by_key(|d| d.config.get_u64("txg").unwrap_or(0)) else { continue };
+        let Some(best) = devices
+            .iter()
+            .max_by_key(|d| d.config.get_u64("txg").unwrap_or(0))
+        else {
+            continue;
+        };
         let config = best.config.clone();
         pools.push(FoundPool {
             name: config.get_str("name").unwrap_or("?").to_string(),

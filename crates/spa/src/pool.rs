@@ -74,17 +74,25 @@ impl Pool {
                 .filter(|k| !SUPPORTED_READ_FEATURES.contains(k))
                 .collect();
             if !unknown.is_empty() {
-                return Err(Error::unsupported(&what, format!("active features not supported: {}", unknown.join(", "))));
+                return Err(Error::unsupported(
+                    &what,
+                    format!("active features not supported: {}", unknown.join(", ")),
+                ));
             }
         }
         let nchildren = found.config.get_u64("vdev_children").unwrap_or(1);
         if nchildren == 0 || nchildren > 4096 {
-            return Err(Error::corrupt(&what, format!("vdev_children = {nchildren}")));
+            return Err(Error::corrupt(
+                &what,
+                format!("vdev_children = {nchildren}"),
+            ));
         }
         // Pick, for each top-level id, the vdev_tree from the newest label that describes it.
         let mut tops_cfg: HashMap<u64, (u64, NvList)> = HashMap::new();
         for d in &found.devices {
-            let Some(tree) = d.config.get_nvlist("vdev_tree") else { continue };
+            let Some(tree) = d.config.get_nvlist("vdev_tree") else {
+                continue;
+            };
             let id = tree.get_u64("id").unwrap_or(u64::MAX);
             let txg = d.config.get_u64("txg").unwrap_or(0);
             if id >= nchildren {
@@ -107,7 +115,8 @@ impl Pool {
         for id in 0..nchildren {
             match tops_cfg.get(&id) {
                 Some((_, tree)) => {
-                    let mut top = Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?;
+                    let mut top =
+                        Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?;
                     top.check_leaf_sizes();
                     tops.push(top);
                 }
@@ -127,12 +136,19 @@ impl Pool {
         root.children = tops;
         if root.state() == VdevState::Unavail {
             let mut missing: Vec<String> = Vec::new();
-            for c in root.children.iter().filter(|c| c.state() == VdevState::Unavail) {
+            for c in root
+                .children
+                .iter()
+                .filter(|c| c.state() == VdevState::Unavail)
+            {
                 let mut why: Vec<String> = Vec::new();
                 c.walk(0, &mut |v, _| {
                     if let VdevKind::Leaf(None) = v.kind {
                         let name = v.path.clone().unwrap_or_else(|| v.guid.to_string());
-                        why.push(format!("{name}: {}", v.aux.clone().unwrap_or_else(|| "missing".into())));
+                        why.push(format!(
+                            "{name}: {}",
+                            v.aux.clone().unwrap_or_else(|| "missing".into())
+                        ));
                     }
                 });
                 missing.push(format!("{} ({})", c.display_name(), why.join("; ")));
@@ -142,12 +158,18 @@ impl Pool {
                 missing.join(", ")
             )));
         }
-        let full_tree = root.children.iter().all(|c| !matches!(c.kind, VdevKind::Hole));
+        let full_tree = root
+            .children
+            .iter()
+            .all(|c| !matches!(c.kind, VdevKind::Hole));
         let guid_sum = root.guid_sum();
 
         // Candidate uberblocks, newest first.
-        let mut ubs: Vec<FoundUberblock> =
-            found.devices.iter().flat_map(|d| d.labels.uberblocks.iter().cloned()).collect();
+        let mut ubs: Vec<FoundUberblock> = found
+            .devices
+            .iter()
+            .flat_map(|d| d.labels.uberblocks.iter().cloned())
+            .collect();
         ubs.sort_by_key(|u| std::cmp::Reverse((u.ub.txg, u.ub.timestamp, u.ub.mmp_seq())));
         ubs.dedup_by_key(|u| (u.ub.txg, u.ub.timestamp));
         if let Some(max) = opts.max_txg {
@@ -159,31 +181,57 @@ impl Pool {
             config: found.config.clone(),
             root,
             uberblock: Uberblock::default(),
-            uberblock_found: FoundUberblock { ub: Uberblock::default(), label: 0, slot: 0, offset: 0 },
+            uberblock_found: FoundUberblock {
+                ub: Uberblock::default(),
+                label: 0,
+                slot: 0,
+                offset: 0,
+            },
             mos_phys: ObjsetPhys::default(),
             readonly: opts.readonly,
-            device_paths: found.devices.iter().map(|d| d.path.display().to_string()).collect(),
+            device_paths: found
+                .devices
+                .iter()
+                .map(|d| d.path.display().to_string())
+                .collect(),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
         for u in ubs {
             if full_tree && u.ub.guid_sum != guid_sum {
                 last_err = Error::corrupt(
                     &what,
-                    format!("uberblock txg {} guid sum {:#x} does not match the vdev tree ({:#x})", u.ub.txg, u.ub.guid_sum, guid_sum),
+                    format!(
+                        "uberblock txg {} guid sum {:#x} does not match the vdev tree ({:#x})",
+                        u.ub.txg, u.ub.guid_sum, guid_sum
+                    ),
                 );
                 continue;
             }
-            if u.ub.version != version && !(version == SPA_VERSION_FEATURES && u.ub.version == version) {
-                // Labels and uberblock disagree; still try, the MOS decides.
+            if !(1..=SPA_VERSION_MAX_LEGACY).contains(&u.ub.version)
+                && u.ub.version != SPA_VERSION_FEATURES
+            {
+                last_err = Error::unsupported(
+                    &what,
+                    format!(
+                        "uberblock txg {} has pool version {}",
+                        u.ub.txg, u.ub.version
+                    ),
+                );
+                continue;
             }
-            match pool.read_bp(&u.ub.rootbp).and_then(|b| ObjsetPhys::parse(&b, swap_of(&u.ub.rootbp))) {
+            match pool
+                .read_bp(&u.ub.rootbp)
+                .and_then(|b| ObjsetPhys::parse(&b, swap_of(&u.ub.rootbp)))
+            {
                 Ok(os) => {
                     pool.uberblock = u.ub;
                     pool.uberblock_found = u;
                     pool.mos_phys = os;
                     return Ok(pool);
                 }
-                Err(e) => last_err = e.context(&format!("{what}: MOS of uberblock txg {}", u.ub.txg)),
+                Err(e) => {
+                    last_err = e.context(&format!("{what}: MOS of uberblock txg {}", u.ub.txg))
+                }
             }
         }
         Err(last_err)
@@ -196,10 +244,15 @@ impl Pool {
 
     /// Top-level vdev by id, checked.
     fn top(&self, vdev: u64) -> Result<&Vdev> {
-        self.root
-            .children
-            .get(vdev as usize)
-            .ok_or_else(|| Error::corrupt("block pointer", format!("DVA names vdev {vdev}, pool has {}", self.root.children.len())))
+        self.root.children.get(vdev as usize).ok_or_else(|| {
+            Error::corrupt(
+                "block pointer",
+                format!(
+                    "DVA names vdev {vdev}, pool has {}",
+                    self.root.children.len()
+                ),
+            )
+        })
     }
 
     /// Read and verify the physical (PSIZE, still compressed) bytes of a non-hole, non-embedded BP,
@@ -228,7 +281,10 @@ impl Pool {
             if top.asize != 0 && dva.offset.saturating_add(dva.asize) > top.asize {
                 last = Some(Error::corrupt(
                     "block pointer",
-                    format!("DVA <{}:{:x}:{:x}> beyond the end of vdev {} ({:#x})", dva.vdev, dva.offset, dva.asize, dva.vdev, top.asize),
+                    format!(
+                        "DVA <{}:{:x}:{:x}> beyond the end of vdev {} ({:#x})",
+                        dva.vdev, dva.offset, dva.asize, dva.vdev, top.asize
+                    ),
                 ));
                 continue;
             }
@@ -245,7 +301,14 @@ impl Pool {
         Err(last.unwrap_or_else(|| Error::corrupt("block pointer", "no DVA")))
     }
 
-    fn read_gang(&self, top: &Vdev, vdev: u64, offset: u64, bp: &BlkPtr, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+    fn read_gang(
+        &self,
+        top: &Vdev,
+        vdev: u64,
+        offset: u64,
+        bp: &BlkPtr,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
         let phys_birth = bp.phys_birth();
         let hdr_verify = |d: &[u8]| -> bool {
             let Ok(eck) = parse_eck(d) else { return false };
@@ -256,20 +319,32 @@ impl Pool {
         let eck = parse_eck(&hdr)?;
         let mut data = Vec::with_capacity(bp.psize() as usize);
         for i in 0..3 {
-            let child = BlkPtr::from_bytes(&hdr[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE], eck.byteswapped)?;
+            let child = BlkPtr::from_bytes(
+                &hdr[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE],
+                eck.byteswapped,
+            )?;
             if child.is_hole() {
                 continue;
             }
             data.extend_from_slice(&self.read_physical(&child)?);
             if data.len() as u64 > bp.psize() {
-                return Err(Error::corrupt("gang block", "children larger than the gang BP's PSIZE"));
+                return Err(Error::corrupt(
+                    "gang block",
+                    "children larger than the gang BP's PSIZE",
+                ));
             }
         }
         if data.len() as u64 != bp.psize() {
-            return Err(Error::corrupt("gang block", format!("children hold {} bytes, BP says {}", data.len(), bp.psize())));
+            return Err(Error::corrupt(
+                "gang block",
+                format!("children hold {} bytes, BP says {}", data.len(), bp.psize()),
+            ));
         }
         if !verify(&data) {
-            return Err(Error::corrupt("gang block", "assembled data fails the BP checksum"));
+            return Err(Error::corrupt(
+                "gang block",
+                "assembled data fails the BP checksum",
+            ));
         }
         Ok(data)
     }
@@ -291,7 +366,13 @@ impl Pool {
         let c = bp.compression();
         if is_uncompressed(c) {
             if phys.len() != lsize {
-                return Err(Error::corrupt("block pointer", format!("uncompressed block with PSIZE {} != LSIZE {lsize}", phys.len())));
+                return Err(Error::corrupt(
+                    "block pointer",
+                    format!(
+                        "uncompressed block with PSIZE {} != LSIZE {lsize}",
+                        phys.len()
+                    ),
+                ));
             }
             return Ok(phys);
         }
@@ -314,7 +395,10 @@ fn is_uncompressed(c: u8) -> bool {
 fn decompress_into(c: u8, src: &[u8], dst: &mut [u8]) -> Result<()> {
     if is_uncompressed(c) {
         if src.len() < dst.len() {
-            return Err(Error::corrupt("block", "uncompressed payload shorter than LSIZE"));
+            return Err(Error::corrupt(
+                "block",
+                "uncompressed payload shorter than LSIZE",
+            ));
         }
         let n = dst.len();
         dst.copy_from_slice(&src[..n]);

@@ -80,7 +80,10 @@ impl Ozfs {
             panic!("ozfs succeeded, expected an error:\n{}", out.describe());
         }
         if out.stderr.trim().is_empty() {
-            panic!("ozfs failed without an error message on stderr:\n{}", out.describe());
+            panic!(
+                "ozfs failed without an error message on stderr:\n{}",
+                out.describe()
+            );
         }
         out
     }
@@ -110,7 +113,12 @@ impl Ozfs {
     /// `ozfs cp -r <source> <dest>` (source like `pool/ds@snap:/path`),
     /// must succeed.
     pub fn cp(&self, source: &str, dest: &Path) -> String {
-        self.ok(&[OsStr::new("cp"), OsStr::new("-r"), OsStr::new(source), dest.as_os_str()])
+        self.ok(&[
+            OsStr::new("cp"),
+            OsStr::new("-r"),
+            OsStr::new(source),
+            dest.as_os_str(),
+        ])
     }
 
     /// `ozfs zfs list -H -o name -t all` as a list of names (must succeed).
@@ -132,7 +140,10 @@ pub fn assert_no_panic(out: &CmdOutput) {
         panic!("ozfs was killed by a signal (crash?):\n{}", out.describe());
     }
     if out.code == Some(101) {
-        panic!("ozfs exited with 101 (Rust panic exit code):\n{}", out.describe());
+        panic!(
+            "ozfs exited with 101 (Rust panic exit code):\n{}",
+            out.describe()
+        );
     }
 }
 
@@ -175,7 +186,9 @@ pub fn parse_status(text: &str) -> Vec<StatusRow> {
         if !in_cfg || t.len() < 5 {
             continue;
         }
-        if let (Some(r), Some(w), Some(c)) = (parse_count(t[2]), parse_count(t[3]), parse_count(t[4])) {
+        if let (Some(r), Some(w), Some(c)) =
+            (parse_count(t[2]), parse_count(t[3]), parse_count(t[4]))
+        {
             rows.push(StatusRow {
                 name: t[0].to_string(),
                 state: t[1].to_string(),
@@ -192,10 +205,14 @@ pub fn parse_status(text: &str) -> Vec<StatusRow> {
 /// name).
 pub fn status_row<'a>(rows: &'a [StatusRow], dev: &Path) -> Option<&'a StatusRow> {
     let full = dev.to_string_lossy();
-    let base = dev.file_name().map(|b| b.to_string_lossy().into_owned()).unwrap_or_default();
-    rows.iter()
-        .find(|r| r.name == full)
-        .or_else(|| rows.iter().find(|r| r.name == base || r.name.ends_with(&format!("/{base}"))))
+    let base = dev
+        .file_name()
+        .map(|b| b.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    rows.iter().find(|r| r.name == full).or_else(|| {
+        rows.iter()
+            .find(|r| r.name == base || r.name.ends_with(&format!("/{base}")))
+    })
 }
 
 #[cfg(test)]

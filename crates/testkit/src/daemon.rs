@@ -107,13 +107,21 @@ pub fn ensure_installed() -> Result<()> {
         return Ok(());
     }
     let script = repo_root().join("scripts").join("install-deps.sh");
-    eprintln!("ozfs-testkit: zfs-fuse missing, running {}", script.display());
+    eprintln!(
+        "ozfs-testkit: zfs-fuse missing, running {}",
+        script.display()
+    );
     let out = run_with_timeout(
-        Command::new("bash").arg(&script).env("DEBIAN_FRONTEND", "noninteractive"),
+        Command::new("bash")
+            .arg(&script)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
         Duration::from_secs(900),
     )?;
     if !out.success() {
-        return Err(Error(format!("installing zfs-fuse failed:\n{}", out.describe())));
+        return Err(Error(format!(
+            "installing zfs-fuse failed:\n{}",
+            out.describe()
+        )));
     }
     if find_tool("zfs-fuse").is_none() {
         return Err(Error(format!(
@@ -187,7 +195,8 @@ impl ZfsFuse {
                     Ok(mut child) => {
                         let _ = tx.send(Ok(child.id()));
                         let st = child.wait();
-                        *status2.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{st:?}"));
+                        *status2.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(format!("{st:?}"));
                         dead2.store(true, Ordering::SeqCst);
                     }
                     Err(e) => {
@@ -217,7 +226,10 @@ impl ZfsFuse {
         let t0 = Instant::now();
         while !sock.exists() {
             if z.dead.load(Ordering::SeqCst) {
-                return Err(Error(format!("zfs-fuse exited during startup\n{}", z.diagnostics())));
+                return Err(Error(format!(
+                    "zfs-fuse exited during startup\n{}",
+                    z.diagnostics()
+                )));
             }
             if t0.elapsed() > Duration::from_secs(30) {
                 return Err(Error(format!(
@@ -262,7 +274,11 @@ impl ZfsFuse {
         let log = fs::read_to_string(&self.log).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(30).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        let status = self.exit_status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let status = self
+            .exit_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         format!(
             "zfs-fuse pid {} ({}), log {}:\n{}",
             self.pid,

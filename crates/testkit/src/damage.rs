@@ -36,7 +36,9 @@ fn open_rw(p: &Path) -> Result<File> {
 }
 
 fn file_size(p: &Path) -> Result<u64> {
-    Ok(fs::metadata(p).map_err(|e| Error(format!("{}: {e}", p.display())))?.len())
+    Ok(fs::metadata(p)
+        .map_err(|e| Error(format!("{}: {e}", p.display())))?
+        .len())
 }
 
 /// Byte offsets of the four labels of a device of `size` bytes.
@@ -49,7 +51,8 @@ pub fn label_offsets(size: u64) -> [u64; 4] {
 pub fn write_at(p: &Path, off: u64, data: &[u8]) -> Result<()> {
     let mut f = open_rw(p)?;
     f.seek(SeekFrom::Start(off))?;
-    f.write_all(data).map_err(|e| Error(format!("write {}: {e}", p.display())))?;
+    f.write_all(data)
+        .map_err(|e| Error(format!("write {}: {e}", p.display())))?;
     Ok(())
 }
 
@@ -58,7 +61,8 @@ pub fn read_at(p: &Path, off: u64, len: usize) -> Result<Vec<u8>> {
     let mut f = File::open(p).map_err(|e| Error(format!("open {}: {e}", p.display())))?;
     f.seek(SeekFrom::Start(off))?;
     let mut v = vec![0u8; len];
-    f.read_exact(&mut v).map_err(|e| Error(format!("read {}: {e}", p.display())))?;
+    f.read_exact(&mut v)
+        .map_err(|e| Error(format!("read {}: {e}", p.display())))?;
     Ok(v)
 }
 
@@ -131,7 +135,9 @@ pub fn damage_random(dev: &Path, count: usize, seed: u64) -> Result<Vec<Region>>
             })
             .expect("point inside extents");
         let off = ((a + x) & !4095).max(a & !4095).max(lo);
-        let len = (r.range(1, 17) * 4096).min(hi - off).min(b.max(off + 4096) - off);
+        let len = (r.range(1, 17) * 4096)
+            .min(hi - off)
+            .min(b.max(off + 4096) - off);
         let data = r.bytes(len as usize);
         f.seek(SeekFrom::Start(off))?;
         f.write_all(&data)?;
@@ -187,9 +193,15 @@ pub fn find_uberblocks(dev: &Path) -> Result<Vec<UberblockSlot>> {
             let m_le = u64::from_le_bytes(ring[slot..slot + 8].try_into().expect("8"));
             let m_be = u64::from_be_bytes(ring[slot..slot + 8].try_into().expect("8"));
             let (txg, be) = if m_le == UB_MAGIC {
-                (u64::from_le_bytes(ring[slot + 16..slot + 24].try_into().expect("8")), false)
+                (
+                    u64::from_le_bytes(ring[slot + 16..slot + 24].try_into().expect("8")),
+                    false,
+                )
             } else if m_be == UB_MAGIC {
-                (u64::from_be_bytes(ring[slot + 16..slot + 24].try_into().expect("8")), true)
+                (
+                    u64::from_be_bytes(ring[slot + 16..slot + 24].try_into().expect("8")),
+                    true,
+                )
             } else {
                 continue;
             };
@@ -234,7 +246,10 @@ mod tests {
     #[test]
     fn label_offsets_of_odd_sizes() {
         let m = 1024 * 1024;
-        assert_eq!(label_offsets(64 * m), [0, 262_144, 64 * m - 524_288, 64 * m - 262_144]);
+        assert_eq!(
+            label_offsets(64 * m),
+            [0, 262_144, 64 * m - 524_288, 64 * m - 262_144]
+        );
         // Rounded down to 256 KiB.
         assert_eq!(label_offsets(64 * m + 1000)[3], 64 * m - 262_144);
     }
@@ -248,7 +263,10 @@ mod tests {
         write_at(&p, 10 << 20, &vec![1u8; 1 << 20]).expect("write");
         let regs = damage_random(&p, 50, 3).expect("damage");
         for r in regs {
-            assert!(r.offset >= DATA_START && r.offset + r.len <= (32 << 20) - DATA_END_RESERVE, "{r:?}");
+            assert!(
+                r.offset >= DATA_START && r.offset + r.len <= (32 << 20) - DATA_END_RESERVE,
+                "{r:?}"
+            );
             assert!(r.len >= 4096 && r.len <= 65536, "{r:?}");
         }
     }

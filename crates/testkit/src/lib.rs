@@ -91,7 +91,12 @@ impl TestPool {
     }
 
     /// [`TestPool::record_snapshot`] with scan options.
-    pub fn record_snapshot_with(&self, rel: &str, snap: &str, opts: &ScanOptions) -> Result<Manifest> {
+    pub fn record_snapshot_with(
+        &self,
+        rel: &str,
+        snap: &str,
+        opts: &ScanOptions,
+    ) -> Result<Manifest> {
         let m = self.record_live_with(rel, opts)?;
         self.snapshot(rel, snap)?;
         Ok(m)

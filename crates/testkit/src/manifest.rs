@@ -118,7 +118,8 @@ fn kind_of(ft: &fs::FileType) -> Kind {
 }
 
 fn cpath(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| Error(format!("NUL in path {}", p.display())))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error(format!("NUL in path {}", p.display())))
 }
 
 /// `user.*` xattrs of `p` (not following symlinks).  The value is fetched
@@ -173,7 +174,12 @@ pub fn read_xattrs(p: &Path) -> Result<BTreeMap<OsString, Vec<u8>>> {
             }
             // SAFETY: buf has buf.len() bytes.
             let m = unsafe {
-                libc::lgetxattr(c.as_ptr(), cname.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                libc::lgetxattr(
+                    c.as_ptr(),
+                    cname.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
             };
             if m < 0 {
                 let e = std::io::Error::last_os_error();
@@ -203,7 +209,9 @@ pub fn sha256_file(p: &Path) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(|e| Error(format!("read {}: {e}", p.display())))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| Error(format!("read {}: {e}", p.display())))?;
         if n == 0 {
             break;
         }
@@ -225,7 +233,8 @@ impl Manifest {
     /// Scans `root`.
     pub fn scan_with(root: impl AsRef<Path>, opts: &ScanOptions) -> Result<Manifest> {
         let root = root.as_ref();
-        let md = fs::symlink_metadata(root).map_err(|e| Error(format!("{}: {e}", root.display())))?;
+        let md =
+            fs::symlink_metadata(root).map_err(|e| Error(format!("{}: {e}", root.display())))?;
         let dev = md.dev();
         let mut m = Manifest::default();
         let mut inodes: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
@@ -234,8 +243,13 @@ impl Manifest {
             if opts.exclude.iter().any(|x| rel.starts_with(x)) {
                 continue;
             }
-            let abs = if rel == Path::new(".") { root.to_path_buf() } else { root.join(&rel) };
-            let md = fs::symlink_metadata(&abs).map_err(|e| Error(format!("{}: {e}", abs.display())))?;
+            let abs = if rel == Path::new(".") {
+                root.to_path_buf()
+            } else {
+                root.join(&rel)
+            };
+            let md =
+                fs::symlink_metadata(&abs).map_err(|e| Error(format!("{}: {e}", abs.display())))?;
             if md.dev() != dev {
                 continue; // another mount inside the tree
             }
@@ -245,7 +259,11 @@ impl Manifest {
                 mode: md.mode() & 0o7777,
                 uid: md.uid(),
                 gid: md.gid(),
-                size: if kind == Kind::Dir { None } else { Some(md.size()) },
+                size: if kind == Kind::Dir {
+                    None
+                } else {
+                    Some(md.size())
+                },
                 mtime: (md.mtime(), md.mtime_nsec()),
                 sha256: None,
                 target: None,
@@ -264,7 +282,10 @@ impl Manifest {
                         });
                     }
                     if md.nlink() > 1 {
-                        inodes.entry((md.dev(), md.ino())).or_default().push(rel.clone());
+                        inodes
+                            .entry((md.dev(), md.ino()))
+                            .or_default()
+                            .push(rel.clone());
                     }
                 }
                 Kind::Symlink => {
@@ -275,7 +296,8 @@ impl Manifest {
                     );
                 }
                 Kind::Dir => {
-                    let rd = fs::read_dir(&abs).map_err(|er| Error(format!("{}: {er}", abs.display())))?;
+                    let rd = fs::read_dir(&abs)
+                        .map_err(|er| Error(format!("{}: {er}", abs.display())))?;
                     for de in rd {
                         let de = de.map_err(|er| Error(format!("{}: {er}", abs.display())))?;
                         stack.push(if rel == Path::new(".") {
@@ -287,7 +309,10 @@ impl Manifest {
                 }
                 _ => {
                     if md.nlink() > 1 {
-                        inodes.entry((md.dev(), md.ino())).or_default().push(rel.clone());
+                        inodes
+                            .entry((md.dev(), md.ino()))
+                            .or_default()
+                            .push(rel.clone());
                     }
                 }
             }
@@ -346,8 +371,14 @@ impl Manifest {
         let rel = rel.as_ref();
         let mut entries: BTreeMap<PathBuf, Entry> = BTreeMap::new();
         for (k, v) in &self.entries {
-            let Ok(sub) = k.strip_prefix(rel) else { continue };
-            let key = if sub.as_os_str().is_empty() { PathBuf::from(".") } else { sub.to_path_buf() };
+            let Ok(sub) = k.strip_prefix(rel) else {
+                continue;
+            };
+            let key = if sub.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                sub.to_path_buf()
+            };
             entries.insert(key, v.clone());
         }
         // Regroup hard links inside the sub-tree.
@@ -358,7 +389,11 @@ impl Manifest {
             }
         }
         for (_, names) in groups {
-            let g = if names.len() >= 2 { Some(names[0].clone()) } else { None };
+            let g = if names.len() >= 2 {
+                Some(names[0].clone())
+            } else {
+                None
+            };
             for n in names {
                 entries.get_mut(&n).expect("entry").link_group = g.clone();
             }
@@ -401,7 +436,10 @@ impl Manifest {
                 push(format!("{p}: mode {:04o} != {:04o}", a.mode, b.mode));
             }
             if (a.uid, a.gid) != (b.uid, b.gid) {
-                push(format!("{p}: owner {}:{} != {}:{}", a.uid, a.gid, b.uid, b.gid));
+                push(format!(
+                    "{p}: owner {}:{} != {}:{}",
+                    a.uid, a.gid, b.uid, b.gid
+                ));
             }
             if a.size != b.size {
                 push(format!("{p}: size {:?} != {:?}", a.size, b.size));
@@ -413,10 +451,17 @@ impl Manifest {
                 ));
             }
             if a.sha256 != b.sha256 && a.sha256.is_some() && b.sha256.is_some() {
-                push(format!("{p}: content differs (sha256 {} != {})", short(&a.sha256), short(&b.sha256)));
+                push(format!(
+                    "{p}: content differs (sha256 {} != {})",
+                    short(&a.sha256),
+                    short(&b.sha256)
+                ));
             }
             if a.target != b.target {
-                push(format!("{p}: symlink target {:?} != {:?}", a.target, b.target));
+                push(format!(
+                    "{p}: symlink target {:?} != {:?}",
+                    a.target, b.target
+                ));
             }
             if a.rdev != b.rdev {
                 push(format!("{p}: rdev {:?} != {:?}", a.rdev, b.rdev));
@@ -449,7 +494,11 @@ impl Manifest {
         }
         for (k, b) in &other.entries {
             if !self.entries.contains_key(k) {
-                push(format!("unexpected in actual: {} ({:?})", k.display(), b.kind));
+                push(format!(
+                    "unexpected in actual: {} ({:?})",
+                    k.display(),
+                    b.kind
+                ));
             }
         }
         if total > out.len() {
@@ -478,7 +527,9 @@ pub fn assert_manifest_eq(expected: &Manifest, actual: &Manifest, context: &str)
 }
 
 fn short(h: &Option<String>) -> String {
-    h.as_deref().map(|s| s[..12.min(s.len())].to_string()).unwrap_or_default()
+    h.as_deref()
+        .map(|s| s[..12.min(s.len())].to_string())
+        .unwrap_or_default()
 }
 
 fn preview(v: &[u8]) -> String {
@@ -500,7 +551,10 @@ impl fmt::Display for Manifest {
                 e.mtime.0,
                 e.mtime.1,
                 k.display(),
-                e.target.as_deref().map(OsStr::to_string_lossy).unwrap_or_default()
+                e.target
+                    .as_deref()
+                    .map(OsStr::to_string_lossy)
+                    .unwrap_or_default()
             )?;
         }
         Ok(())

@@ -289,12 +289,16 @@ impl TestPool {
 
     /// `zfs set prop=value <pool>/<rel>`.
     pub fn set(&self, rel: &str, prop: &str, value: &str) -> Result<()> {
-        self.zfs(&["set", &format!("{prop}={value}"), &self.ds(rel)]).map(|_| ())
+        self.zfs(&["set", &format!("{prop}={value}"), &self.ds(rel)])
+            .map(|_| ())
     }
 
     /// `zfs get -H -o value prop <pool>/<rel>`.
     pub fn get(&self, rel: &str, prop: &str) -> Result<String> {
-        Ok(self.zfs(&["get", "-H", "-o", "value", prop, &self.ds(rel)])?.trim().to_string())
+        Ok(self
+            .zfs(&["get", "-H", "-o", "value", prop, &self.ds(rel)])?
+            .trim()
+            .to_string())
     }
 
     /// `zfs snapshot <pool>/<rel>@<snap>`; returns the full snapshot name.
@@ -335,7 +339,8 @@ impl TestPool {
         if self.imported {
             return Err(Error(format!("pool {} is already imported", self.name)));
         }
-        self.zf.run(&["zpool", "import", "-d", &dir.to_string_lossy(), &self.name])?;
+        self.zf
+            .run(&["zpool", "import", "-d", &dir.to_string_lossy(), &self.name])?;
         self.imported = true;
         Ok(())
     }
@@ -343,7 +348,9 @@ impl TestPool {
     /// Current max txg written in the device labels (via `zdb -l`), 0 if
     /// unknown.  Handy to name "the state at this point".
     pub fn label_txg(&self) -> Result<u64> {
-        let out = self.zf.run(&["zdb", "-l", &self.devs[0].to_string_lossy()])?;
+        let out = self
+            .zf
+            .run(&["zdb", "-l", &self.devs[0].to_string_lossy()])?;
         Ok(out
             .lines()
             .filter_map(|l| l.trim().strip_prefix("txg:"))
@@ -397,7 +404,10 @@ impl Drop for TestPool {
         if let Some(dir) = self.dir.take() {
             if std::env::var_os("OZFS_KEEP_TEST_POOLS").is_some() {
                 let p = dir.keep();
-                eprintln!("ozfs-testkit: keeping {} (OZFS_KEEP_TEST_POOLS)", p.display());
+                eprintln!(
+                    "ozfs-testkit: keeping {} (OZFS_KEEP_TEST_POOLS)",
+                    p.display()
+                );
             } else if let Err(e) = dir.close() {
                 eprintln!("ozfs-testkit: could not remove pool dir: {e}");
             }

@@ -19,12 +19,12 @@
 
 use crate::rng::XorShift;
 use crate::{Error, Result};
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -191,8 +191,12 @@ pub fn write_bytes(p: &Path, data: &[u8]) -> Result<()> {
 
 /// Writes `data` at `off` into existing file `p` (no truncation).
 pub fn pwrite(p: &Path, off: u64, data: &[u8]) -> Result<()> {
-    let mut f = OpenOptions::new().write(true).open(p).map_err(|e| err(p, "open", e))?;
-    f.seek(SeekFrom::Start(off)).map_err(|e| err(p, "seek", e))?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(p)
+        .map_err(|e| err(p, "open", e))?;
+    f.seek(SeekFrom::Start(off))
+        .map_err(|e| err(p, "seek", e))?;
     f.write_all(data).map_err(|e| err(p, "write", e))
 }
 
@@ -216,11 +220,24 @@ pub fn chmod(p: &Path, mode: u32) -> Result<()> {
 pub fn set_mtime(p: &Path, sec: i64, nsec: i64) -> Result<()> {
     let c = cpath(p)?;
     let ts = [
-        libc::timespec { tv_sec: sec as libc::time_t, tv_nsec: nsec as _ },
-        libc::timespec { tv_sec: sec as libc::time_t, tv_nsec: nsec as _ },
+        libc::timespec {
+            tv_sec: sec as libc::time_t,
+            tv_nsec: nsec as _,
+        },
+        libc::timespec {
+            tv_sec: sec as libc::time_t,
+            tv_nsec: nsec as _,
+        },
     ];
     // SAFETY: valid C string and timespec array.
-    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
     if r != 0 {
         return Err(err(p, "utimensat", std::io::Error::last_os_error()));
     }
@@ -242,7 +259,15 @@ pub fn set_xattr(p: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
     let c = CString::new(p.as_os_str().as_bytes())?;
     let n = CString::new(name)?;
     // SAFETY: valid C strings, value slice.
-    let r = unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let r = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -267,9 +292,21 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
     if profile.sizes {
         let d = root.join("sizes");
         mkdirs(&d)?;
-        for (i, len) in [0, 1, 511, 512, 513, 4095, 4096, 100 * KIB, 128 * KIB, 128 * KIB + 1, MIB + 1]
-            .into_iter()
-            .enumerate()
+        for (i, len) in [
+            0,
+            1,
+            511,
+            512,
+            513,
+            4095,
+            4096,
+            100 * KIB,
+            128 * KIB,
+            128 * KIB + 1,
+            MIB + 1,
+        ]
+        .into_iter()
+        .enumerate()
         {
             write_random(&d.join(format!("f_{len}")), len, s + i as u64)?;
             rep.bytes += len;
@@ -286,7 +323,7 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
         let mut blk = 0u64;
         write_gen(&d.join("mixed_2m"), 2 * MIB, |b| {
             for c in b.chunks_mut(128 * KIB as usize) {
-                if blk % 2 == 0 {
+                if blk & 1 == 0 {
                     c.fill(0);
                 } else {
                     r.fill(c);
@@ -302,7 +339,12 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
         let p = d.join("islands");
         File::create(&p).map_err(|e| err(&p, "create", e))?;
         let mut r = XorShift::new(s + 200);
-        for (off, len) in [(0, 64 * KIB), (3 * MIB + 5, 100 * KIB), (9 * MIB, 4 * KIB), (20 * MIB, 1)] {
+        for (off, len) in [
+            (0, 64 * KIB),
+            (3 * MIB + 5, 100 * KIB),
+            (9 * MIB, 4 * KIB),
+            (20 * MIB, 1),
+        ] {
             pwrite(&p, off, &r.bytes(len as usize))?;
         }
         set_len(&p, 24 * MIB)?;
@@ -331,7 +373,10 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
         let d = root.join("dirs").join("longnames");
         mkdirs(&d)?;
         for i in 0..3 {
-            let name = format!("{}_{i}", "long-name-that-does-not-fit-a-micro-zap-entry".repeat(2));
+            let name = format!(
+                "{}_{i}",
+                "long-name-that-does-not-fit-a-micro-zap-entry".repeat(2)
+            );
             write_random(&d.join(name), 100 + i, s + 400 + i)?;
         }
         mkdirs(&root.join("emptydir"))?;
@@ -366,7 +411,11 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
             // A relative path of exactly `len` bytes that still resolves:
             // "./././.../target" (one "//" for odd lengths).
             let body = len - "target".len();
-            let t = format!("{}{}target", "./".repeat(body / 2), if body % 2 == 1 { "/" } else { "" });
+            let t = format!(
+                "{}{}target",
+                "./".repeat(body / 2),
+                if body % 2 == 1 { "/" } else { "" }
+            );
             assert_eq!(t.len(), len);
             symlink(&t, d.join(format!("len{len}")))?;
         }
@@ -417,7 +466,8 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
                 }
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {
-                rep.notes.push(format!("xattrs not supported here ({e}); skipped"));
+                rep.notes
+                    .push(format!("xattrs not supported here ({e}); skipped"));
             }
             Err(e) => return Err(err(&f, "setxattr user.text", e)),
         }
@@ -446,14 +496,22 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
             write_random(&d.join(n), 10 + i as u64, s + 900 + i as u64)?;
         }
         mkdirs(&d.join("日本語ディレクトリ"))?;
-        write_bytes(&d.join("日本語ディレクトリ").join("ファイル.txt"), "こんにちは\n".as_bytes())?;
+        write_bytes(
+            &d.join("日本語ディレクトリ").join("ファイル.txt"),
+            "こんにちは\n".as_bytes(),
+        )?;
     }
     if profile.modes {
         let d = root.join("modes");
         mkdirs(&d)?;
-        for (name, mode) in
-            [("f0600", 0o600), ("f0755", 0o755), ("f4755", 0o4755), ("f2755", 0o2755), ("f0444", 0o444), ("f0000", 0)]
-        {
+        for (name, mode) in [
+            ("f0600", 0o600),
+            ("f0755", 0o755),
+            ("f4755", 0o4755),
+            ("f2755", 0o2755),
+            ("f0444", 0o444),
+            ("f0000", 0),
+        ] {
             let p = d.join(name);
             write_bytes(&p, name.as_bytes())?;
             chmod(&p, mode)?;
@@ -517,9 +575,11 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
         // Last: creating entries above changes directory mtimes.
         let d = root.join("times");
         mkdirs(&d)?;
-        for (name, sec, nsec) in
-            [("epoch_plus_1", 1i64, 0i64), ("y2038", 2_147_000_000, 0), ("with_ns", 1_234_567_890, 123_456_789)]
-        {
+        for (name, sec, nsec) in [
+            ("epoch_plus_1", 1i64, 0i64),
+            ("y2038", 2_147_000_000, 0),
+            ("with_ns", 1_234_567_890, 123_456_789),
+        ] {
             let p = d.join(name);
             write_bytes(&p, name.as_bytes())?;
             set_mtime(&p, sec, nsec)?;
@@ -534,7 +594,10 @@ pub fn populate(root: &Path, profile: &Profile) -> Result<PopulateReport> {
 
 /// `truncate(2)` to `len` (grow or shrink).
 pub fn set_len(p: &Path, len: u64) -> Result<()> {
-    let f = OpenOptions::new().write(true).open(p).map_err(|e| err(p, "open", e))?;
+    let f = OpenOptions::new()
+        .write(true)
+        .open(p)
+        .map_err(|e| err(p, "open", e))?;
     f.set_len(len).map_err(|e| err(p, "truncate", e))
 }
 
@@ -571,7 +634,9 @@ pub fn settle_times(root: &Path) -> Result<usize> {
 
 /// Settles the entries whose mtime is >= `since` (all of them for `None`).
 pub fn settle_times_since(root: &Path, since: Option<i64>) -> Result<usize> {
-    let dev = fs::symlink_metadata(root).map_err(|e| err(root, "lstat", e))?.dev();
+    let dev = fs::symlink_metadata(root)
+        .map_err(|e| err(root, "lstat", e))?
+        .dev();
     let mut stack = vec![root.to_path_buf()];
     let mut n = 0;
     while let Some(p) = stack.pop() {
@@ -584,7 +649,11 @@ pub fn settle_times_since(root: &Path, since: Option<i64>) -> Result<usize> {
                 stack.push(de.map_err(|e| err(&p, "readdir", e))?.path());
             }
         }
-        if since.is_none_or(|s| md.mtime() >= s) {
+        let recent = match since {
+            None => true,
+            Some(s) => md.mtime() >= s,
+        };
+        if recent {
             set_mtime(&p, md.mtime(), 0)?;
             n += 1;
         }

@@ -57,10 +57,37 @@ impl XorShift {
     /// trivially with zle).
     pub fn fill_text(&mut self, buf: &mut [u8]) {
         const WORDS: &[&[u8]] = &[
-            b"zfs", b"pool", b"vdev", b"uberblock", b"label", b"dnode", b"objset", b"the",
-            b"block", b"pointer", b"checksum", b"fletcher4", b"sha256", b"raidz", b"mirror",
-            b"snapshot", b"dataset", b"znode", b"zap", b"indirect", b"lzjb", b"gzip", b"of",
-            b"and", b"a", b"metaslab", b"spacemap", b"txg", b"intent", b"log", b"arc",
+            b"zfs",
+            b"pool",
+            b"vdev",
+            b"uberblock",
+            b"label",
+            b"dnode",
+            b"objset",
+            b"the",
+            b"block",
+            b"pointer",
+            b"checksum",
+            b"fletcher4",
+            b"sha256",
+            b"raidz",
+            b"mirror",
+            b"snapshot",
+            b"dataset",
+            b"znode",
+            b"zap",
+            b"indirect",
+            b"lzjb",
+            b"gzip",
+            b"of",
+            b"and",
+            b"a",
+            b"metaslab",
+            b"spacemap",
+            b"txg",
+            b"intent",
+            b"log",
+            b"arc",
             b"copy-on-write",
         ];
         let mut i = 0;
@@ -79,7 +106,7 @@ impl XorShift {
                 return;
             }
             col += w.len() + 1;
-            buf[i] = if col > 72 || (r >> 32) % 23 == 0 {
+            buf[i] = if col > 72 || (r >> 32) & 31 == 0 {
                 col = 0;
                 b'\n'
             } else {

@@ -26,10 +26,19 @@ fn zfs_fuse_roundtrip_and_manifests() {
     let root = pool.root("");
     let rep = populate(&root, &Profile::moderate(42)).unwrap();
     eprintln!("populate: {rep:?} after {:?}", t0.elapsed());
-    assert!(rep.xattrs, "xattrs should work with zfs-fuse -x: {:?}", rep.notes);
+    assert!(
+        rep.xattrs,
+        "xattrs should work with zfs-fuse -x: {:?}",
+        rep.notes
+    );
 
     let m1 = pool.record_snapshot("", "s1").unwrap();
-    eprintln!("{} entries, {} file bytes, at {:?}", m1.len(), m1.file_bytes(), t0.elapsed());
+    eprintln!(
+        "{} entries, {} file bytes, at {:?}",
+        m1.len(),
+        m1.file_bytes(),
+        t0.elapsed()
+    );
     assert!(m1.len() > 200, "{}", m1.len());
     // Scanning again changes nothing (scans create xattr dirs on zfs-fuse).
     let again = Manifest::scan(&root).unwrap();
@@ -40,12 +49,26 @@ fn zfs_fuse_roundtrip_and_manifests() {
     assert_eq!(e.mode, 0o4755);
     let e = m1.get("owners/suid1000").unwrap();
     assert_eq!((e.uid, e.gid, e.mode), (1000, 1000, 0o4750));
-    assert_eq!(m1.get("links/len56").unwrap().target.as_ref().unwrap().len(), 56);
+    assert_eq!(
+        m1.get("links/len56")
+            .unwrap()
+            .target
+            .as_ref()
+            .unwrap()
+            .len(),
+        56
+    );
     assert_eq!(m1.get("fifos/fifo_a").unwrap().kind, Kind::Fifo);
     assert_eq!(m1.get("times/y2038").unwrap().mtime, (2_147_000_000, 0));
-    assert_eq!(m1.get("xattr/file_1k").unwrap().xattrs[std::ffi::OsStr::new("user.kib")].len(), 1024);
+    assert_eq!(
+        m1.get("xattr/file_1k").unwrap().xattrs[std::ffi::OsStr::new("user.kib")].len(),
+        1024
+    );
     assert_eq!(m1.get("xattr/file_small").unwrap().xattrs.len(), 4);
-    assert_eq!(m1.get("hl/b/third").unwrap().link_group.as_deref(), Some(std::path::Path::new("hl/a/second")));
+    assert_eq!(
+        m1.get("hl/b/third").unwrap().link_group.as_deref(),
+        Some(std::path::Path::new("hl/a/second"))
+    );
     assert_eq!(m1.get("sparse/far_byte").unwrap().size, Some(64 * MIB + 4));
 
     // cp -a through /proc/<pid>/root reproduces the tree exactly.
@@ -72,7 +95,9 @@ fn zfs_fuse_roundtrip_and_manifests() {
     eprintln!("export+import: {:?}", t_ex.elapsed());
     let m3b = Manifest::scan(pool.root("")).unwrap();
     m3.assert_same(&m3b, "live state after export/import");
-    let list = pool.zfs(&["list", "-H", "-o", "name", "-t", "all"]).unwrap();
+    let list = pool
+        .zfs(&["list", "-H", "-o", "name", "-t", "all"])
+        .unwrap();
     assert!(list.contains(&format!("{}@s1", pool.name())), "{list}");
     assert!(list.contains(&format!("{}@s2", pool.name())), "{list}");
     eprintln!("total {:?}", t0.elapsed());
@@ -114,7 +139,10 @@ fn damage_helpers_on_real_labels() {
     // zfs-fuse no longer finds the pool.
     let zf = pool.zf();
     let out = zf
-        .output(&["zpool", "import", "-d", &pool.dev_dir().to_string_lossy()], daemon::DEFAULT_TIMEOUT)
+        .output(
+            &["zpool", "import", "-d", &pool.dev_dir().to_string_lossy()],
+            daemon::DEFAULT_TIMEOUT,
+        )
         .unwrap();
     assert!(!out.stdout.contains(pool.name()), "{}", out.describe());
 }

@@ -31,7 +31,12 @@ impl FileDevice {
         let name = path.display().to_string();
         let file = File::open(path).map_err(|e| Error::io(format!("open {name}"), e))?;
         let size = device_size(&file).map_err(|e| Error::io(format!("size of {name}"), e))?;
-        Ok(FileDevice { file, size, path: path.to_path_buf(), name })
+        Ok(FileDevice {
+            file,
+            size,
+            path: path.to_path_buf(),
+            name,
+        })
     }
 
     /// The path this device was opened from.
@@ -55,12 +60,25 @@ impl BlockDevice for FileDevice {
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.size) {
             return Err(Error::io(
-                format!("{}: read of {} bytes at offset {:#x}", self.name, buf.len(), offset),
+                format!(
+                    "{}: read of {} bytes at offset {:#x}",
+                    self.name,
+                    buf.len(),
+                    offset
+                ),
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond end of device"),
             ));
         }
         self.file.read_exact_at(buf, offset).map_err(|e| {
-            Error::io(format!("{}: read of {} bytes at offset {:#x}", self.name, buf.len(), offset), e)
+            Error::io(
+                format!(
+                    "{}: read of {} bytes at offset {:#x}",
+                    self.name,
+                    buf.len(),
+                    offset
+                ),
+                e,
+            )
         })
     }
 

@@ -48,7 +48,9 @@ impl LabelSet {
 
     /// The newest valid uberblock (largest txg, then timestamp, then MMP sequence).
     pub fn best_uberblock(&self) -> Option<&FoundUberblock> {
-        self.uberblocks.iter().max_by_key(|u| (u.ub.txg, u.ub.timestamp, u.ub.mmp_seq()))
+        self.uberblocks
+            .iter()
+            .max_by_key(|u| (u.ub.txg, u.ub.timestamp, u.ub.mmp_seq()))
     }
 
     /// Whether at least one label carries a valid config.
@@ -77,10 +79,16 @@ pub fn verify_eck(region: &[u8], offset: u64, what: &str) -> Result<()> {
 pub fn read_labels(dev: &dyn BlockDevice) -> LabelSet {
     let size = dev.size();
     let psize = aligned_psize(size);
-    let mut set = LabelSet { device: dev.name().to_string(), size, ..Default::default() };
+    let mut set = LabelSet {
+        device: dev.name().to_string(),
+        size,
+        ..Default::default()
+    };
     if psize < VDEV_LABELS as u64 * VDEV_LABEL_SIZE {
         for _ in 0..VDEV_LABELS {
-            set.configs.push(Err(format!("device too small ({size} bytes) to hold labels")));
+            set.configs.push(Err(format!(
+                "device too small ({size} bytes) to hold labels"
+            )));
         }
         return set;
     }
@@ -94,8 +102,10 @@ pub fn read_labels(dev: &dyn BlockDevice) -> LabelSet {
         let phys_start = VDEV_PHYS_OFFSET as usize;
         let phys = &buf[phys_start..phys_start + VDEV_PHYS_SIZE];
         let what = format!("{} label {l} config", dev.name());
-        let cfg = verify_eck(phys, base + VDEV_PHYS_OFFSET, &what)
-            .and_then(|_| NvList::unpack(&phys[..VDEV_PHYS_SIZE - label::ZIO_ECK_SIZE]).map_err(|e| e.context(&what)));
+        let cfg = verify_eck(phys, base + VDEV_PHYS_OFFSET, &what).and_then(|_| {
+            NvList::unpack(&phys[..VDEV_PHYS_SIZE - label::ZIO_ECK_SIZE])
+                .map_err(|e| e.context(&what))
+        });
         let ashift = cfg
             .as_ref()
             .ok()
@@ -128,7 +138,12 @@ pub fn read_labels(dev: &dyn BlockDevice) -> LabelSet {
                         continue;
                     }
                     found_any = true;
-                    set.uberblocks.push(FoundUberblock { ub, label: l, slot, offset });
+                    set.uberblocks.push(FoundUberblock {
+                        ub,
+                        label: l,
+                        slot,
+                        offset,
+                    });
                 }
             }
             if found_any {

@@ -46,7 +46,9 @@ pub enum VdevKind {
     Leaf(Option<Arc<dyn BlockDevice>>),
     /// mirror, replacing and spare: every child holds the whole block.
     Mirror,
-    Raidz { nparity: usize },
+    Raidz {
+        nparity: usize,
+    },
     /// A hole or missing top-level placeholder.
     Hole,
 }
@@ -97,7 +99,8 @@ pub struct Vdev {
 }
 
 /// How to open leaves while building a tree: given the leaf's guid and configured path.
-pub type LeafOpener<'a> = dyn FnMut(u64, Option<&str>) -> Option<(Arc<dyn BlockDevice>, String)> + 'a;
+pub type LeafOpener<'a> =
+    dyn FnMut(u64, Option<&str>) -> Option<(Arc<dyn BlockDevice>, String)> + 'a;
 
 const MAX_TREE_DEPTH: usize = 8;
 const MAX_CHILDREN: usize = 255;
@@ -135,12 +138,22 @@ impl Vdev {
             "mirror" | "replacing" | "spare" => VdevKind::Mirror,
             "raidz" => {
                 if !(1..=3).contains(&nparity) {
-                    return Err(Error::corrupt("vdev tree", format!("raidz with nparity {nparity}")));
+                    return Err(Error::corrupt(
+                        "vdev tree",
+                        format!("raidz with nparity {nparity}"),
+                    ));
                 }
-                VdevKind::Raidz { nparity: nparity as usize }
+                VdevKind::Raidz {
+                    nparity: nparity as usize,
+                }
             }
             "hole" | "missing" => VdevKind::Hole,
-            other => return Err(Error::unsupported("vdev tree", format!("vdev type '{other}'"))),
+            other => {
+                return Err(Error::unsupported(
+                    "vdev tree",
+                    format!("vdev type '{other}'"),
+                ))
+            }
         };
         let mut children = Vec::new();
         if let Some(kids) = nv.get_nvlist_array("children") {
@@ -153,10 +166,16 @@ impl Vdev {
         }
         match kind {
             VdevKind::Mirror | VdevKind::Raidz { .. } if children.is_empty() => {
-                return Err(Error::corrupt("vdev tree", format!("{type_name} vdev without children")));
+                return Err(Error::corrupt(
+                    "vdev tree",
+                    format!("{type_name} vdev without children"),
+                ));
             }
             VdevKind::Raidz { nparity } if children.len() <= nparity => {
-                return Err(Error::corrupt("vdev tree", "raidz with no more children than parity"));
+                return Err(Error::corrupt(
+                    "vdev tree",
+                    "raidz with no more children than parity",
+                ));
             }
             _ => {}
         }
@@ -192,8 +211,16 @@ impl Vdev {
             VdevKind::Leaf(Some(_)) => VdevState::Online,
             VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
             VdevKind::Mirror => {
-                let bad = self.children.iter().filter(|c| c.state() == VdevState::Unavail).count();
-                let deg = self.children.iter().filter(|c| c.state() != VdevState::Online).count();
+                let bad = self
+                    .children
+                    .iter()
+                    .filter(|c| c.state() == VdevState::Unavail)
+                    .count();
+                let deg = self
+                    .children
+                    .iter()
+                    .filter(|c| c.state() != VdevState::Online)
+                    .count();
                 if bad == self.children.len() {
                     VdevState::Unavail
                 } else if deg > 0 {
@@ -203,8 +230,16 @@ impl Vdev {
                 }
             }
             VdevKind::Raidz { nparity } => {
-                let bad = self.children.iter().filter(|c| c.state() == VdevState::Unavail).count();
-                let deg = self.children.iter().filter(|c| c.state() != VdevState::Online).count();
+                let bad = self
+                    .children
+                    .iter()
+                    .filter(|c| c.state() == VdevState::Unavail)
+                    .count();
+                let deg = self
+                    .children
+                    .iter()
+                    .filter(|c| c.state() != VdevState::Online)
+                    .count();
                 if bad > *nparity {
                     VdevState::Unavail
                 } else if deg > 0 {
@@ -244,9 +279,14 @@ impl Vdev {
     fn check_sizes_below(&mut self, need: u64) {
         if let VdevKind::Leaf(Some(dev)) = &self.kind {
             let psize = ozfs_format::label::aligned_psize(dev.size());
-            let usable = psize.saturating_sub(VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE);
+            let usable = psize
+                .saturating_sub(VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE);
             if usable < need {
-                self.aux = Some(format!("device too small ({} bytes, needs {})", dev.size(), need + VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE));
+                self.aux = Some(format!(
+                    "device too small ({} bytes, needs {})",
+                    dev.size(),
+                    need + VDEV_LABEL_START_SIZE + ozfs_format::label::VDEV_LABEL_END_SIZE
+                ));
                 self.kind = VdevKind::Leaf(None);
             }
         }
@@ -257,7 +297,9 @@ impl Vdev {
 
     /// Sum of the guids of this node and all descendants (for `ub_guid_sum`).
     pub fn guid_sum(&self) -> u64 {
-        self.children.iter().fold(self.guid, |s, c| s.wrapping_add(c.guid_sum()))
+        self.children
+            .iter()
+            .fold(self.guid, |s, c| s.wrapping_add(c.guid_sum()))
     }
 
     /// Visit every node, depth first, with its depth.
@@ -318,7 +360,12 @@ impl Vdev {
 
     /// Read a block of `psize` bytes at DVA `offset`, returning the first
     /// version that `verify` accepts. Charges checksum errors to devices proven wrong.
-    pub fn read_block(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+    pub fn read_block(
+        &self,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
         match &self.kind {
             VdevKind::Leaf(_) => {
                 let data = self.read_phys(offset, psize)?;
@@ -349,12 +396,23 @@ impl Vdev {
 
     fn cksum_error(&self, offset: u64, psize: u64) -> Error {
         Error::corrupt(
-            format!("vdev {} offset {:#x} size {:#x}", self.display_name(), offset, psize),
+            format!(
+                "vdev {} offset {:#x} size {:#x}",
+                self.display_name(),
+                offset,
+                psize
+            ),
             "no copy passed its checksum",
         )
     }
 
-    fn raidz_read(&self, nparity: usize, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+    fn raidz_read(
+        &self,
+        nparity: usize,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
         let dcols = self.children.len();
         let map = RaidzMap::new(offset, psize, self.ashift as u32, dcols, nparity);
         let ncols = map.cols.len();
@@ -394,12 +452,12 @@ impl Vdev {
             }
         }
         // Need parity.
-        for c in 0..nparity {
+        for (c, col) in cols.iter_mut().enumerate().take(nparity) {
             match read_col(c) {
-                Some(b) => cols[c] = b,
+                Some(b) => *col = b,
                 None => {
                     failed.push(c);
-                    cols[c] = vec![0u8; map.cols[c].size as usize];
+                    *col = vec![0u8; map.cols[c].size as usize];
                 }
             }
         }
@@ -461,7 +519,13 @@ impl Vdev {
 }
 
 /// Call `f` with every `k`-subset of `items` (in lexicographic order) until it returns true.
-fn combinations(items: &[usize], k: usize, start: usize, cur: &mut Vec<usize>, f: &mut dyn FnMut(&[usize]) -> bool) -> bool {
+fn combinations(
+    items: &[usize],
+    k: usize,
+    start: usize,
+    cur: &mut Vec<usize>,
+    f: &mut dyn FnMut(&[usize]) -> bool,
+) -> bool {
     if cur.len() == k {
         return f(cur);
     }

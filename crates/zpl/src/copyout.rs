@@ -7,7 +7,9 @@
 //! children, so the copy's mtimes are the pool's.
 
 use crate::fs::Zpl;
-use ozfs_format::znode::{ZplAttrs, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
+use ozfs_format::znode::{
+    ZplAttrs, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+};
 use ozfs_format::{Error, Result};
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -39,7 +41,10 @@ pub struct CopyOptions {
 
 impl Default for CopyOptions {
     fn default() -> Self {
-        CopyOptions { owners: true, xattrs: true }
+        CopyOptions {
+            owners: true,
+            xattrs: true,
+        }
     }
 }
 
@@ -53,7 +58,8 @@ struct Copier<'a> {
 }
 
 fn cpath(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| Error::Invalid(format!("path with NUL: {}", p.display())))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid(format!("path with NUL: {}", p.display())))
 }
 
 fn os_err(what: String) -> Error {
@@ -70,7 +76,13 @@ pub fn copy_out(zpl: &Zpl, path: &str, dest: &Path, opts: CopyOptions) -> Result
         let base = path.rsplit('/').find(|c| !c.is_empty()).unwrap_or("file");
         target = dest.join(base);
     }
-    let mut c = Copier { zpl, opts, links: HashMap::new(), stats: CopyStats::default(), stack: Vec::new() };
+    let mut c = Copier {
+        zpl,
+        opts,
+        links: HashMap::new(),
+        stats: CopyStats::default(),
+        stack: Vec::new(),
+    };
     c.copy(obj, &target, 0)?;
     Ok(c.stats)
 }
@@ -78,13 +90,17 @@ pub fn copy_out(zpl: &Zpl, path: &str, dest: &Path, opts: CopyOptions) -> Result
 impl Copier<'_> {
     fn copy(&mut self, obj: u64, dest: &Path, depth: usize) -> Result<()> {
         if depth > crate::fs::MAX_PATH_DEPTH {
-            return Err(Error::corrupt(format!("{}: object {obj}", self.zpl.name), "directory tree too deep"));
+            return Err(Error::corrupt(
+                format!("{}: object {obj}", self.zpl.name),
+                "directory tree too deep",
+            ));
         }
         let (dn, a) = self.zpl.attrs(obj)?;
         let fmt = a.mode & S_IFMT;
         if fmt != S_IFDIR && a.links > 1 {
             if let Some(first) = self.links.get(&obj) {
-                std::fs::hard_link(first, dest).map_err(|e| Error::io(format!("link {}", dest.display()), e))?;
+                std::fs::hard_link(first, dest)
+                    .map_err(|e| Error::io(format!("link {}", dest.display()), e))?;
                 self.stats.hardlinks += 1;
                 return Ok(());
             }
@@ -93,7 +109,10 @@ impl Copier<'_> {
         match fmt {
             S_IFDIR => {
                 if self.stack.contains(&obj) {
-                    return Err(Error::corrupt(format!("{}: directory object {obj}", self.zpl.name), "directory cycle"));
+                    return Err(Error::corrupt(
+                        format!("{}: directory object {obj}", self.zpl.name),
+                        "directory cycle",
+                    ));
                 }
                 match std::fs::create_dir(dest) {
                     Ok(()) => {}
@@ -101,14 +120,24 @@ impl Copier<'_> {
                     Err(e) => return Err(Error::io(format!("mkdir {}", dest.display()), e)),
                 }
                 // Writable while we fill it.
-                let _ = std::fs::set_permissions(dest, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+                let _ = std::fs::set_permissions(
+                    dest,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                );
                 self.stats.dirs += 1;
                 let mut ents = self.zpl.readdir(&dn)?;
                 ents.sort_by(|x, y| x.name.cmp(&y.name));
                 self.stack.push(obj);
                 for e in ents {
-                    if e.name.is_empty() || e.name == b"." || e.name == b".." || e.name.contains(&b'/') {
-                        self.stats.errors.push((dest.to_path_buf(), format!("invalid entry name {:?}", String::from_utf8_lossy(&e.name))));
+                    if e.name.is_empty()
+                        || e.name == b"."
+                        || e.name == b".."
+                        || e.name.contains(&b'/')
+                    {
+                        self.stats.errors.push((
+                            dest.to_path_buf(),
+                            format!("invalid entry name {:?}", String::from_utf8_lossy(&e.name)),
+                        ));
                         continue;
                     }
                     let child = dest.join(OsStr::from_bytes(&e.name));
@@ -132,20 +161,29 @@ impl Copier<'_> {
                 let p = cpath(dest)?;
                 let rdev = if fmt == S_IFCHR || fmt == S_IFBLK {
                     // zfs-fuse stores (major << 32) | minor; Linux OpenZFS stores the kernel dev_t.
-                    let (maj, min) = if a.rdev >> 32 != 0 { (a.rdev >> 32, a.rdev & 0xffff_ffff) } else { (a.rdev >> 20, a.rdev & 0xfffff) };
+                    let (maj, min) = if a.rdev >> 32 != 0 {
+                        (a.rdev >> 32, a.rdev & 0xffff_ffff)
+                    } else {
+                        (a.rdev >> 20, a.rdev & 0xfffff)
+                    };
                     libc::makedev(maj as u32, min as u32)
                 } else {
                     0
                 };
                 // SAFETY: p is a valid NUL-terminated path.
-                let r = unsafe { libc::mknod(p.as_ptr(), (fmt | (a.mode & 0o7777)) as libc::mode_t, rdev) };
+                let r = unsafe {
+                    libc::mknod(p.as_ptr(), (fmt | (a.mode & 0o7777)) as libc::mode_t, rdev)
+                };
                 if r != 0 {
                     return Err(os_err(format!("mknod {}", dest.display())));
                 }
                 self.stats.others += 1;
             }
             other => {
-                return Err(Error::corrupt(format!("{}: object {obj}", self.zpl.name), format!("unknown file type {other:#o}")));
+                return Err(Error::corrupt(
+                    format!("{}: object {obj}", self.zpl.name),
+                    format!("unknown file type {other:#o}"),
+                ));
             }
         }
         self.apply_meta(&a, dest, fmt)
@@ -159,13 +197,19 @@ impl Copier<'_> {
             .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
         let bs = dn.phys.datablksz();
         if bs == 0 {
-            return Err(Error::corrupt(format!("object {}", dn.object), "block size 0"));
+            return Err(Error::corrupt(
+                format!("object {}", dn.object),
+                "block size 0",
+            ));
         }
         let nblocks = a.size.div_ceil(bs);
         // Large files: several threads each take every Nth block (read, verify,
         // decompress and write are independent per block); small files: one.
         let threads = if nblocks >= 16 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4) as u64
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .clamp(1, 4) as u64
         } else {
             1
         };
@@ -184,7 +228,9 @@ impl Copier<'_> {
                                 let data = &block[..n];
                                 // Keep all-zero blocks sparse.
                                 if data.iter().any(|&b| b != 0) {
-                                    f.write_all_at(data, off).map_err(|e| Error::io(format!("write {}", dest.display()), e))?;
+                                    f.write_all_at(data, off).map_err(|e| {
+                                        Error::io(format!("write {}", dest.display()), e)
+                                    })?;
                                     bytes += n as u64;
                                 }
                             }
@@ -196,12 +242,15 @@ impl Copier<'_> {
                 .collect();
             let mut total = 0;
             for w in workers {
-                total += w.join().map_err(|_| Error::Invalid("copy thread panicked".into()))??;
+                total += w
+                    .join()
+                    .map_err(|_| Error::Invalid("copy thread panicked".into()))??;
             }
             Ok(total)
         })?;
         self.stats.bytes += copied;
-        f.set_len(a.size).map_err(|e| Error::io(format!("truncate {}", dest.display()), e))?;
+        f.set_len(a.size)
+            .map_err(|e| Error::io(format!("truncate {}", dest.display()), e))?;
         Ok(())
     }
 
@@ -209,11 +258,28 @@ impl Copier<'_> {
         let p = cpath(dest)?;
         if self.opts.xattrs && a.xattr != 0 {
             for (name, value) in self.zpl.xattrs(a)? {
-                let Ok(n) = CString::new(name.clone()) else { continue };
+                let Ok(n) = CString::new(name.clone()) else {
+                    continue;
+                };
                 // SAFETY: valid C strings and buffer.
-                let r = unsafe { libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+                let r = unsafe {
+                    libc::lsetxattr(
+                        p.as_ptr(),
+                        n.as_ptr(),
+                        value.as_ptr().cast(),
+                        value.len(),
+                        0,
+                    )
+                };
                 if r != 0 {
-                    self.stats.errors.push((dest.to_path_buf(), format!("xattr {}: {}", String::from_utf8_lossy(&name), std::io::Error::last_os_error())));
+                    self.stats.errors.push((
+                        dest.to_path_buf(),
+                        format!(
+                            "xattr {}: {}",
+                            String::from_utf8_lossy(&name),
+                            std::io::Error::last_os_error()
+                        ),
+                    ));
                 }
             }
         }
@@ -232,11 +298,24 @@ impl Copier<'_> {
             }
         }
         let ts = [
-            libc::timespec { tv_sec: a.atime.0 as libc::time_t, tv_nsec: a.atime.1 as libc::c_long },
-            libc::timespec { tv_sec: a.mtime.0 as libc::time_t, tv_nsec: a.mtime.1 as libc::c_long },
+            libc::timespec {
+                tv_sec: a.atime.0 as libc::time_t,
+                tv_nsec: a.atime.1 as libc::c_long,
+            },
+            libc::timespec {
+                tv_sec: a.mtime.0 as libc::time_t,
+                tv_nsec: a.mtime.1 as libc::c_long,
+            },
         ];
         // SAFETY: valid path and two timespecs.
-        let r = unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+        let r = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                p.as_ptr(),
+                ts.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
         if r != 0 {
             return Err(os_err(format!("utimes {}", dest.display())));
         }

@@ -32,18 +32,37 @@ impl Zpl {
     pub fn open(os: Objset, name: &str) -> Result<Zpl> {
         let what = format!("file system '{name}'");
         if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZFS {
-            return Err(Error::Invalid(format!("{what}: objset type {} is not a file system", os.phys.os_type)));
+            return Err(Error::Invalid(format!(
+                "{what}: objset type {} is not a file system",
+                os.phys.os_type
+            )));
         }
-        let master = zap::list_obj(&os, 1).map_err(|e| e.context(&format!("{what}: master node")))?;
-        let get = |k: &str| master.iter().find(|e| e.name == k.as_bytes()).and_then(|e| e.as_u64());
-        let version = get("VERSION").ok_or_else(|| Error::corrupt(&what, "master node has no VERSION"))?;
+        let master =
+            zap::list_obj(&os, 1).map_err(|e| e.context(&format!("{what}: master node")))?;
+        let get = |k: &str| {
+            master
+                .iter()
+                .find(|e| e.name == k.as_bytes())
+                .and_then(|e| e.as_u64())
+        };
+        let version =
+            get("VERSION").ok_or_else(|| Error::corrupt(&what, "master node has no VERSION"))?;
         let root = get("ROOT").ok_or_else(|| Error::corrupt(&what, "master node has no ROOT"))?;
         let delete_queue = get("DELETE_QUEUE").unwrap_or(0);
         let sa = match get("SA_ATTRS") {
-            Some(obj) => Some(load_sa(&os, obj).map_err(|e| e.context(&format!("{what}: SA tables")))?),
+            Some(obj) => {
+                Some(load_sa(&os, obj).map_err(|e| e.context(&format!("{what}: SA tables")))?)
+            }
             None => None,
         };
-        Ok(Zpl { os, version, root, delete_queue, sa, name: name.to_string() })
+        Ok(Zpl {
+            os,
+            version,
+            root,
+            delete_queue,
+            sa,
+            name: name.to_string(),
+        })
     }
 
     /// Dnode and attributes of an object.
@@ -53,10 +72,16 @@ impl Zpl {
         let a = match dn.phys.bonustype {
             ot::ZNODE => ZplAttrs::from_znode(&dn.phys.bonus, dn.swap),
             ot::SA => {
-                let tables = self.sa.as_ref().ok_or_else(|| Error::corrupt(&what, "SA bonus but no SA tables"))?;
+                let tables = self
+                    .sa
+                    .as_ref()
+                    .ok_or_else(|| Error::corrupt(&what, "SA bonus but no SA tables"))?;
                 ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables)
             }
-            t => Err(Error::corrupt(&what, format!("bonus type {t} is not a znode"))),
+            t => Err(Error::corrupt(
+                &what,
+                format!("bonus type {t} is not a znode"),
+            )),
         }
         .map_err(|e| e.context(&what))?;
         Ok((dn, a))
@@ -65,28 +90,42 @@ impl Zpl {
     /// Entries of a directory object.
     pub fn readdir(&self, dn: &Dnode) -> Result<Vec<DirEntry>> {
         if dn.phys.object_type != ot::DIRECTORY_CONTENTS {
-            return Err(Error::Invalid(format!("{}: object {} is not a directory", self.name, dn.object)));
+            return Err(Error::Invalid(format!(
+                "{}: object {} is not a directory",
+                self.name, dn.object
+            )));
         }
         let ents = zap::list(&self.os, dn)?;
         Ok(ents
             .into_iter()
             .filter_map(|e| {
                 let v = e.as_u64()?;
-                Some(DirEntry { name: e.name, object: v & ((1 << 48) - 1), dtype: (v >> 60) as u8 })
+                Some(DirEntry {
+                    name: e.name,
+                    object: v & ((1 << 48) - 1),
+                    dtype: (v >> 60) as u8,
+                })
             })
             .collect())
     }
 
     /// Look a name up in a directory.
     pub fn lookup(&self, dir: &Dnode, name: &[u8]) -> Result<Option<u64>> {
-        let name = std::str::from_utf8(name).map_err(|_| Error::Invalid("non-UTF-8 lookup name".into()))?;
-        Ok(zap::lookup(&self.os, dir, name)?.and_then(|e| e.as_u64()).map(|v| v & ((1 << 48) - 1)))
+        let name = std::str::from_utf8(name)
+            .map_err(|_| Error::Invalid("non-UTF-8 lookup name".into()))?;
+        Ok(zap::lookup(&self.os, dir, name)?
+            .and_then(|e| e.as_u64())
+            .map(|v| v & ((1 << 48) - 1)))
     }
 
     /// Resolve an absolute path inside the file system (no symlinks followed).
     pub fn resolve(&self, path: &str) -> Result<u64> {
         let mut obj = self.root;
-        for (i, comp) in path.split('/').filter(|c| !c.is_empty() && *c != ".").enumerate() {
+        for (i, comp) in path
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .enumerate()
+        {
             if i > MAX_PATH_DEPTH {
                 return Err(Error::Invalid(format!("path too deep: {path}")));
             }
@@ -96,7 +135,10 @@ impl Zpl {
                 continue;
             }
             if a.mode & S_IFMT != S_IFDIR {
-                return Err(Error::Invalid(format!("{}:{path}: '{comp}' is under a non-directory", self.name)));
+                return Err(Error::Invalid(format!(
+                    "{}:{path}: '{comp}' is under a non-directory",
+                    self.name
+                )));
             }
             obj = self
                 .lookup(&dn, comp.as_bytes())?
@@ -117,13 +159,19 @@ impl Zpl {
     /// Target of a symlink (bonus or data block).
     pub fn readlink(&self, dn: &Dnode, a: &ZplAttrs) -> Result<Vec<u8>> {
         if a.mode & S_IFMT != S_IFLNK {
-            return Err(Error::Invalid(format!("{}: object {} is not a symlink", self.name, dn.object)));
+            return Err(Error::Invalid(format!(
+                "{}: object {} is not a symlink",
+                self.name, dn.object
+            )));
         }
         if let Some(t) = &a.symlink {
             return Ok(t.clone());
         }
         if a.size > 4096 * 16 {
-            return Err(Error::corrupt(format!("{}: symlink object {}", self.name, dn.object), format!("target length {}", a.size)));
+            return Err(Error::corrupt(
+                format!("{}: symlink object {}", self.name, dn.object),
+                format!("target length {}", a.size),
+            ));
         }
         self.os.read(dn, 0, a.size as usize)
     }
@@ -141,7 +189,10 @@ impl Zpl {
                 continue;
             }
             if xa.size > 64 << 20 {
-                return Err(Error::corrupt(format!("{}: xattr object {}", self.name, e.object), "larger than 64 MiB"));
+                return Err(Error::corrupt(
+                    format!("{}: xattr object {}", self.name, e.object),
+                    "larger than 64 MiB",
+                ));
             }
             out.push((e.name, self.read(&dn, &xa, 0, xa.size as usize)?));
         }
@@ -151,7 +202,12 @@ impl Zpl {
 
 fn load_sa(os: &Objset, obj: u64) -> Result<SaTables> {
     let master = zap::list_obj(os, obj)?;
-    let get = |k: &str| master.iter().find(|e| e.name == k.as_bytes()).and_then(|e| e.as_u64());
+    let get = |k: &str| {
+        master
+            .iter()
+            .find(|e| e.name == k.as_bytes())
+            .and_then(|e| e.as_u64())
+    };
     let mut t = SaTables::default();
     if let Some(reg) = get("REGISTRY") {
         for e in zap::list_obj(os, reg)? {
@@ -163,8 +219,11 @@ fn load_sa(os: &Objset, obj: u64) -> Result<SaTables> {
     }
     if let Some(lay) = get("LAYOUTS") {
         for e in zap::list_obj(os, lay)? {
-            let Ok(num) = e.name_str().parse::<u16>() else { continue };
-            t.layouts.insert(num, e.value.iter().map(|&x| x as u16).collect());
+            let Ok(num) = e.name_str().parse::<u16>() else {
+                continue;
+            };
+            t.layouts
+                .insert(num, e.value.iter().map(|&x| x as u16).collect());
         }
     }
     Ok(t)

@@ -44,7 +44,12 @@ pub struct Expected {
 /// `nsnaps` times { record + snapshot `s<i>`, mutate round i }, then
 /// record the live state.  Returns one [`Expected`] per snapshot plus the
 /// live dataset.
-pub fn standard_history(pool: &TestPool, rel: &str, profile: &Profile, nsnaps: u32) -> Vec<Expected> {
+pub fn standard_history(
+    pool: &TestPool,
+    rel: &str,
+    profile: &Profile,
+    nsnaps: u32,
+) -> Vec<Expected> {
     let root = pool.root(rel);
     let rep = populate(&root, profile).unwrap_or_else(|e| panic!("populate {}: {e}", pool.ds(rel)));
     if profile.xattrs && !rep.xattrs {
@@ -69,7 +74,9 @@ pub fn standard_history(pool: &TestPool, rel: &str, profile: &Profile, nsnaps: u
         });
         mutate(&root, i, profile.seed).unwrap_or_else(|e| panic!("mutate {}: {e}", pool.ds(rel)));
     }
-    let live = pool.record_live_with(rel, &opts).unwrap_or_else(|e| panic!("record {}: {e}", pool.ds(rel)));
+    let live = pool
+        .record_live_with(rel, &opts)
+        .unwrap_or_else(|e| panic!("record {}: {e}", pool.ds(rel)));
     out.push(Expected {
         name: pool.ds(rel),
         manifest: live,
@@ -95,9 +102,18 @@ pub fn dataset_history(
 /// `ozfs zpool import -d DIR` (listing): must succeed and show `pool` with
 /// `state: <state>`.  Returns the listing.
 pub fn assert_listed(oz: &Ozfs, dir: &Path, pool: &str, state: &str) -> String {
-    let out = oz.ok(&[OsStr::new("zpool"), OsStr::new("import"), OsStr::new("-d"), dir.as_os_str()]);
-    let block = pool_block(&out, pool)
-        .unwrap_or_else(|| panic!("`ozfs zpool import -d {}` does not list {pool}:\n{out}", dir.display()));
+    let out = oz.ok(&[
+        OsStr::new("zpool"),
+        OsStr::new("import"),
+        OsStr::new("-d"),
+        dir.as_os_str(),
+    ]);
+    let block = pool_block(&out, pool).unwrap_or_else(|| {
+        panic!(
+            "`ozfs zpool import -d {}` does not list {pool}:\n{out}",
+            dir.display()
+        )
+    });
     assert!(
         block.lines().any(|l| l.trim() == format!("state: {state}")),
         "pool {pool} should be listed with state {state}:\n{out}"
@@ -142,7 +158,10 @@ pub fn import_and_check_names(oz: &Ozfs, pool: &TestPool, expected: &[Expected])
 
 /// A fresh, not yet existing destination directory for a copy-out.
 pub fn dest_for(pool: &TestPool, tag: &str, name: &str) -> PathBuf {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     let p = pool.work_dir(&format!("{tag}-{safe}"));
     let _ = std::fs::remove_dir_all(&p);
     p
@@ -155,15 +174,31 @@ pub fn verify_copyouts(oz: &Ozfs, pool: &TestPool, expected: &[Expected], tag: &
         let t0 = Instant::now();
         let dest = dest_for(pool, tag, &e.name);
         oz.cp(&format!("{}:/", e.name), &dest);
-        let got = Manifest::scan(&dest).unwrap_or_else(|err| panic!("scanning copy of {}: {err}", e.name));
-        e.manifest.assert_same(&got, &format!("[{tag}] ozfs cp -r {}:/ vs zfs-fuse", e.name));
+        let got = Manifest::scan(&dest)
+            .unwrap_or_else(|err| panic!("scanning copy of {}: {err}", e.name));
+        e.manifest.assert_same(
+            &got,
+            &format!("[{tag}] ozfs cp -r {}:/ vs zfs-fuse", e.name),
+        );
         let _ = std::fs::remove_dir_all(&dest);
-        eprintln!("[{tag}] {} OK ({} entries, {:.1?})", e.name, got.len(), t0.elapsed());
+        eprintln!(
+            "[{tag}] {} OK ({} entries, {:.1?})",
+            e.name,
+            got.len(),
+            t0.elapsed()
+        );
     }
 }
 
 /// Copies a sub-directory and a single file out of `e` and compares them.
-pub fn verify_partial_copyouts(oz: &Ozfs, pool: &TestPool, e: &Expected, dir: &str, file: &str, tag: &str) {
+pub fn verify_partial_copyouts(
+    oz: &Ozfs,
+    pool: &TestPool,
+    e: &Expected,
+    dir: &str,
+    file: &str,
+    tag: &str,
+) {
     let dest = dest_for(pool, tag, &format!("{}-sub", e.name));
     oz.cp(&format!("{}:/{dir}", e.name), &dest);
     let got = Manifest::scan(&dest).unwrap();
@@ -174,10 +209,21 @@ pub fn verify_partial_copyouts(oz: &Ozfs, pool: &TestPool, e: &Expected, dir: &s
 
     let dest = dest_for(pool, tag, &format!("{}-file", e.name));
     oz.cp(&format!("{}:/{file}", e.name), &dest);
-    let want = e.manifest.get(file).unwrap_or_else(|| panic!("{file} not in manifest"));
+    let want = e
+        .manifest
+        .get(file)
+        .unwrap_or_else(|| panic!("{file} not in manifest"));
     let md = std::fs::symlink_metadata(&dest).unwrap();
-    assert!(md.is_file(), "copy of a file should be a file: {}", dest.display());
-    assert_eq!(Some(manifest::sha256_file(&dest).unwrap()), want.sha256, "content of {file}");
+    assert!(
+        md.is_file(),
+        "copy of a file should be a file: {}",
+        dest.display()
+    );
+    assert_eq!(
+        Some(manifest::sha256_file(&dest).unwrap()),
+        want.sha256,
+        "content of {file}"
+    );
     use std::os::unix::fs::MetadataExt;
     assert_eq!(md.mode() & 0o7777, want.mode, "mode of {file}");
     assert_eq!((md.mtime(), md.mtime_nsec()), want.mtime, "mtime of {file}");
@@ -211,7 +257,8 @@ pub fn copy_devices(pool: &TestPool, name: &str) -> PathBuf {
 /// validate that damage done by a test is real and recoverable *for ZFS*.
 pub fn zfs_fuse_scrub_copy(pool: &mut TestPool) -> String {
     let dir = copy_devices(pool, "scrubcopy");
-    pool.import_from(&dir).unwrap_or_else(|e| panic!("zfs-fuse import of damaged copy: {e}"));
+    pool.import_from(&dir)
+        .unwrap_or_else(|e| panic!("zfs-fuse import of damaged copy: {e}"));
     let name = pool.name().to_string();
     pool.zpool(&["scrub", &name]).unwrap();
     let t0 = Instant::now();
@@ -234,6 +281,10 @@ pub fn assert_error(out: &proc::CmdOutput, code: Option<i32>, needles: &[&str]) 
         assert_eq!(out.code, Some(c), "exit code:\n{}", out.describe());
     }
     for n in needles {
-        assert!(out.stderr.contains(n), "stderr should mention {n:?}:\n{}", out.describe());
+        assert!(
+            out.stderr.contains(n),
+            "stderr should mention {n:?}:\n{}",
+            out.describe()
+        );
     }
 }
