@@ -21,7 +21,7 @@ echo "==> cargo test --workspace --release"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --release "$@" 2>&1 | tee "$log"
+cargo test --workspace --release --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 

@@ -271,6 +271,13 @@ fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> Cmd
         flags.push("SPILL_BLKPTR");
     }
     println!("\tdnode flags: {}", flags.join(" "));
+    if dlevel >= 6 && !p.bonus.is_empty() {
+        println!("\tbonus ({} bytes):", p.bonus.len());
+        for (i, c) in p.bonus.chunks(16).enumerate() {
+            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
+            println!("\t  {:04x}: {}", i * 16, hex.join(" "));
+        }
+    }
     println!("\tdnode maxblkid: {}", p.maxblkid);
     if let Some(z) = zpl {
         if p.bonustype == ot::ZNODE || p.bonustype == ot::SA {

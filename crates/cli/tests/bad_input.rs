@@ -140,8 +140,10 @@ fn bad_input_only_old_uberblock_valid() {
         .max()
         .unwrap();
 
-    // More txgs: import, change things, export (twice).
-    for round in 0..2 {
+    // More txgs: import, change things, export.  (One round makes ~25
+    // txgs: few enough that the old uberblock's ring slot survives even
+    // with 4K slots, i.e. 32 per ring.)
+    for round in 0..1 {
         pool.import().unwrap();
         pool.create_dataset(&format!("after{round}"), &[]).unwrap();
         populate::add_file(&pool.root(""), &format!("new_after_{round}"), 200_000, 7).unwrap();

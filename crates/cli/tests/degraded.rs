@@ -5,7 +5,9 @@
 //!    list the pool DEGRADED, import it and copy everything out identically;
 //! 2. the devices are put back and as many devices as the redundancy
 //!    allows get random 4-64 KiB regions overwritten with random bytes
-//!    (inside the allocated part of the data area).  zfs-fuse itself first
+//!    (inside the allocated part of the data area; for the mirror both
+//!    sides, in regions far apart, since a reader that prefers the clean
+//!    side would never notice damage on one side only).  zfs-fuse itself first
 //!    scrubs a *copy* to prove the damage hit data and is recoverable; then
 //!    ozfs must copy everything out identically and `ozfs zpool status`
 //!    must show CKSUM errors on a damaged device and none on the others.
@@ -25,7 +27,10 @@ fn degraded_case(
     damaged: &[usize],
     seed: u64,
 ) {
-    assert!(missing.len() <= layout.redundancy(ndev) && damaged.len() <= layout.redundancy(ndev));
+    // Damage may exceed the device redundancy only for mirrors, where the
+    // regions are disjoint between sides (see below).
+    assert!(missing.len() <= layout.redundancy(ndev));
+    assert!(layout == Layout::Mirror || damaged.len() <= layout.redundancy(ndev));
     let tag = layout.short();
     let t0 = Instant::now();
     let mut pool = TestPool::create(layout, ndev, dev_mib * MIB).unwrap();
@@ -58,15 +63,30 @@ fn degraded_case(
 
     // 2. Random damage.
     let t = Instant::now();
+    let mut all_regions = Vec::new();
     for (k, &i) in damaged.iter().enumerate() {
-        let regs =
-            damage::damage_random(&pool.devs()[i], REGIONS_PER_DEVICE, seed * 100 + k as u64)
-                .unwrap();
+        // Mirror children have identical layouts: keep the sides' damage
+        // apart (by more than a 128K block) so every block stays readable
+        // on one side; whichever side a reader prefers, it meets damage.
+        let (avoid, margin) = if layout == Layout::Mirror {
+            (&all_regions[..], 256 * 1024)
+        } else {
+            (&[][..], 0)
+        };
+        let regs = damage::damage_random_avoiding(
+            &pool.devs()[i],
+            REGIONS_PER_DEVICE,
+            seed * 100 + k as u64,
+            avoid,
+            margin,
+        )
+        .unwrap();
         eprintln!(
             "damaged d{i}: {} regions, e.g. {:?}",
             regs.len(),
             &regs[..3]
         );
+        all_regions.extend(regs);
     }
     // Prove with zfs-fuse (on a copy) that the damage is real and repairable.
     let zstatus = zfs_fuse_scrub_copy(&mut pool);
@@ -123,7 +143,8 @@ fn degraded_case(
 
 #[test]
 fn degraded_mirror() {
-    degraded_case(Layout::Mirror, 2, 128, &[0], &[1], 71);
+    // Both sides damaged, in disjoint regions.
+    degraded_case(Layout::Mirror, 2, 128, &[0], &[0, 1], 71);
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! export`, ozfs must list the pool, import it read-only, list every dataset
 //! and snapshot, and `ozfs cp -r` every snapshot and live dataset back
 //! identically (including a sub-directory and a single file for the
-//! root dataset's @s1).
+//! root dataset's @s1).  Device sizes are 128 MiB (zfs-fuse picks ashift
+//! 12) or 96 MiB (ashift 9), so both sector sizes are covered.
 
 mod common;
 use common::*;

@@ -18,6 +18,8 @@
 //! * Indirect and dnode blocks are cached per objset (bounded), data blocks are not.
 
 pub mod objset;
+pub mod tx;
 pub mod zap;
+pub mod zap_tx;
 
 pub use objset::{Dnode, Objset};

@@ -50,6 +50,17 @@ impl Objset {
         })
     }
 
+    /// An objset from an already decoded header (after a sync).
+    pub fn from_parts(pool: Arc<Pool>, bp: BlkPtr, phys: ObjsetPhys) -> Objset {
+        Objset {
+            pool,
+            bp,
+            phys,
+            swap: false,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// The pool's MOS.
     pub fn mos(pool: Arc<Pool>) -> Objset {
         let bp = pool.uberblock.rootbp;

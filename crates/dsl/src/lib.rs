@@ -18,6 +18,7 @@
 
 pub mod pool;
 pub mod props;
+pub mod sync;
 
 pub use pool::{DatasetInfo, DslPool, SpaceInfo};
 pub use props::{PropSource, PropValue};

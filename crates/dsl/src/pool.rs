@@ -70,6 +70,22 @@ impl DslPool {
         })
     }
 
+    /// A DSL view over a given MOS objset (e.g. the state a writer just synced).
+    pub fn from_mos(pool: Arc<Pool>, mos: Objset, root_dir_obj: u64) -> DslPool {
+        let deflate = zap::lookup_obj(&mos, 1, "deflate")
+            .ok()
+            .flatten()
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0)
+            != 0;
+        DslPool {
+            pool,
+            mos,
+            root_dir_obj,
+            deflate,
+        }
+    }
+
     /// The pool config stored in the MOS (`config` packed nvlist object).
     pub fn mos_config(&self) -> Result<NvList> {
         let obj = zap::lookup_obj(&self.mos, 1, "config")?

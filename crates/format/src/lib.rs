@@ -29,6 +29,7 @@ pub mod nvlist;
 pub mod objset;
 pub mod types;
 pub mod zap;
+pub mod zap_write;
 pub mod znode;
 
 pub use blkptr::{BlkPtr, Dva};

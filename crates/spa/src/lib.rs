@@ -15,13 +15,23 @@
 //! whose checksum (the BP's function, in the block's byte order) verifies,
 //! gang headers are followed, and the result is decompressed to exactly LSIZE.
 //!
+//! Space management is pure logic without I/O: [`range::RangeSet`] (disjoint
+//! byte ranges), [`spacemap`] (space-map entry codec, replay, bonus header)
+//! and [`metaslab`] (metaslab groups, the allocator, deferred frees, the
+//! entries each txg appends to the space maps).
+//!
 //! Invariants:
 //! * No byte from a device is used before its checksum verified.
 //! * Every BP is validated (enums, sizes, DVA vdev id and bounds) before I/O.
 //! * Nothing here writes.
 
 pub mod import;
+pub mod label_write;
+pub mod metaslab;
 pub mod pool;
+pub mod range;
+pub mod spacemap;
+pub mod write;
 
 pub use import::{discover, FoundPool};
 pub use pool::{Pool, PoolOptions};

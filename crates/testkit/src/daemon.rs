@@ -158,6 +158,7 @@ impl ZfsFuse {
             ));
         }
         ensure_installed()?;
+        crate::pool::remove_stale_pool_dirs();
         if !Path::new("/dev/fuse").exists() {
             let _ = Command::new("modprobe").arg("fuse").status();
         }

@@ -103,6 +103,20 @@ pub struct Region {
 /// free space — inside the data extents of the sparse device file when it
 /// has any there.  Returns the regions.
 pub fn damage_random(dev: &Path, count: usize, seed: u64) -> Result<Vec<Region>> {
+    damage_random_avoiding(dev, count, seed, &[], 0)
+}
+
+/// [`damage_random`], but no region comes within `margin` bytes of any
+/// region in `avoid` (e.g. the regions damaged on the other side of a
+/// mirror: with a margin of at least the largest block size, no block is
+/// damaged on both sides).
+pub fn damage_random_avoiding(
+    dev: &Path,
+    count: usize,
+    seed: u64,
+    avoid: &[Region],
+    margin: u64,
+) -> Result<Vec<Region>> {
     let size = file_size(dev)?;
     let (lo, hi) = (DATA_START, size.saturating_sub(DATA_END_RESERVE));
     if hi <= lo + 64 * 1024 {
@@ -120,7 +134,16 @@ pub fn damage_random(dev: &Path, count: usize, seed: u64) -> Result<Vec<Region>>
     let mut r = XorShift::new(seed);
     let mut regions = Vec::new();
     let mut f = open_rw(dev)?;
-    for _ in 0..count {
+    let mut attempts = 0;
+    while regions.len() < count {
+        attempts += 1;
+        if attempts > count * 1000 {
+            return Err(Error(format!(
+                "{}: cannot place {count} damage regions away from {} others",
+                dev.display(),
+                avoid.len()
+            )));
+        }
         // Pick a point uniformly over the extents, then a length.
         let mut x = r.range(0, total);
         let (a, b) = *ext
@@ -138,6 +161,12 @@ pub fn damage_random(dev: &Path, count: usize, seed: u64) -> Result<Vec<Region>>
         let len = (r.range(1, 17) * 4096)
             .min(hi - off)
             .min(b.max(off + 4096) - off);
+        let clash = avoid
+            .iter()
+            .any(|a| off < a.offset + a.len + margin && a.offset < off + len + margin);
+        if clash {
+            continue;
+        }
         let data = r.bytes(len as usize);
         f.seek(SeekFrom::Start(off))?;
         f.write_all(&data)?;

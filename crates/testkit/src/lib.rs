@@ -46,6 +46,13 @@
 //! zfs-fuse returns), so keep pools from running full; `.zfs` snapshot
 //! directories are not available through zfs-fuse mounts.
 
+//!
+//! Environment variables: `OZFS_TEST_TMP` (where pool directories go,
+//! default /var/tmp), `OZFS_KEEP_TEST_POOLS=1` (keep pool directories after
+//! the test, for post-mortems), `OZFS_TEST_SETUP_ONLY=1` (integration tests
+//! in crates/cli: stop after the zfs-fuse part).  Running the harness needs
+//! root; scripts/install-deps.sh installs zfs-fuse if it is missing.
+
 #![warn(missing_docs)]
 
 pub mod cli;

@@ -82,6 +82,43 @@ pub fn test_tmp_root() -> PathBuf {
     }
 }
 
+/// Removes pool directories (`ozfs-test-<pid>-*` in [`test_tmp_root`]) left
+/// behind by test processes that no longer exist (killed runs cannot clean
+/// up after themselves).  Called once when the daemon starts.
+pub fn remove_stale_pool_dirs() {
+    let Ok(rd) = fs::read_dir(test_tmp_root()) else {
+        return;
+    };
+    for de in rd.flatten() {
+        let name = de.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("ozfs-test-") else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(de.path());
+        }
+    }
+    // Daemon logs of dead test processes.
+    let Ok(rd) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for de in rd.flatten() {
+        let name = de.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("ozfs-zfs-fuse-")
+            .and_then(|r| r.strip_suffix(".log"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_file(de.path());
+            }
+        }
+    }
+}
+
 /// Everything needed to create a pool; see [`TestPool::create_with`].
 #[derive(Debug, Clone)]
 pub struct PoolSpec {
@@ -89,7 +126,9 @@ pub struct PoolSpec {
     pub layout: Layout,
     /// Number of device files.
     pub ndev: usize,
-    /// Size of each (sparse) device file in bytes.
+    /// Size of each (sparse) device file in bytes.  Note: zfs-fuse picks
+    /// ashift 12 for file vdevs of 128 MiB and more, ashift 9 for 96 MiB
+    /// and less (observed; there is no `-o ashift` in pool version 23).
     pub dev_size: u64,
     /// `zpool create -o` pool properties.
     pub pool_props: Vec<(String, String)>,
@@ -154,7 +193,7 @@ impl TestPool {
     pub fn create_with(spec: &PoolSpec) -> Result<TestPool> {
         let zf = ZfsFuse::try_get()?;
         let dir = tempfile::Builder::new()
-            .prefix("ozfs-test-")
+            .prefix(&format!("ozfs-test-{}-", std::process::id()))
             .tempdir_in(test_tmp_root())
             .map_err(|e| Error(format!("creating temp dir: {e}")))?;
         let mut pool = TestPool {

@@ -122,11 +122,21 @@ fn nested_datasets_are_not_in_parent_manifest() {
 
 #[test]
 fn damage_helpers_on_real_labels() {
-    let mut pool = TestPool::create(Layout::Stripe, 1, 64 * MIB).unwrap();
+    let mut pool = TestPool::create(Layout::Stripe, 1, 128 * MIB).unwrap();
     populate::add_file(&pool.root(""), "f", 100_000, 3).unwrap();
     pool.export().unwrap();
     let dev = &pool.devs()[0];
+    // zfs-fuse uses 4K sectors (ashift 12) for file vdevs of 128 MiB and
+    // more (96 MiB and less get ashift 9): uberblock slots are 4 KiB here.
+    let label = pool
+        .zf()
+        .run(&["zdb", "-l", &dev.to_string_lossy()])
+        .unwrap();
+    assert!(label.contains("ashift: 12"), "{label}");
     let ubs = damage::find_uberblocks(dev).unwrap();
+    assert!(ubs
+        .windows(2)
+        .all(|w| w[0].label != w[1].label || w[1].offset - w[0].offset >= 4096));
     let labels: std::collections::BTreeSet<usize> = ubs.iter().map(|u| u.label).collect();
     assert_eq!(labels.len(), 4, "uberblocks in all labels: {ubs:?}");
     let max = ubs.iter().map(|u| u.txg).max().unwrap();

@@ -15,11 +15,23 @@ pub trait BlockDevice: Send + Sync {
     fn size(&self) -> u64;
     /// Name for messages (the path).
     fn name(&self) -> &str;
+    /// Write `buf` at byte `offset`. Read-only devices refuse.
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> Result<()> {
+        Err(Error::Invalid(format!(
+            "{}: device is open read-only",
+            self.name()
+        )))
+    }
+    /// Make every completed write durable (fdatasync for files).
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A plain file or a block device node.
 pub struct FileDevice {
     file: File,
+    writable: bool,
     size: u64,
     path: PathBuf,
     name: String,
@@ -28,11 +40,21 @@ pub struct FileDevice {
 impl FileDevice {
     /// Open read-only. Block devices are sized by seeking to their end.
     pub fn open(path: &Path) -> Result<FileDevice> {
+        Self::open_mode(path, false)
+    }
+
+    /// Open for reading, and for writing if `writable`.
+    pub fn open_mode(path: &Path, writable: bool) -> Result<FileDevice> {
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| Error::io(format!("open {name}"), e))?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(format!("open {name}"), e))?;
         let size = device_size(&file).map_err(|e| Error::io(format!("size of {name}"), e))?;
         Ok(FileDevice {
             file,
+            writable,
             size,
             path: path.to_path_buf(),
             name,
@@ -84,6 +106,47 @@ impl BlockDevice for FileDevice {
 
     fn size(&self) -> u64 {
         self.size
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if !self.writable {
+            return Err(Error::Invalid(format!(
+                "{}: device is open read-only",
+                self.name
+            )));
+        }
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.size) {
+            return Err(Error::io(
+                format!(
+                    "{}: write of {} bytes at offset {:#x}",
+                    self.name,
+                    buf.len(),
+                    offset
+                ),
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "beyond end of device"),
+            ));
+        }
+        self.file.write_all_at(buf, offset).map_err(|e| {
+            Error::io(
+                format!(
+                    "{}: write of {} bytes at offset {:#x}",
+                    self.name,
+                    buf.len(),
+                    offset
+                ),
+                e,
+            )
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        if self.writable {
+            self.file
+                .sync_data()
+                .map_err(|e| Error::io(format!("{}: flush", self.name), e))?;
+        }
+        Ok(())
     }
 
     fn name(&self) -> &str {

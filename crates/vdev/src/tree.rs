@@ -358,6 +358,99 @@ impl Vdev {
         }
     }
 
+    /// Write `data` (a physical block, length a multiple of 512) at DVA `offset`
+    /// of this top-level vdev: every present mirror side, or RAID-Z columns with
+    /// parity. Leaves that are missing are skipped (the pool is degraded); the
+    /// write fails if fewer copies than the redundancy needs could be written.
+    pub fn write_block(&self, offset: u64, data: &[u8]) -> Result<()> {
+        match &self.kind {
+            VdevKind::Leaf(Some(dev)) => {
+                let dev_off = offset
+                    .checked_add(VDEV_LABEL_START_SIZE)
+                    .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
+                dev.write_at(data, dev_off).inspect_err(|_| {
+                    self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                })
+            }
+            VdevKind::Leaf(None) | VdevKind::Hole => Err(Error::Io {
+                what: format!("vdev {}", self.display_name()),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "device unavailable"),
+            }),
+            VdevKind::Mirror => {
+                let mut ok = 0;
+                let mut last = None;
+                for c in &self.children {
+                    match c.write_block(offset, data) {
+                        Ok(()) => ok += 1,
+                        Err(e) => last = Some(e),
+                    }
+                }
+                if ok == 0 {
+                    return Err(last.unwrap_or_else(|| Error::corrupt("mirror", "no children")));
+                }
+                Ok(())
+            }
+            VdevKind::Raidz { nparity } => {
+                let nparity = *nparity;
+                let unit = 1u64 << self.ashift;
+                let psize = data.len() as u64;
+                let map = RaidzMap::new(
+                    offset,
+                    psize,
+                    self.ashift as u32,
+                    self.children.len(),
+                    nparity,
+                );
+                let mut cols: Vec<Vec<u8>> = Vec::with_capacity(map.cols.len());
+                let mut pos = 0usize;
+                for (i, c) in map.cols.iter().enumerate() {
+                    let mut b = vec![0u8; c.size as usize];
+                    if i >= nparity {
+                        let n = (c.size as usize).min(data.len().saturating_sub(pos));
+                        b[..n].copy_from_slice(&data[pos..pos + n]);
+                        pos += c.size as usize;
+                    }
+                    cols.push(b);
+                }
+                let _ = unit;
+                ozfs_codec::raidz::generate_parity(nparity, &mut cols);
+                let mut failed = 0;
+                let mut last = None;
+                for (c, buf) in map.cols.iter().zip(cols.iter()) {
+                    if c.size == 0 {
+                        continue;
+                    }
+                    let r = match self.children.get(c.dev) {
+                        Some(child) => child.write_block(c.offset, buf),
+                        None => Err(Error::corrupt("raidz map", "column on a missing child")),
+                    };
+                    if let Err(e) = r {
+                        failed += 1;
+                        last = Some(e);
+                    }
+                }
+                if failed > nparity {
+                    return Err(last.unwrap_or_else(|| Error::corrupt("raidz", "write failed")));
+                }
+                Ok(())
+            }
+            VdevKind::Root => Err(Error::Invalid("write to the root vdev".into())),
+        }
+    }
+
+    /// Flush every present leaf below this vdev.
+    pub fn flush(&self) -> Result<()> {
+        let mut res = Ok(());
+        for l in self.leaves() {
+            if let VdevKind::Leaf(Some(dev)) = &l.kind {
+                if let Err(e) = dev.flush() {
+                    res = Err(e);
+                }
+            }
+        }
+        res
+    }
+
     /// Read a block of `psize` bytes at DVA `offset`, returning the first
     /// version that `verify` accepts. Charges checksum errors to devices proven wrong.
     pub fn read_block(

@@ -1,0 +1,758 @@
+//! The DMU's write side: changes to an objset accumulate in an [`ObjsetTx`]
+//! during a transaction group and are written copy-on-write by
+//! [`ObjsetTx::sync`].
+//!
+//! Theory: every changed level-0 block is written to a new place (or, when it
+//! was itself born in this txg, rewritten in place), its new BP goes into the
+//! parent indirect block, which therefore also changes and is written anew,
+//! and so on up to the dnode. Changed dnodes are copied into the blocks of
+//! the meta-dnode (object 0), which is synced the same way, and finally the
+//! objset block is written: its BP is the new root of the objset. The old
+//! version of every replaced block is handed to [`Accounting::killed`],
+//! which frees it or keeps it for a snapshot.
+//!
+//! Reads during the txg go through the same object ([`ObjsetTx::dnode`],
+//! [`ObjsetTx::read_block`]), so a change is visible as soon as it is made.
+//!
+//! Invariants:
+//! * An object's tree is never left with a BP pointing at a freed block:
+//!   the new block is written before the old one is killed.
+//! * Fill counts and `dn_used` are recomputed from the BPs written, never
+//!   guessed; an indirect block whose children are all holes becomes a hole.
+//! * `nlevels` only grows; `maxblkid` follows the highest non-hole block.
+
+use crate::objset::{Dnode, Objset};
+use ozfs_format::blkptr::BLKPTR_SIZE;
+use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES, DNODE_SIZE};
+use ozfs_format::types::ot;
+use ozfs_format::{BlkPtr, Error, Result};
+use ozfs_spa::metaslab::Allocator;
+use ozfs_spa::write::BlockProps;
+use ozfs_spa::Pool;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where block births and deaths are charged (DSL accounting, deadlists).
+pub trait Accounting {
+    /// A new block was written.
+    fn born(&mut self, bp: &BlkPtr);
+    /// A block is no longer referenced by the live objset: free it or keep it for a snapshot.
+    fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()>;
+}
+
+/// How blocks of this objset are written.
+pub trait WritePolicy {
+    fn props(&self, object_type: u8, level: u8) -> BlockProps;
+}
+
+/// Accounting that simply frees (the MOS, tests).
+pub struct FreeAll {
+    pub deflate: bool,
+    pub born_dsize: i64,
+}
+
+impl Accounting for FreeAll {
+    fn born(&mut self, _bp: &BlkPtr) {}
+    fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
+        pool.free_block(alloc, bp, txg)
+    }
+}
+
+/// Objset block size for pool versions >= 15 (2 K objset_phys).
+pub const OBJSET_PHYS_SIZE_V2: usize = 2048;
+
+/// An objset being changed in the open txg.
+pub struct ObjsetTx {
+    /// The committed state (for reading unchanged blocks).
+    pub os: Objset,
+    /// Changed dnodes (full new contents), including new and freed (type 0) ones.
+    pub dnodes: BTreeMap<u64, DnodePhys>,
+    /// Changed level-0 blocks: Some(contents) or None (make it a hole).
+    pub data: BTreeMap<(u64, u64), Option<Vec<u8>>>,
+    /// Objects whose whole tree must be freed before anything else is synced.
+    pub free_trees: BTreeMap<u64, DnodePhys>,
+    /// Objset block size to write.
+    pub objset_size: usize,
+}
+
+impl ObjsetTx {
+    pub fn new(os: Objset) -> ObjsetTx {
+        ObjsetTx {
+            os,
+            dnodes: BTreeMap::new(),
+            data: BTreeMap::new(),
+            free_trees: BTreeMap::new(),
+            objset_size: OBJSET_PHYS_SIZE_V2,
+        }
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.os.pool
+    }
+
+    /// Whether anything changed.
+    pub fn is_dirty(&self) -> bool {
+        !self.dnodes.is_empty() || !self.data.is_empty() || !self.free_trees.is_empty()
+    }
+
+    /// Current dnode of `obj` (changed or committed).
+    pub fn dnode(&self, obj: u64) -> Result<Dnode> {
+        if let Some(d) = self.dnodes.get(&obj) {
+            if d.object_type == 0 {
+                return Err(Error::NotFound(format!("object {obj}")));
+            }
+            return Ok(Dnode {
+                object: obj,
+                phys: d.clone(),
+                swap: false,
+            });
+        }
+        if self.free_trees.contains_key(&obj) {
+            return Err(Error::NotFound(format!("object {obj}")));
+        }
+        self.os.dnode(obj)
+    }
+
+    /// Change a dnode (bonus, block size, type...).
+    pub fn set_dnode(&mut self, obj: u64, dn: DnodePhys) {
+        self.dnodes.insert(obj, dn);
+    }
+
+    /// Current contents of level-0 block `blkid` of `obj` (None = hole).
+    pub fn read_block(&self, obj: u64, blkid: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(d) = self.data.get(&(obj, blkid)) {
+            return Ok(d.clone());
+        }
+        if self.free_trees.contains_key(&obj) && !self.dnodes.contains_key(&obj) {
+            return Ok(None);
+        }
+        let dn = self.dnode(obj)?;
+        if self.free_trees.contains_key(&obj) {
+            return Ok(None);
+        }
+        // A dnode changed in this txg still points at its committed tree.
+        self.os.read_block(&dn, blkid)
+    }
+
+    /// Replace block `blkid` of `obj` (length must be the object's block size).
+    pub fn write_block(&mut self, obj: u64, blkid: u64, data: Vec<u8>) {
+        self.data.insert((obj, blkid), Some(data));
+    }
+
+    /// Make block `blkid` of `obj` a hole.
+    pub fn punch_block(&mut self, obj: u64, blkid: u64) {
+        self.data.insert((obj, blkid), None);
+    }
+
+    /// Read `len` bytes at `offset` of an object (holes are zeros).
+    pub fn read(&self, obj: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let dn = self.dnode(obj)?;
+        let bs = dn.phys.datablksz();
+        if bs == 0 {
+            return Err(Error::corrupt(format!("object {obj}"), "block size 0"));
+        }
+        let mut out = vec![0u8; len];
+        let mut done = 0usize;
+        while done < len {
+            let pos = offset + done as u64;
+            let blkid = pos / bs;
+            let inner = (pos % bs) as usize;
+            let n = (bs as usize - inner).min(len - done);
+            if let Some(b) = self.read_block(obj, blkid)? {
+                let avail = b.len().saturating_sub(inner).min(n);
+                out[done..done + avail].copy_from_slice(&b[inner..inner + avail]);
+            }
+            done += n;
+        }
+        Ok(out)
+    }
+
+    /// Write bytes at `offset` of an object (read-modify-write of partial blocks).
+    pub fn write(&mut self, obj: u64, offset: u64, buf: &[u8]) -> Result<()> {
+        let dn = self.dnode(obj)?;
+        let bs = dn.phys.datablksz();
+        if bs == 0 {
+            return Err(Error::corrupt(format!("object {obj}"), "block size 0"));
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let blkid = pos / bs;
+            let inner = (pos % bs) as usize;
+            let n = (bs as usize - inner).min(buf.len() - done);
+            let mut block = if n == bs as usize {
+                vec![0u8; bs as usize]
+            } else {
+                self.read_block(obj, blkid)?
+                    .unwrap_or_else(|| vec![0u8; bs as usize])
+            };
+            block.resize(bs as usize, 0);
+            block[inner..inner + n].copy_from_slice(&buf[done..done + n]);
+            self.write_block(obj, blkid, block);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Find a free object number at or above `start` (slot 0 never used).
+    pub fn alloc_object(&self, start: u64) -> Result<u64> {
+        let meta = self.dnode_meta();
+        let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
+        let mut obj = start.max(1);
+        loop {
+            if obj >= capacity {
+                return Ok(obj);
+            }
+            let free = match self.dnodes.get(&obj) {
+                Some(d) => d.object_type == 0 && !self.free_trees.contains_key(&obj),
+                None => {
+                    if self.free_trees.contains_key(&obj) {
+                        false
+                    } else {
+                        match self.os.dnode(obj) {
+                            Ok(d) => d.phys.object_type == 0,
+                            Err(Error::NotFound(_)) => true,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+            };
+            if free {
+                return Ok(obj);
+            }
+            obj += 1;
+            if obj > (1 << 48) {
+                return Err(Error::Invalid("no free object numbers".into()));
+            }
+        }
+    }
+
+    /// Create a new object: returns its number. `bonus` is stored as given; the number of block
+    /// pointers follows the bonus size as ZFS chooses it (FORMAT.md §5.2).
+    pub fn create_object(
+        &mut self,
+        object_type: u8,
+        blksz: u64,
+        bonustype: u8,
+        bonus: Vec<u8>,
+        hint: u64,
+    ) -> Result<u64> {
+        let obj = self.alloc_object(hint)?;
+        let nblkptr = (1 + 320usize.saturating_sub(bonus.len()) / 128).clamp(1, 3) as u8;
+        if bonus.len() > 320 || blksz == 0 || blksz % 512 != 0 || blksz > 128 * 1024 {
+            return Err(Error::Invalid(format!(
+                "bad new object: bonus {} bytes, block size {blksz}",
+                bonus.len()
+            )));
+        }
+        let dn = DnodePhys {
+            object_type,
+            indblkshift: 14,
+            nlevels: 1,
+            nblkptr,
+            bonustype,
+            checksum: 0,
+            compress: 0,
+            flags: DNODE_FLAG_USED_BYTES,
+            datablkszsec: (blksz / 512) as u16,
+            bonuslen: bonus.len() as u16,
+            extra_slots: 0,
+            maxblkid: 0,
+            used: 0,
+            blkptr: vec![BlkPtr::default(); nblkptr as usize],
+            bonus,
+            spill: None,
+        };
+        self.dnodes.insert(obj, dn);
+        Ok(obj)
+    }
+
+    /// Create a new (micro) ZAP object.
+    pub fn create_zap(
+        &mut self,
+        object_type: u8,
+        bonustype: u8,
+        bonus: Vec<u8>,
+        normflags: u64,
+        hint: u64,
+    ) -> Result<u64> {
+        let z = ozfs_format::zap_write::ZapObject::new_micro(random_u64() | 1, normflags);
+        let bs = z.block_size as u64;
+        let obj = self.create_object(object_type, bs, bonustype, bonus, hint)?;
+        if let Some(b) = z.blocks.get(&0) {
+            self.write_block(obj, 0, b.clone());
+        }
+        Ok(obj)
+    }
+
+    /// Replace an object's bonus buffer (same length or shorter than its capacity).
+    pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
+        let mut dn = self.dnode(obj)?.phys;
+        let cap = 320usize.saturating_sub((dn.nblkptr.max(1) as usize - 1) * 128);
+        if bonus.len() > cap {
+            return Err(Error::Invalid(format!(
+                "bonus of {} bytes exceeds object {obj}'s {cap}",
+                bonus.len()
+            )));
+        }
+        dn.bonuslen = bonus.len() as u16;
+        dn.bonus = bonus;
+        self.dnodes.insert(obj, dn);
+        Ok(())
+    }
+
+    fn dnode_meta(&self) -> DnodePhys {
+        self.dnodes
+            .get(&0)
+            .cloned()
+            .unwrap_or_else(|| self.os.phys.meta_dnode.clone())
+    }
+
+    /// Free an object: its whole tree goes at sync, its slot becomes free.
+    pub fn free_object(&mut self, obj: u64) -> Result<()> {
+        let committed = match self.os.dnode(obj) {
+            Ok(d) => Some(d.phys),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(c) = committed {
+            if c.object_type != 0 {
+                self.free_trees.insert(obj, c);
+            }
+        }
+        self.data.retain(|(o, _), _| *o != obj);
+        self.dnodes.insert(obj, DnodePhys::default());
+        Ok(())
+    }
+
+    /// Write everything changed; returns the objset's new BP.
+    pub fn sync(
+        &mut self,
+        alloc: &mut Allocator,
+        txg: u64,
+        policy: &dyn WritePolicy,
+        acct: &mut dyn Accounting,
+    ) -> Result<BlkPtr> {
+        let pool = self.os.pool.clone();
+        // 1. Whole trees of freed objects.
+        let frees = std::mem::take(&mut self.free_trees);
+        for (obj, dn) in &frees {
+            let d = Dnode {
+                object: *obj,
+                phys: dn.clone(),
+                swap: false,
+            };
+            let mut bps = Vec::new();
+            self.os.walk_tree(&d, &mut |_, _, bp| {
+                bps.push(*bp);
+                Ok(())
+            })?;
+            for bp in bps {
+                acct.killed(&pool, alloc, &bp, txg)?;
+            }
+        }
+        // 2. Every object with changed blocks or a changed dnode (not object 0).
+        let mut objs: BTreeSet<u64> = self
+            .data
+            .keys()
+            .map(|(o, _)| *o)
+            .filter(|o| *o != 0)
+            .collect();
+        objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
+        let mut meta = self.dnode_meta();
+        let mut meta_dirty: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let meta_bs = meta.datablksz();
+        if meta_bs < DNODE_SIZE as u64 {
+            return Err(Error::corrupt("meta-dnode", "block size below one dnode"));
+        }
+        for obj in objs {
+            let mut dn = match self.dnodes.get(&obj) {
+                Some(d) => d.clone(),
+                None => self.os.dnode(obj)?.phys,
+            };
+            // A freed-then-reused slot starts from an empty tree.
+            if frees.contains_key(&obj) {
+                let keep_type = dn.object_type;
+                if keep_type != 0 {
+                    dn.blkptr.iter_mut().for_each(|b| *b = BlkPtr::default());
+                    dn.maxblkid = 0;
+                    dn.used = 0;
+                }
+            }
+            let blocks: Vec<(u64, Option<Vec<u8>>)> = self
+                .data
+                .range((obj, 0)..=(obj, u64::MAX))
+                .map(|((_, b), d)| (*b, d.clone()))
+                .collect();
+            if dn.object_type != 0 && !blocks.is_empty() {
+                sync_tree(
+                    &self.os,
+                    &pool,
+                    alloc,
+                    txg,
+                    policy,
+                    acct,
+                    &mut dn,
+                    blocks,
+                    &|_| 1,
+                )?;
+            }
+            // Copy the dnode into its meta-dnode block.
+            let off = obj * DNODE_SIZE as u64;
+            let blkid = off / meta_bs;
+            if let std::collections::btree_map::Entry::Vacant(e) = meta_dirty.entry(blkid) {
+                let cur = match self.data.get(&(0, blkid)) {
+                    Some(Some(b)) => b.clone(),
+                    _ => {
+                        let md = Dnode {
+                            object: 0,
+                            phys: meta.clone(),
+                            swap: self.os.swap,
+                        };
+                        match self.os.read_block_swap(&md, blkid)? {
+                            Some((b, swap)) if swap => reencode_dnode_block(&b, true)?,
+                            Some((b, _)) => b,
+                            None => vec![0u8; meta_bs as usize],
+                        }
+                    }
+                };
+                e.insert(cur);
+            }
+            let buf = meta_dirty
+                .get_mut(&blkid)
+                .ok_or_else(|| Error::Invalid("meta block".into()))?;
+            let inner = (off % meta_bs) as usize;
+            let enc = if dn.object_type == 0 {
+                vec![0u8; DNODE_SIZE]
+            } else {
+                dn.encode()
+            };
+            if inner + enc.len() > buf.len() {
+                return Err(Error::Invalid(format!(
+                    "dnode of object {obj} crosses a dnode block"
+                )));
+            }
+            buf[inner..inner + enc.len()].copy_from_slice(&enc);
+            self.dnodes.insert(obj, dn);
+        }
+        // 3. The meta-dnode itself.
+        let meta_blocks: Vec<(u64, Option<Vec<u8>>)> =
+            meta_dirty.into_iter().map(|(b, d)| (b, Some(d))).collect();
+        if !meta_blocks.is_empty() {
+            let per = meta_bs as usize / DNODE_SIZE;
+            let fill = move |b: &[u8]| -> u64 {
+                (0..per).filter(|i| b[i * DNODE_SIZE] != 0).count() as u64
+            };
+            sync_tree(
+                &self.os,
+                &pool,
+                alloc,
+                txg,
+                policy,
+                acct,
+                &mut meta,
+                meta_blocks,
+                &fill,
+            )?;
+        }
+        // 4. The objset block.
+        let mut phys = self.os.phys.clone();
+        phys.meta_dnode = meta.clone();
+        let bytes = phys.encode(self.objset_size);
+        let fill: u64 = meta.blkptr.iter().map(|b| b.fill()).sum();
+        let p = policy.props(ot::OBJSET, 0);
+        let old = self.os.bp;
+        let bp = match pool.rewrite_block(alloc, &old, txg, &bytes, &p, fill)? {
+            Some(bp) => bp,
+            None => {
+                let bp = pool.write_block(alloc, txg, &bytes, &p, fill)?;
+                acct.born(&bp);
+                if !old.is_hole() {
+                    acct.killed(&pool, alloc, &old, txg)?;
+                }
+                bp
+            }
+        };
+        // The new committed state.
+        self.os = Objset::from_parts(pool.clone(), bp, phys);
+        self.dnodes.clear();
+        self.data.clear();
+        Ok(bp)
+    }
+}
+
+/// 64 random bits from the operating system (guids, salts).
+pub fn random_u64() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(&mut b).is_ok() {
+            return u64::from_ne_bytes(b);
+        }
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (std::process::id() as u64).rotate_left(32)
+}
+
+/// Re-encode a dnode block written in the other byte order into host order.
+fn reencode_dnode_block(b: &[u8], swap: bool) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; b.len()];
+    let mut i = 0;
+    while i + DNODE_SIZE <= b.len() {
+        let d = DnodePhys::parse(&b[i..], swap)?;
+        if d.object_type != 0 {
+            let e = d.encode();
+            out[i..i + e.len()].copy_from_slice(&e);
+            i += e.len().max(DNODE_SIZE);
+        } else {
+            i += DNODE_SIZE;
+        }
+    }
+    Ok(out)
+}
+
+/// Levels needed so that `nblkptr × epb^(nlevels-1) > maxblkid`.
+fn levels_for(maxblkid: u64, nblkptr: u64, epbs: u32) -> u8 {
+    let mut levels = 1u8;
+    let mut cap = nblkptr as u128;
+    while cap <= maxblkid as u128 && levels < 32 {
+        cap <<= epbs;
+        levels += 1;
+    }
+    levels
+}
+
+/// Write the changed level-0 blocks of one object and every indirect block above them.
+#[allow(clippy::too_many_arguments)]
+fn sync_tree(
+    os: &Objset,
+    pool: &Pool,
+    alloc: &mut Allocator,
+    txg: u64,
+    policy: &dyn WritePolicy,
+    acct: &mut dyn Accounting,
+    dn: &mut DnodePhys,
+    blocks: Vec<(u64, Option<Vec<u8>>)>,
+    l0_fill: &dyn Fn(&[u8]) -> u64,
+) -> Result<()> {
+    let nblkptr = dn.nblkptr.max(1) as u64;
+    if dn.blkptr.len() < nblkptr as usize {
+        dn.blkptr.resize(nblkptr as usize, BlkPtr::default());
+    }
+    let epbs = (dn.indblkshift as u32).saturating_sub(7);
+    if !(3..=17).contains(&epbs) {
+        return Err(Error::corrupt(
+            format!("dnode of type {}", dn.object_type),
+            format!("indirect block shift {}", dn.indblkshift),
+        ));
+    }
+    let ibs = 1usize << dn.indblkshift;
+    let max_dirty = blocks
+        .iter()
+        .filter(|(_, d)| d.is_some())
+        .map(|(b, _)| *b)
+        .max();
+    // Indirect blocks being changed: (level, blkid) -> contents.
+    let mut ind: BTreeMap<(u8, u64), Vec<u8>> = BTreeMap::new();
+    // Grow the tree if a new block lies beyond what it can address.
+    let mut nlevels = dn.nlevels.max(1);
+    if let Some(m) = max_dirty {
+        let need = levels_for(m.max(dn.maxblkid), nblkptr, epbs);
+        while nlevels < need {
+            let mut b = vec![0u8; ibs];
+            for (i, bp) in dn.blkptr.iter().enumerate() {
+                b[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE].copy_from_slice(&bp.to_bytes());
+            }
+            // Shift existing in-memory indirect blocks' keys are unaffected (their levels stay).
+            ind.insert((nlevels, 0), b);
+            dn.blkptr.iter_mut().for_each(|x| *x = BlkPtr::default());
+            nlevels += 1;
+        }
+    }
+    let committed = Dnode {
+        object: 0,
+        phys: dn.clone(),
+        swap: false,
+    };
+    // BP at (level, blkid) of the current (possibly grown) tree.
+    fn get_bp(
+        os: &Objset,
+        ind: &mut BTreeMap<(u8, u64), Vec<u8>>,
+        dn: &DnodePhys,
+        nlevels: u8,
+        epbs: u32,
+        level: u8,
+        blkid: u64,
+    ) -> Result<BlkPtr> {
+        if level + 1 >= nlevels {
+            let idx = blkid as usize;
+            return Ok(dn.blkptr.get(idx).copied().unwrap_or_default());
+        }
+        let pk = (level + 1, blkid >> epbs);
+        let idx = (blkid & ((1 << epbs) - 1)) as usize;
+        if !ind.contains_key(&pk) {
+            let pbp = get_bp(os, ind, dn, nlevels, epbs, level + 1, blkid >> epbs)?;
+            let b = if pbp.is_hole() {
+                vec![0u8; 1 << (epbs + 7)]
+            } else {
+                let swap = pbp.little_endian() != HOST_LITTLE_ENDIAN;
+                let raw = os.pool.read_bp(&pbp)?;
+                if swap {
+                    let mut v = vec![0u8; raw.len()];
+                    for (i, c) in raw.chunks_exact(BLKPTR_SIZE).enumerate() {
+                        v[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE]
+                            .copy_from_slice(&BlkPtr::from_bytes(c, true)?.to_bytes());
+                    }
+                    v
+                } else {
+                    raw
+                }
+            };
+            ind.insert(pk, b);
+        }
+        let b = &ind[&pk];
+        BlkPtr::from_bytes(&b[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE], false)
+    }
+    let _ = committed;
+    let mut used = dn.used_bytes() as i64;
+    let deflate_unknown = false;
+    let _ = deflate_unknown;
+    let mut maxblkid = dn.maxblkid;
+    // Level 0.
+    let mut parents: BTreeSet<u64> = BTreeSet::new();
+    for (blkid, data) in blocks {
+        if nlevels == 1 && blkid >= nblkptr {
+            return Err(Error::Invalid(format!(
+                "block {blkid} beyond a single-level object"
+            )));
+        }
+        let old = get_bp(os, &mut ind, dn, nlevels, epbs, 0, blkid)?;
+        let p = policy.props(dn.object_type, 0);
+        let new = match &data {
+            None => BlkPtr::default(),
+            Some(d) => {
+                let fill = l0_fill(d);
+                match pool.rewrite_block(alloc, &old, txg, d, &p, fill)? {
+                    Some(bp) => bp,
+                    None => {
+                        let bp = pool.write_block(alloc, txg, d, &p, fill)?;
+                        if !bp.is_hole() {
+                            acct.born(&bp);
+                        }
+                        bp
+                    }
+                }
+            }
+        };
+        let replaced_in_place = !new.is_hole() && !old.is_hole() && new.dvas()[0] == old.dvas()[0];
+        if !replaced_in_place {
+            if !old.is_hole() {
+                used -= pool.dsize(&old, true) as i64;
+                acct.killed(pool, alloc, &old, txg)?;
+            }
+            used += pool.dsize(&new, true) as i64;
+        } else {
+            used += pool.dsize(&new, true) as i64 - pool.dsize(&old, true) as i64;
+        }
+        if !new.is_hole() && blkid > maxblkid {
+            maxblkid = blkid;
+        }
+        set_bp(&mut ind, dn, nlevels, epbs, 0, blkid, &new);
+        if nlevels > 1 {
+            parents.insert(blkid >> epbs);
+        }
+    }
+    // Indirect levels.
+    for level in 1..nlevels {
+        let mut next: BTreeSet<u64> = BTreeSet::new();
+        for &blkid in &parents {
+            let old = get_bp(os, &mut ind, dn, nlevels, epbs, level, blkid)?;
+            let Some(content) = ind.get(&(level, blkid)) else {
+                continue;
+            };
+            let mut fill = 0u64;
+            let mut any = false;
+            for c in content.chunks_exact(BLKPTR_SIZE) {
+                let bp = BlkPtr::from_bytes(c, false)?;
+                if !bp.is_hole() {
+                    any = true;
+                    fill += bp.fill();
+                }
+            }
+            let p = policy.props(dn.object_type, level);
+            let new = if !any {
+                BlkPtr::default()
+            } else {
+                let content = content.clone();
+                match pool.rewrite_block(alloc, &old, txg, &content, &p, fill)? {
+                    Some(bp) => bp,
+                    None => {
+                        let bp = pool.write_block(alloc, txg, &content, &p, fill)?;
+                        if !bp.is_hole() {
+                            acct.born(&bp);
+                        }
+                        bp
+                    }
+                }
+            };
+            let replaced_in_place =
+                !new.is_hole() && !old.is_hole() && new.dvas()[0] == old.dvas()[0];
+            if !replaced_in_place {
+                if !old.is_hole() {
+                    used -= pool.dsize(&old, true) as i64;
+                    acct.killed(pool, alloc, &old, txg)?;
+                }
+                used += pool.dsize(&new, true) as i64;
+            } else {
+                used += pool.dsize(&new, true) as i64 - pool.dsize(&old, true) as i64;
+            }
+            set_bp(&mut ind, dn, nlevels, epbs, level, blkid, &new);
+            if level + 1 < nlevels {
+                next.insert(blkid >> epbs);
+            }
+        }
+        parents = next;
+    }
+    // maxblkid: if the highest block became a hole, search downward in what we know.
+    if maxblkid == dn.maxblkid || maxblkid > dn.maxblkid {
+        // Only lower it when the top blocks are all holes (truncation).
+        while maxblkid > 0 && get_bp(os, &mut ind, dn, nlevels, epbs, 0, maxblkid)?.is_hole() {
+            // Stop at an indirect boundary for big sparse files: look only at known blocks.
+            if nlevels > 1 && !ind.contains_key(&(1, maxblkid >> epbs)) {
+                break;
+            }
+            maxblkid -= 1;
+        }
+    }
+    dn.maxblkid = maxblkid;
+    dn.nlevels = nlevels;
+    dn.used = used.max(0) as u64;
+    dn.flags |= DNODE_FLAG_USED_BYTES;
+    Ok(())
+}
+
+fn set_bp(
+    ind: &mut BTreeMap<(u8, u64), Vec<u8>>,
+    dn: &mut DnodePhys,
+    nlevels: u8,
+    epbs: u32,
+    level: u8,
+    blkid: u64,
+    bp: &BlkPtr,
+) {
+    if level + 1 >= nlevels {
+        if let Some(slot) = dn.blkptr.get_mut(blkid as usize) {
+            *slot = *bp;
+        }
+        return;
+    }
+    let pk = (level + 1, blkid >> epbs);
+    let idx = (blkid & ((1 << epbs) - 1)) as usize;
+    if let Some(b) = ind.get_mut(&pk) {
+        b[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE].copy_from_slice(&bp.to_bytes());
+    }
+}

@@ -1,0 +1,109 @@
+//! ZAP objects changed inside a transaction group: load the object's blocks
+//! through the [`ObjsetTx`] (so earlier changes of the txg are seen), edit
+//! them with [`ozfs_format::zap_write::ZapObject`], and store the changed
+//! blocks and the new block size / `maxblkid` back.
+
+use crate::tx::ObjsetTx;
+use ozfs_format::dnode::DnodePhys;
+use ozfs_format::zap::ZapEntry;
+use ozfs_format::zap_write::ZapObject;
+use ozfs_format::{Error, Result};
+use std::collections::BTreeMap;
+
+/// Default `zap_micro_max_size` (a tunable, as in OpenZFS).
+pub const ZAP_MICRO_MAX_SIZE: usize = 128 * 1024;
+
+/// Load a ZAP object for editing.
+pub fn load(tx: &ObjsetTx, obj: u64) -> Result<ZapObject> {
+    let dn = tx.dnode(obj)?;
+    let bs = dn.phys.datablksz() as usize;
+    let mut blocks = BTreeMap::new();
+    for blkid in 0..=dn.phys.maxblkid {
+        if let Some(b) = tx.read_block(obj, blkid)? {
+            blocks.insert(blkid, b);
+        }
+    }
+    if !blocks.contains_key(&0) {
+        return Err(Error::corrupt(
+            format!("ZAP object {obj}"),
+            "block 0 is a hole",
+        ));
+    }
+    let mut z =
+        ZapObject::load(bs, blocks, false).map_err(|e| e.context(&format!("ZAP object {obj}")))?;
+    z.micro_max = micro_max();
+    Ok(z)
+}
+
+/// The tunable `zap_micro_max_size` (env `OZFS_ZAP_MICRO_MAX_SIZE`, default 128 KiB).
+pub fn micro_max() -> usize {
+    std::env::var("OZFS_ZAP_MICRO_MAX_SIZE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|v| *v >= 512 && *v % 512 == 0)
+        .unwrap_or(ZAP_MICRO_MAX_SIZE)
+}
+
+/// Store the changed blocks of `z` into object `obj`.
+pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
+    let mut dn: DnodePhys = tx.dnode(obj)?.phys;
+    let dirty = z.take_dirty();
+    let new_bs = z.block_size;
+    if new_bs as u64 != dn.datablksz() {
+        if new_bs % 512 != 0 || new_bs > 128 * 1024 {
+            return Err(Error::Invalid(format!("ZAP block size {new_bs}")));
+        }
+        dn.datablkszsec = (new_bs / 512) as u16;
+        // Every block is rewritten at the new size.
+        for (&blkid, b) in &z.blocks {
+            tx.write_block(obj, blkid, b.clone());
+        }
+    } else {
+        for blkid in dirty {
+            match z.blocks.get(&blkid) {
+                Some(b) => tx.write_block(obj, blkid, b.clone()),
+                None => tx.punch_block(obj, blkid),
+            }
+        }
+    }
+    tx.set_dnode(obj, dn);
+    Ok(())
+}
+
+/// Add or replace one entry.
+pub fn update(tx: &mut ObjsetTx, obj: u64, name: &str, int_len: u8, value: &[u64]) -> Result<()> {
+    let mut z = load(tx, obj)?;
+    z.update(name.as_bytes(), int_len, value)?;
+    store(tx, obj, &mut z)
+}
+
+/// Add one entry; error if it exists.
+pub fn add(tx: &mut ObjsetTx, obj: u64, name: &[u8], int_len: u8, value: &[u64]) -> Result<()> {
+    let mut z = load(tx, obj)?;
+    z.add(name, int_len, value)?;
+    store(tx, obj, &mut z)
+}
+
+/// Remove one entry; false if it was absent.
+pub fn remove(tx: &mut ObjsetTx, obj: u64, name: &[u8]) -> Result<bool> {
+    let mut z = load(tx, obj)?;
+    let r = z.remove(name)?;
+    if r {
+        store(tx, obj, &mut z)?;
+    }
+    Ok(r)
+}
+
+pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> {
+    load(tx, obj)?.lookup(name)
+}
+
+pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
+    lookup(tx, obj, name.as_bytes())?
+        .and_then(|e| e.as_u64())
+        .ok_or_else(|| Error::NotFound(format!("'{name}' in ZAP object {obj}")))
+}
+
+pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {
+    load(tx, obj)?.list()
+}

@@ -1,0 +1,642 @@
+//! The pool writer: one open transaction group and its sync.
+//!
+//! [`PoolWriter`] holds the pool's allocation state ([`Allocator`], loaded
+//! from the space maps), the MOS changes of the open txg ([`ObjsetTx`]) and
+//! the changes of every file system being written. [`PoolWriter::sync`]
+//! commits the txg bottom up:
+//!
+//! 1. each changed dataset's objset is written (data, indirect blocks,
+//!    dnodes, objset block); births and deaths are charged to the dataset,
+//!    its DSL directory and the ancestors; blocks still referenced by the
+//!    newest snapshot go to the dataset's dead list instead of being freed;
+//! 2. the dataset and directory bonus buffers (and the dead lists) change in
+//!    the MOS; the MOS is written; every allocation and free since the last
+//!    pass is appended to its metaslab's space map, which changes the MOS
+//!    again — so the MOS is synced in passes until a pass allocates nothing
+//!    (blocks born in this txg are rewritten in place, which is what makes
+//!    the passes converge);
+//! 3. devices are flushed, the uberblock is written into every label (with
+//!    the config labels around it when the config changed) and flushed.
+//!
+//! Invariants: the uberblock is the only commit point — nothing reachable
+//! from the previous uberblock is overwritten (space freed in txg T is
+//! reusable only from T+3, see `ozfs_spa::metaslab`); space maps describe
+//! exactly the blocks reachable from the new uberblock plus deferred frees.
+
+use crate::pool::DslPool;
+use ozfs_dmu::tx::{Accounting, ObjsetTx, WritePolicy};
+use ozfs_dmu::{zap_tx, Objset};
+use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
+use ozfs_format::label::Uberblock;
+use ozfs_format::types::{cksum, comp, ot};
+use ozfs_format::{BlkPtr, Error, NvValue, Result};
+use ozfs_spa::label_write::POOL_STATE_ACTIVE;
+use ozfs_spa::metaslab::{Allocator, MetaslabGroup};
+use ozfs_spa::spacemap::{self, SpaceMapHeader};
+use ozfs_spa::write::BlockProps;
+use ozfs_spa::Pool;
+use ozfs_vdev::VdevKind;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Space map data block size of pool version 23.
+pub const SPACE_MAP_BLOCKSIZE: u64 = 4096;
+/// Dead-list (bplist) block size.
+pub const BPLIST_BLOCKSIZE: u64 = 128 * 1024;
+const MAX_SYNC_PASSES: u64 = 40;
+
+/// Write policy of the MOS: metadata everywhere, lzjb, fletcher4, three copies.
+pub struct MosPolicy;
+
+impl WritePolicy for MosPolicy {
+    fn props(&self, object_type: u8, level: u8) -> BlockProps {
+        let _ = (object_type, level);
+        BlockProps {
+            object_type,
+            level,
+            checksum: cksum::FLETCHER4,
+            compress: comp::LZJB,
+            copies: 3,
+        }
+    }
+}
+
+/// Write policy of a file system, from its properties.
+#[derive(Debug, Clone, Copy)]
+pub struct FsPolicy {
+    pub checksum: u8,
+    pub compress: u8,
+    pub copies: usize,
+}
+
+impl WritePolicy for FsPolicy {
+    fn props(&self, object_type: u8, level: u8) -> BlockProps {
+        let data = level == 0 && !ozfs_format::types::object_type_is_metadata(object_type);
+        if data {
+            BlockProps {
+                object_type,
+                level,
+                checksum: self.checksum,
+                compress: self.compress,
+                copies: self.copies,
+            }
+        } else {
+            BlockProps {
+                object_type,
+                level,
+                checksum: cksum::FLETCHER4,
+                compress: comp::LZJB,
+                copies: (self.copies + 1).min(3),
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Sums {
+    dsize: i64,
+    psize: i64,
+    ucsize: i64,
+}
+
+impl Sums {
+    fn add(&mut self, pool: &Pool, bp: &BlkPtr, sign: i64) {
+        self.dsize += sign * pool.dsize(bp, true) as i64;
+        self.psize += sign * bp.psize() as i64;
+        let meta = bp.level() > 0 || ozfs_format::types::object_type_is_metadata(bp.object_type());
+        self.ucsize += sign * if meta { bp.psize() } else { bp.lsize() } as i64;
+    }
+}
+
+/// Births and deaths in a dataset during one sync.
+struct DsAcct {
+    prev_snap_txg: u64,
+    born: Sums,
+    freed: Sums,
+    dead: Sums,
+    dead_bps: Vec<BlkPtr>,
+    pool: Arc<Pool>,
+}
+
+impl Accounting for DsAcct {
+    fn born(&mut self, bp: &BlkPtr) {
+        let pool = self.pool.clone();
+        self.born.add(&pool, bp, 1);
+    }
+    fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
+        if bp.is_hole() || bp.is_embedded() {
+            return Ok(());
+        }
+        if bp.birth() > self.prev_snap_txg {
+            self.freed.add(pool, bp, 1);
+            pool.free_block(alloc, bp, txg)
+        } else {
+            self.dead.add(pool, bp, 1);
+            self.dead_bps.push(*bp);
+            Ok(())
+        }
+    }
+}
+
+/// MOS births and deaths (charged to `$MOS` in the next txg).
+struct MosAcct {
+    sums: Sums,
+    pool: Arc<Pool>,
+}
+
+impl Accounting for MosAcct {
+    fn born(&mut self, bp: &BlkPtr) {
+        let pool = self.pool.clone();
+        self.sums.add(&pool, bp, 1);
+    }
+    fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
+        self.sums.add(pool, bp, -1);
+        pool.free_block(alloc, bp, txg)
+    }
+}
+
+/// A pool open for writing.
+pub struct PoolWriter {
+    pub pool: Arc<Pool>,
+    pub alloc: Allocator,
+    pub mos: ObjsetTx,
+    /// Head dataset object → changes to its objset.
+    pub fs: BTreeMap<u64, ObjsetTx>,
+    /// The open txg.
+    pub txg: u64,
+    pub version: u64,
+    pub root_dir_obj: u64,
+    /// Label state to write when the config is rewritten.
+    pub state: u64,
+    pub config_dirty: bool,
+    /// Metaslab array object per top-level vdev.
+    pub ms_arrays: Vec<u64>,
+    mos_pending: Sums,
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8)
+        .map(|s| u64::from_ne_bytes(s.try_into().unwrap_or([0; 8])))
+        .unwrap_or(0)
+}
+
+impl PoolWriter {
+    /// Load the allocation state of an opened pool (its devices must be writable).
+    pub fn open(pool: Arc<Pool>) -> Result<PoolWriter> {
+        let dsl = DslPool::open(pool.clone())?;
+        let mos_os = Objset::mos(pool.clone());
+        let mut groups = Vec::new();
+        let mut ms_arrays = Vec::new();
+        for top in &pool.root.children {
+            let cfg = &top.config;
+            let ms_shift = cfg
+                .get_u64("metaslab_shift")
+                .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_shift"))?;
+            let ms_array = cfg
+                .get_u64("metaslab_array")
+                .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_array"))?;
+            if !(17..=40).contains(&ms_shift) {
+                return Err(Error::corrupt(
+                    "vdev config",
+                    format!("metaslab_shift {ms_shift}"),
+                ));
+            }
+            let raidz = match top.kind {
+                VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
+                _ => None,
+            };
+            let mut g =
+                MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
+            let count = g.metaslabs.len();
+            let arr_dn = mos_os.dnode(ms_array)?;
+            let arr = mos_os.read(&arr_dn, 0, count * 8)?;
+            for id in 0..count {
+                let sm = ozfs_format::bytes::u64_at(&arr, id * 8, arr_dn.swap, "metaslab array")?;
+                if sm == 0 {
+                    continue;
+                }
+                let dn = mos_os.dnode(sm)?;
+                let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+                let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
+                if hdr.length > max {
+                    return Err(Error::corrupt(
+                        format!("space map object {sm}"),
+                        format!("length {} beyond its {} bytes", hdr.length, max),
+                    ));
+                }
+                let data = mos_os.read(&dn, 0, hdr.length as usize)?;
+                let entries = spacemap::decode(&data, dn.swap, top.ashift as u32)?;
+                g.load_metaslab_deferring(id as u64, sm, &entries, pool.uberblock.txg)
+                    .map_err(|e| e.context(&format!("vdev {} metaslab {id}", top.id)))?;
+            }
+            groups.push(g);
+            ms_arrays.push(ms_array);
+        }
+        let mut alloc = Allocator::new(groups);
+        alloc.set_synced_txg(pool.uberblock.txg);
+        let txg = pool.uberblock.txg + 1;
+        let version = pool.uberblock.version;
+        Ok(PoolWriter {
+            mos: ObjsetTx::new(mos_os),
+            fs: BTreeMap::new(),
+            txg,
+            version,
+            root_dir_obj: dsl.root_dir_obj,
+            state: POOL_STATE_ACTIVE,
+            config_dirty: false,
+            ms_arrays,
+            mos_pending: Sums::default(),
+            alloc,
+            pool,
+        })
+    }
+
+    /// A read-only DSL view of the last synced state.
+    pub fn dsl(&self) -> DslPool {
+        DslPool::from_mos(
+            self.pool.clone(),
+            Objset::from_parts(self.pool.clone(), self.mos.os.bp, self.mos.os.phys.clone()),
+            self.root_dir_obj,
+        )
+    }
+
+    /// DSL dataset bonus as currently changed.
+    pub fn dataset(&self, obj: u64) -> Result<DslDatasetPhys> {
+        let dn = self.mos.dnode(obj)?;
+        DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
+    }
+
+    pub fn set_dataset(&mut self, obj: u64, ds: &DslDatasetPhys) -> Result<()> {
+        self.mos.set_bonus(obj, ds.encode())
+    }
+
+    pub fn dir(&self, obj: u64) -> Result<DslDirPhys> {
+        let dn = self.mos.dnode(obj)?;
+        DslDirPhys::parse(&dn.phys.bonus, dn.swap)
+    }
+
+    pub fn set_dir(&mut self, obj: u64, d: &DslDirPhys) -> Result<()> {
+        self.mos.set_bonus(obj, d.encode())
+    }
+
+    /// The changes to a file system's objset (opened on first use).
+    pub fn fs_tx(&mut self, ds_obj: u64) -> Result<&mut ObjsetTx> {
+        if !self.fs.contains_key(&ds_obj) {
+            let ds = self.dataset(ds_obj)?;
+            if ds.bp.is_hole() {
+                return Err(Error::Invalid(format!(
+                    "dataset object {ds_obj} has no objset"
+                )));
+            }
+            let os = Objset::open(self.pool.clone(), &ds.bp)?;
+            self.fs.insert(ds_obj, ObjsetTx::new(os));
+        }
+        self.fs
+            .get_mut(&ds_obj)
+            .ok_or_else(|| Error::Invalid("fs tx".into()))
+    }
+
+    /// The write policy of a dataset (properties resolved through its directory chain).
+    pub fn fs_policy(&self, ds_obj: u64) -> Result<FsPolicy> {
+        let ds = self.dataset(ds_obj)?;
+        let get = |name: &str| -> Result<Option<u64>> {
+            let mut dir_obj = ds.dir_obj;
+            for _ in 0..64 {
+                let dir = self.dir(dir_obj)?;
+                if dir.props_zapobj != 0 {
+                    if let Some(e) = zap_tx::lookup(&self.mos, dir.props_zapobj, name.as_bytes())? {
+                        if let Some(v) = e.as_u64() {
+                            return Ok(Some(v));
+                        }
+                    }
+                }
+                if dir.parent_obj == 0 {
+                    break;
+                }
+                dir_obj = dir.parent_obj;
+            }
+            Ok(None)
+        };
+        let mut checksum = get("checksum")?.unwrap_or(cksum::ON as u64) as u8;
+        if checksum == cksum::ON || checksum == cksum::INHERIT {
+            checksum = cksum::FLETCHER4;
+        }
+        let dedup = get("dedup")?.unwrap_or(cksum::OFF as u64) as u8;
+        if dedup != cksum::OFF && dedup != 0 {
+            // Dedup-table writes are not implemented: keep its checksum, store blocks normally.
+            checksum = cksum::SHA256;
+        }
+        let mut compress = get("compression")?.unwrap_or(comp::OFF as u64) as u8;
+        if compress == comp::ON {
+            compress = comp::LZJB;
+        }
+        if compress == comp::INHERIT {
+            compress = comp::OFF;
+        }
+        let copies = get("copies")?.unwrap_or(1).clamp(1, 3) as usize;
+        Ok(FsPolicy {
+            checksum,
+            compress,
+            copies,
+        })
+    }
+
+    fn apply_dir_delta(&mut self, dir_obj: u64, d: &Sums, head: i64, snap: i64) -> Result<()> {
+        let mut obj = dir_obj;
+        let mut first = true;
+        for _ in 0..64 {
+            let mut dir = self.dir(obj)?;
+            dir.used_bytes = (dir.used_bytes as i64 + d.dsize).max(0) as u64;
+            dir.compressed_bytes = (dir.compressed_bytes as i64 + d.psize).max(0) as u64;
+            dir.uncompressed_bytes = (dir.uncompressed_bytes as i64 + d.ucsize).max(0) as u64;
+            if first {
+                dir.used_breakdown[0] = (dir.used_breakdown[0] as i64 + head).max(0) as u64;
+                dir.used_breakdown[1] = (dir.used_breakdown[1] as i64 + snap).max(0) as u64;
+            } else {
+                dir.used_breakdown[2] = (dir.used_breakdown[2] as i64 + d.dsize).max(0) as u64;
+            }
+            let parent = dir.parent_obj;
+            self.set_dir(obj, &dir)?;
+            if parent == 0 {
+                return Ok(());
+            }
+            obj = parent;
+            first = false;
+        }
+        Err(Error::corrupt(
+            "DSL directory tree",
+            "parent chain too long",
+        ))
+    }
+
+    /// Append BPs to a pool-v23 dead list (a bplist object).
+    fn deadlist_append(&mut self, obj: u64, bps: &[BlkPtr], sums: &Sums) -> Result<()> {
+        if bps.is_empty() {
+            return Ok(());
+        }
+        let dn = self.mos.dnode(obj)?;
+        if dn.phys.object_type != ot::BPOBJ {
+            return Err(Error::unsupported(
+                format!("dead list object {obj}"),
+                format!(
+                    "type {} (only pool-v23 bplists are written)",
+                    dn.phys.object_type
+                ),
+            ));
+        }
+        let b = dn.phys.bonus.clone();
+        let entries = u64_at(&b, 0);
+        let mut buf = Vec::with_capacity(bps.len() * 128);
+        for bp in bps {
+            buf.extend_from_slice(&bp.to_bytes());
+        }
+        self.mos.write(obj, entries * 128, &buf)?;
+        let mut nb = b.clone();
+        let put = |nb: &mut Vec<u8>, off: usize, v: u64| {
+            if nb.len() >= off + 8 {
+                nb[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+        };
+        put(&mut nb, 0, entries + bps.len() as u64);
+        put(&mut nb, 8, (u64_at(&b, 8) as i64 + sums.dsize) as u64);
+        put(&mut nb, 16, (u64_at(&b, 16) as i64 + sums.psize) as u64);
+        put(&mut nb, 24, (u64_at(&b, 24) as i64 + sums.ucsize) as u64);
+        self.mos.set_bonus(obj, nb)
+    }
+
+    /// Sync one file system's changes and charge them.
+    fn sync_fs(&mut self, ds_obj: u64, mut otx: ObjsetTx) -> Result<()> {
+        let policy = self.fs_policy(ds_obj)?;
+        let mut ds = self.dataset(ds_obj)?;
+        let mut acct = DsAcct {
+            prev_snap_txg: ds.prev_snap_txg,
+            born: Sums::default(),
+            freed: Sums::default(),
+            dead: Sums::default(),
+            dead_bps: Vec::new(),
+            pool: self.pool.clone(),
+        };
+        let bp = otx.sync(&mut self.alloc, self.txg, &policy, &mut acct)?;
+        let d = |x: u64, delta: i64| (x as i64 + delta).max(0) as u64;
+        ds.bp = bp;
+        ds.referenced_bytes = d(
+            ds.referenced_bytes,
+            acct.born.dsize - acct.freed.dsize - acct.dead.dsize,
+        );
+        ds.compressed_bytes = d(
+            ds.compressed_bytes,
+            acct.born.psize - acct.freed.psize - acct.dead.psize,
+        );
+        ds.uncompressed_bytes = d(
+            ds.uncompressed_bytes,
+            acct.born.ucsize - acct.freed.ucsize - acct.dead.ucsize,
+        );
+        ds.unique_bytes = d(ds.unique_bytes, acct.born.dsize - acct.freed.dsize);
+        self.set_dataset(ds_obj, &ds)?;
+        let net = Sums {
+            dsize: acct.born.dsize - acct.freed.dsize,
+            psize: acct.born.psize - acct.freed.psize,
+            ucsize: acct.born.ucsize - acct.freed.ucsize,
+        };
+        self.apply_dir_delta(
+            ds.dir_obj,
+            &net,
+            net.dsize - acct.dead.dsize,
+            acct.dead.dsize,
+        )?;
+        if !acct.dead_bps.is_empty() {
+            self.deadlist_append(ds.deadlist_obj, &acct.dead_bps, &acct.dead)?;
+            // Blocks born after the previous snapshot's own predecessor were unique to it.
+            if ds.prev_snap_obj != 0 {
+                let mut prev = self.dataset(ds.prev_snap_obj)?;
+                let mut uniq = 0i64;
+                for bp in &acct.dead_bps {
+                    if bp.birth() > prev.prev_snap_txg {
+                        uniq += self.pool.dsize(bp, true) as i64;
+                    }
+                }
+                prev.unique_bytes = d(prev.unique_bytes, uniq);
+                self.set_dataset(ds.prev_snap_obj, &prev)?;
+            }
+        }
+        self.fs.insert(ds_obj, otx);
+        Ok(())
+    }
+
+    fn mos_dir_obj(&self) -> Result<u64> {
+        let root = self.dir(self.root_dir_obj)?;
+        zap_tx::lookup_u64(&self.mos, root.child_dir_zapobj, "$MOS")
+    }
+
+    /// Write the space-map entries of this pass into the MOS.
+    fn write_space_maps(&mut self, pass: u64) -> Result<()> {
+        let batches = self.alloc.sync_entries(self.txg, pass)?;
+        for (vdev, ms_id, entries) in batches {
+            if entries.is_empty() {
+                continue;
+            }
+            let (ashift, sm_obj) = {
+                let g = self
+                    .alloc
+                    .group(vdev)
+                    .ok_or_else(|| Error::Invalid(format!("no vdev {vdev}")))?;
+                let ms = g
+                    .metaslabs
+                    .get(ms_id as usize)
+                    .ok_or_else(|| Error::Invalid(format!("no metaslab {ms_id}")))?;
+                (g.ashift, ms.sm_object)
+            };
+            let sm_obj = if sm_obj == 0 {
+                let obj = self.mos.create_object(
+                    ot::SPACE_MAP,
+                    SPACE_MAP_BLOCKSIZE,
+                    ot::SPACE_MAP_HEADER,
+                    vec![0u8; 24],
+                    1,
+                )?;
+                let hdr = SpaceMapHeader {
+                    object: obj,
+                    length: 0,
+                    alloc: 0,
+                };
+                self.mos.set_bonus(obj, hdr.encode().to_vec())?;
+                if let Some(g) = self.alloc.group_mut(vdev) {
+                    if let Some(ms) = g.metaslabs.get_mut(ms_id as usize) {
+                        ms.sm_object = obj;
+                    }
+                }
+                let arr = *self
+                    .ms_arrays
+                    .get(vdev as usize)
+                    .ok_or_else(|| Error::Invalid("metaslab array".into()))?;
+                self.mos.write(arr, ms_id * 8, &obj.to_ne_bytes())?;
+                obj
+            } else {
+                sm_obj
+            };
+            let dn = self.mos.dnode(sm_obj)?;
+            let mut hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+            let bytes = spacemap::encode(&entries, ashift)?;
+            self.mos.write(sm_obj, hdr.length, &bytes)?;
+            hdr.append(&entries, bytes.len() as u64);
+            let mut bonus = dn.phys.bonus.clone();
+            let enc = hdr.encode();
+            bonus[..enc.len()].copy_from_slice(&enc);
+            self.mos.set_bonus(sm_obj, bonus)?;
+        }
+        Ok(())
+    }
+
+    /// Store the pool config in the MOS `config` object.
+    fn write_config_object(&mut self) -> Result<()> {
+        let cfg_obj = zap_tx::lookup_u64(&self.mos, 1, "config")?;
+        let mut cfg = self.pool.full_config(self.txg, self.state, self.version);
+        // Keep keys zfs-fuse wrote that we do not generate (hostid, hostname...).
+        for (k, v) in &self.pool.config.pairs {
+            if cfg.get(k).is_none() && !matches!(k.as_str(), "top_guid" | "guid" | "vdev_tree") {
+                cfg.set(k, v.clone());
+            }
+        }
+        cfg.set("txg", NvValue::Uint64(self.txg));
+        let packed = cfg.pack_xdr();
+        let dn = self.mos.dnode(cfg_obj)?;
+        let bs = dn.phys.datablksz().max(512);
+        let nblocks = (packed.len() as u64).div_ceil(bs);
+        let mut padded = packed.clone();
+        padded.resize((nblocks * bs) as usize, 0);
+        self.mos.write(cfg_obj, 0, &padded)?;
+        let old_blocks = dn.phys.maxblkid + 1;
+        for b in nblocks..old_blocks {
+            self.mos.punch_block(cfg_obj, b);
+        }
+        self.mos
+            .set_bonus(cfg_obj, (packed.len() as u64).to_ne_bytes().to_vec())?;
+        Ok(())
+    }
+
+    /// Commit the open txg.
+    pub fn sync(&mut self) -> Result<()> {
+        let txg = self.txg;
+        // MOS space of the previous txg, charged to $MOS (and the root as CHILD).
+        let pending = std::mem::take(&mut self.mos_pending);
+        if pending.dsize != 0 || pending.psize != 0 {
+            if let Ok(mos_dir) = self.mos_dir_obj() {
+                self.apply_dir_delta(mos_dir, &pending, pending.dsize, 0)?;
+            }
+        }
+        let fs: Vec<(u64, ObjsetTx)> = std::mem::take(&mut self.fs).into_iter().collect();
+        for (ds_obj, otx) in fs {
+            if otx.is_dirty() {
+                self.sync_fs(ds_obj, otx)?;
+            } else {
+                self.fs.insert(ds_obj, otx);
+            }
+        }
+        if self.config_dirty {
+            self.write_config_object()?;
+        }
+        if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
+            return Ok(());
+        }
+        let mut acct = MosAcct {
+            sums: Sums::default(),
+            pool: self.pool.clone(),
+        };
+        let mut rootbp = self.mos.os.bp;
+        let mut pass = 1;
+        loop {
+            self.write_space_maps(pass)?;
+            if self.mos.is_dirty() {
+                rootbp = self.mos.sync(&mut self.alloc, txg, &MosPolicy, &mut acct)?;
+            }
+            if !self.alloc.is_dirty() && !self.mos.is_dirty() {
+                break;
+            }
+            pass += 1;
+            if pass > MAX_SYNC_PASSES {
+                return Err(Error::Invalid(format!(
+                    "txg {txg}: sync did not converge after {MAX_SYNC_PASSES} passes"
+                )));
+            }
+        }
+        self.mos_pending = acct.sums;
+        // Commit: data first, then (config labels,) uberblock, flushes between.
+        self.pool.flush_all()?;
+        if self.config_dirty {
+            self.pool
+                .write_labels(txg, self.state, self.version, &[0, 2])?;
+            self.pool.flush_all()?;
+        }
+        let ub = Uberblock {
+            byteswapped: false,
+            version: self.version,
+            txg,
+            guid_sum: self.pool.root.guid_sum(),
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            rootbp,
+            ..Default::default()
+        };
+        self.pool.write_uberblock(&ub)?;
+        self.pool.flush_all()?;
+        if self.config_dirty {
+            self.pool
+                .write_labels(txg, self.state, self.version, &[1, 3])?;
+            self.pool.flush_all()?;
+            self.config_dirty = false;
+        }
+        self.alloc.sync_done(txg)?;
+        self.txg += 1;
+        Ok(())
+    }
+
+    /// Sync, then mark the pool exported in its labels.
+    pub fn export(&mut self) -> Result<()> {
+        self.sync()?;
+        self.state = ozfs_spa::label_write::POOL_STATE_EXPORTED;
+        self.config_dirty = true;
+        self.sync()
+    }
+}

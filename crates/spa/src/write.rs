@@ -1,0 +1,286 @@
+//! The write side of the ZIO pipeline: compress → checksum → allocate →
+//! write every copy, producing the block pointer; and the free side.
+//!
+//! Policy (FORMAT.md §2.10): compression is attempted into a buffer one
+//! eighth smaller than the logical size; the result is rounded up to 512
+//! bytes and kept only if still smaller than LSIZE. With compression on, an
+//! all-zero block becomes a hole and nothing is written. Each copy (DVA) is
+//! allocated on a different top-level vdev when possible.
+//!
+//! Invariants:
+//! * A BP is returned only after every copy was written (or, for a degraded
+//!   mirror/RAID-Z, enough of it to read it back).
+//! * [`Pool::rewrite_block`] overwrites in place only blocks born in the txg
+//!   being synced (no committed uberblock can reference them) and only when
+//!   the new physical size needs no more space than each DVA holds.
+
+use crate::metaslab::Allocator;
+use crate::pool::Pool;
+use ozfs_codec::{checksum, compress};
+use ozfs_format::blkptr::Dva;
+use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+use ozfs_format::types::{cksum as ck, comp};
+use ozfs_format::{BlkPtr, Error, Result};
+
+/// How to write one block.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockProps {
+    pub object_type: u8,
+    pub level: u8,
+    /// Checksum function (never "on"/"inherit": resolve first).
+    pub checksum: u8,
+    /// Compression function (never "on"/"inherit": resolve first).
+    pub compress: u8,
+    /// Number of DVAs, 1..=3.
+    pub copies: usize,
+}
+
+/// The physical form of a block before allocation.
+pub struct Encoded {
+    /// PSIZE bytes (zero-padded compressed stream, or the data itself).
+    pub data: Vec<u8>,
+    pub compress: u8,
+    pub lsize: u64,
+}
+
+/// Compress `data` per `p` (FORMAT.md §2.10). None = all zeros with compression on (a hole).
+pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
+    let lsize = data.len() as u64;
+    if lsize == 0 || lsize % 512 != 0 {
+        return Err(Error::Invalid(format!(
+            "block of {lsize} bytes is not a multiple of 512"
+        )));
+    }
+    let c = p.compress;
+    if c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY {
+        return Ok(Some(Encoded {
+            data: data.to_vec(),
+            compress: comp::OFF,
+            lsize,
+        }));
+    }
+    if data.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    let cap = (lsize - lsize / 8) as usize;
+    let mut buf = vec![0u8; cap];
+    if let Some(n) = compress::compress(c, data, &mut buf)? {
+        let psize = (n as u64).div_ceil(512) * 512;
+        if psize < lsize {
+            buf.truncate(n);
+            buf.resize(psize as usize, 0);
+            return Ok(Some(Encoded {
+                data: buf,
+                compress: c,
+                lsize,
+            }));
+        }
+    }
+    Ok(Some(Encoded {
+        data: data.to_vec(),
+        compress: comp::OFF,
+        lsize,
+    }))
+}
+
+impl Pool {
+    /// Allocation size of `psize` on top-level vdev `vdev`.
+    pub fn psize_to_asize(&self, alloc: &Allocator, vdev: u64, psize: u64) -> u64 {
+        alloc
+            .group(vdev)
+            .map(|g| g.psize_to_asize(psize))
+            .unwrap_or(psize)
+    }
+
+    /// Space charged for a BP (`dsize`): Σ DVA asizes, deflated on RAID-Z when the pool uses deflate.
+    pub fn dsize(&self, bp: &BlkPtr, deflate: bool) -> u64 {
+        if bp.is_hole() || bp.is_embedded() {
+            return 0;
+        }
+        bp.dvas()
+            .iter()
+            .filter(|d| !d.is_empty())
+            .map(|d| {
+                let ratio = if deflate {
+                    self.deflate_ratio(d.vdev)
+                } else {
+                    512
+                };
+                (d.asize >> 9) * ratio
+            })
+            .sum()
+    }
+
+    /// `vdev_deflate_ratio`: 512 for mirrors/disks, smaller for RAID-Z.
+    pub fn deflate_ratio(&self, vdev: u64) -> u64 {
+        match self.root.children.get(vdev as usize) {
+            Some(top) => match top.kind {
+                ozfs_vdev::VdevKind::Raidz { nparity } => {
+                    let a = ozfs_codec::raidz::raidz_asize(
+                        131072,
+                        top.ashift as u32,
+                        top.children.len(),
+                        nparity,
+                    );
+                    if a == 0 {
+                        512
+                    } else {
+                        131072 / (a >> 9)
+                    }
+                }
+                _ => 512,
+            },
+            None => 512,
+        }
+    }
+
+    fn make_bp(e: &Encoded, p: &BlockProps, txg: u64, fill: u64, dvas: &[Dva]) -> Result<BlkPtr> {
+        let psize = e.data.len() as u64;
+        let mut bp = BlkPtr::default();
+        for (i, d) in dvas.iter().enumerate() {
+            bp.set_dva(i, d);
+        }
+        bp.words[6] = BlkPtr::make_prop(
+            e.lsize,
+            psize,
+            e.compress,
+            p.checksum,
+            p.object_type,
+            p.level,
+            false,
+            HOST_LITTLE_ENDIAN,
+        );
+        bp.words[10] = txg;
+        bp.words[11] = fill;
+        let c = if p.checksum == ck::OFF {
+            Default::default()
+        } else {
+            checksum::compute(p.checksum, &e.data, false)?
+        };
+        bp.set_cksum(c);
+        Ok(bp)
+    }
+
+    /// Write a new block: encode, allocate `copies` DVAs, write them. Returns a hole BP
+    /// (all zero) for an all-zero block with compression on.
+    pub fn write_block(
+        &self,
+        alloc: &mut Allocator,
+        txg: u64,
+        data: &[u8],
+        p: &BlockProps,
+        fill: u64,
+    ) -> Result<BlkPtr> {
+        let Some(e) = encode(data, p)? else {
+            return Ok(BlkPtr::default());
+        };
+        let psize = e.data.len() as u64;
+        let mut dvas: Vec<Dva> = Vec::with_capacity(p.copies);
+        let mut used: Vec<u64> = Vec::new();
+        for _ in 0..p.copies.clamp(1, 3) {
+            let ext = match alloc.alloc(psize, txg, &used) {
+                Ok(x) => x,
+                Err(err) => {
+                    for d in &dvas {
+                        let _ = alloc.free(d.vdev, d.offset, d.asize, txg);
+                    }
+                    return Err(err);
+                }
+            };
+            used.push(ext.vdev);
+            dvas.push(Dva {
+                vdev: ext.vdev,
+                offset: ext.offset,
+                asize: ext.asize,
+                gang: false,
+            });
+        }
+        for d in &dvas {
+            self.write_dva(d, &e.data)?;
+        }
+        Self::make_bp(&e, p, txg, fill, &dvas)
+    }
+
+    fn write_dva(&self, d: &Dva, data: &[u8]) -> Result<()> {
+        let top = self
+            .root
+            .children
+            .get(d.vdev as usize)
+            .ok_or_else(|| Error::corrupt("DVA", format!("vdev {} does not exist", d.vdev)))?;
+        // Pad to the allocation unit so RAID-Z columns and 4K sectors are whole.
+        let unit = 1u64 << top.ashift;
+        let padded_len = (data.len() as u64).div_ceil(unit) * unit;
+        if padded_len as usize == data.len() {
+            top.write_block(d.offset, data)
+        } else {
+            let mut b = data.to_vec();
+            b.resize(padded_len as usize, 0);
+            top.write_block(d.offset, &b)
+        }
+    }
+
+    /// Rewrite a block born in `txg` at the same DVAs if the new contents fit.
+    /// Returns None when it does not fit (the caller frees and writes anew).
+    pub fn rewrite_block(
+        &self,
+        alloc: &Allocator,
+        old: &BlkPtr,
+        txg: u64,
+        data: &[u8],
+        p: &BlockProps,
+        fill: u64,
+    ) -> Result<Option<BlkPtr>> {
+        if old.is_hole()
+            || old.is_embedded()
+            || old.birth() != txg
+            || old.dvas().iter().any(|d| d.gang)
+        {
+            return Ok(None);
+        }
+        let Some(e) = encode(data, p)? else {
+            return Ok(None);
+        };
+        let psize = e.data.len() as u64;
+        let dvas: Vec<Dva> = old.dvas().into_iter().filter(|d| !d.is_empty()).collect();
+        if dvas.len() != p.copies.clamp(1, 3) {
+            return Ok(None);
+        }
+        for d in &dvas {
+            if self.psize_to_asize(alloc, d.vdev, psize) != d.asize {
+                return Ok(None);
+            }
+        }
+        for d in &dvas {
+            self.write_dva(d, &e.data)?;
+        }
+        Self::make_bp(&e, p, txg, fill, &dvas).map(Some)
+    }
+
+    /// Free every DVA of a BP (gang blocks: header and children too).
+    pub fn free_block(&self, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
+        if bp.is_hole() || bp.is_embedded() {
+            return Ok(());
+        }
+        for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
+            if d.gang {
+                // Children of a gang header are freed through the header's BPs.
+                let top = self
+                    .root
+                    .children
+                    .get(d.vdev as usize)
+                    .ok_or_else(|| Error::corrupt("DVA", "no such vdev"))?;
+                let hdr = top.read_block(d.offset, 512, &|_| true)?;
+                let eck = ozfs_format::label::parse_eck(&hdr)?;
+                for i in 0..3 {
+                    let child = BlkPtr::from_bytes(&hdr[i * 128..(i + 1) * 128], eck.byteswapped)?;
+                    self.free_block(alloc, &child, txg)?;
+                }
+                let hdr_asize = self.psize_to_asize(alloc, d.vdev, 512);
+                alloc.free(d.vdev, d.offset, hdr_asize, txg)?;
+            } else {
+                alloc.free(d.vdev, d.offset, d.asize, txg)?;
+            }
+        }
+        Ok(())
+    }
+}
