@@ -240,7 +240,7 @@ impl ObjsetTx {
     ) -> Result<u64> {
         let obj = self.alloc_object(hint)?;
         let nblkptr = (1 + 320usize.saturating_sub(bonus.len()) / 128).clamp(1, 3) as u8;
-        if bonus.len() > 320 || blksz == 0 || blksz % 512 != 0 || blksz > 128 * 1024 {
+        if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
             return Err(Error::Invalid(format!(
                 "bad new object: bonus {} bytes, block size {blksz}",
                 bonus.len()
@@ -718,7 +718,7 @@ fn sync_tree(
         parents = next;
     }
     // maxblkid: if the highest block became a hole, search downward in what we know.
-    if maxblkid == dn.maxblkid || maxblkid > dn.maxblkid {
+    if maxblkid >= dn.maxblkid {
         // Only lower it when the top blocks are all holes (truncation).
         while maxblkid > 0 && get_bp(os, &mut ind, dn, nlevels, epbs, 0, maxblkid)?.is_hole() {
             // Stop at an indirect boundary for big sparse files: look only at known blocks.

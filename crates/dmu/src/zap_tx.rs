@@ -50,7 +50,7 @@ pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
     let dirty = z.take_dirty();
     let new_bs = z.block_size;
     if new_bs as u64 != dn.datablksz() {
-        if new_bs % 512 != 0 || new_bs > 128 * 1024 {
+        if !new_bs.is_multiple_of(512) || new_bs > 128 * 1024 {
             return Err(Error::Invalid(format!("ZAP block size {new_bs}")));
         }
         dn.datablkszsec = (new_bs / 512) as u16;

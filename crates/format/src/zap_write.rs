@@ -1131,6 +1131,12 @@ impl ZapObject {
 
     /// Convert the microzap into a fat ZAP holding the same entries (with their cds).
     fn upgrade(&mut self) -> Result<()> {
+        if !(10..=17).contains(&self.fat_shift) {
+            return Err(Error::Invalid(format!(
+                "fat zap block shift {} (10..=17)",
+                self.fat_shift
+            )));
+        }
         let mi = self.micro.as_ref().expect("microzap");
         let b0 = &self.blocks[&0];
         let mut f = ZapObject::new_fat_with_shift(mi.salt, mi.normflags, 0, self.fat_shift);
@@ -1922,6 +1928,7 @@ mod tests {
         z.micro_max = micro_max;
         let mut model = Model::new();
         let mut was_micro = true;
+        let mut snap = Map::new();
         for step in 0..steps {
             let name = &pool[rng.below(pool.len() as u64) as usize];
             let long = micro_only && name.len() >= MZAP_NAME_LEN && rng.below(4) != 0;
@@ -1961,6 +1968,15 @@ mod tests {
             }
             if step % 97 == 0 {
                 check_all(&z, &model);
+                // Every block that changed, appeared or vanished is reported dirty.
+                let dirty = z.take_dirty();
+                for id in snap.keys().chain(z.blocks.keys()) {
+                    if snap.get(id) != z.blocks.get(id) {
+                        assert!(dirty.contains(id), "block {id} changed but is not dirty");
+                    }
+                }
+                snap = z.blocks.clone();
+                assert_eq!(z.max_blkid(), *z.blocks.keys().next_back().unwrap());
             }
         }
         check_all(&z, &model);

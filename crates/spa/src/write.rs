@@ -46,7 +46,7 @@ pub struct Encoded {
 /// Compress `data` per `p` (FORMAT.md §2.10). None = all zeros with compression on (a hole).
 pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
     let lsize = data.len() as u64;
-    if lsize == 0 || lsize % 512 != 0 {
+    if lsize == 0 || !lsize.is_multiple_of(512) {
         return Err(Error::Invalid(format!(
             "block of {lsize} bytes is not a multiple of 512"
         )));

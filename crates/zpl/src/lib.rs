@@ -20,5 +20,6 @@
 
 pub mod copyout;
 pub mod fs;
+pub mod write;
 
 pub use fs::{DirEntry, Zpl};
