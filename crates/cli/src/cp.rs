@@ -54,6 +54,9 @@ pub fn main(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(USAGE.into()));
     }
     let recursive = a.flag('r') || a.flag('R') || a.flag('a');
+    if !a.pos[0].contains(':') && a.pos[1].contains(':') {
+        return copy_in(Path::new(&a.pos[0]), &a.pos[1], recursive);
+    }
     let (ds_name, path) = split_source(&a.pos[0])?;
     let dest = Path::new(&a.pos[1]);
     let (mut rec, pool, zpl) = open_fs(&ds_name)?;
@@ -114,4 +117,273 @@ pub fn main(argv: &[String]) -> CmdResult {
 fn unsafe_is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Bytes of file data written before the open txg is synced.
+const DIRTY_SYNC_BYTES: u64 = 64 << 20;
+
+/// `ozfs cp [-r] SRC POOL/DATASET:PATH`: copy a file or tree into a file system.
+pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
+    use ozfs_dsl::sync::PoolWriter;
+    let (ds_name, path) = split_source(target)?;
+    if ds_name.contains('@') {
+        return Err(Fail::Err(format!(
+            "cannot copy into '{target}': snapshots are read-only"
+        )));
+    }
+    let meta = std::fs::symlink_metadata(src)
+        .map_err(|e| Fail::Err(format!("cannot copy '{}': {e}", src.display())))?;
+    if meta.is_dir() && !recursive {
+        return Err(Fail::Err(format!(
+            "ozfs cp: -r not specified; omitting directory '{}'",
+            src.display()
+        )));
+    }
+    let pool_name = ds_name.split('/').next().unwrap_or("");
+    let rec = crate::state::Record::load(pool_name)
+        .map_err(|_| Fail::Err(format!("cannot open '{pool_name}': no such pool")))?;
+    let pool = rec
+        .open_rw()
+        .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+    let mut w =
+        PoolWriter::open(pool).map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+    let ds = w
+        .dsl()
+        .lookup(&ds_name)
+        .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    let recordsize = {
+        let dsl = w.dsl();
+        let props = dsl
+            .properties(&ds, 0)
+            .map_err(|e| Fail::Err(e.to_string()))?;
+        props
+            .iter()
+            .find(|(n, _, _)| n == "recordsize")
+            .and_then(|(_, v, _)| match v {
+                ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+                _ => None,
+            })
+            .unwrap_or(131072)
+    };
+    let mut c = CopyIn {
+        w: &mut w,
+        ds_obj: ds.ds_obj,
+        recordsize,
+        dirty: 0,
+        links: std::collections::HashMap::new(),
+    };
+    let res = (|| -> Result<(), ozfs_format::Error> {
+        // Where does it go? An existing directory receives SRC under its own name.
+        let (parent, name) = c.target_of(&path, src)?;
+        c.copy(src, parent, &name)?;
+        c.w.sync()?;
+        Ok(())
+    })();
+    res.map_err(|e| {
+        Fail::Err(format!(
+            "cannot copy '{}' to '{target}': {e}",
+            src.display()
+        ))
+    })
+}
+
+struct CopyIn<'a> {
+    w: &'a mut ozfs_dsl::sync::PoolWriter,
+    ds_obj: u64,
+    recordsize: u64,
+    dirty: u64,
+    links: std::collections::HashMap<(u64, u64), u64>,
+}
+
+impl CopyIn<'_> {
+    fn zpl(&mut self) -> Result<ozfs_zpl::write::ZplTx<'_>, ozfs_format::Error> {
+        let txg = self.w.txg;
+        let rs = self.recordsize;
+        let tx = self.w.fs_tx(self.ds_obj)?;
+        ozfs_zpl::write::ZplTx::open(tx, txg, rs)
+    }
+
+    fn maybe_sync(&mut self, bytes: u64) -> Result<(), ozfs_format::Error> {
+        self.dirty += bytes;
+        if self.dirty >= DIRTY_SYNC_BYTES {
+            self.w.sync()?;
+            self.dirty = 0;
+        }
+        Ok(())
+    }
+
+    /// (parent directory object, name) for copying `src` to `path` in the dataset.
+    fn target_of(&mut self, path: &str, src: &Path) -> Result<(u64, Vec<u8>), ozfs_format::Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let z = self.zpl()?;
+        match z.resolve(path) {
+            Ok(obj) => {
+                let a = z.attrs(obj)?;
+                if a.mode & S_IFMT == S_IFDIR {
+                    let base = src
+                        .file_name()
+                        .map(|n| n.as_bytes().to_vec())
+                        .ok_or_else(|| {
+                            ozfs_format::Error::Invalid(format!(
+                                "source {} has no name",
+                                src.display()
+                            ))
+                        })?;
+                    Ok((obj, base))
+                } else {
+                    Err(ozfs_format::Error::Invalid(format!("{path}: file exists")))
+                }
+            }
+            Err(ozfs_format::Error::NotFound(_)) => {
+                let trimmed = path.trim_end_matches('/');
+                let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+                let parent = z.resolve(if dir.is_empty() { "/" } else { dir })?;
+                Ok((parent, name.as_bytes().to_vec()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn copy(&mut self, src: &Path, parent: u64, name: &[u8]) -> Result<(), ozfs_format::Error> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let io = |e: std::io::Error| ozfs_format::Error::io(src.display().to_string(), e);
+        let m = std::fs::symlink_metadata(src).map_err(io)?;
+        let ft = m.file_type();
+        let (uid, gid) = (m.uid() as u64, m.gid() as u64);
+        let perm = (m.mode() & 0o7777) as u64;
+        let obj;
+        if ft.is_dir() {
+            obj = {
+                let mut z = self.zpl()?;
+                match z.lookup(parent, name)? {
+                    Some(o) if z.attrs(o)?.mode & S_IFMT == S_IFDIR => o,
+                    Some(_) => {
+                        return Err(ozfs_format::Error::Invalid(format!(
+                            "{}: file exists",
+                            String::from_utf8_lossy(name)
+                        )))
+                    }
+                    None => z.mkdir(parent, name, perm, uid, gid)?,
+                }
+            };
+            let mut ents: Vec<_> = std::fs::read_dir(src)
+                .map_err(io)?
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            ents.sort();
+            for p in ents {
+                use std::os::unix::ffi::OsStrExt;
+                let n = p
+                    .file_name()
+                    .map(|n| n.as_bytes().to_vec())
+                    .unwrap_or_default();
+                self.copy(&p, obj, &n)?;
+            }
+        } else if m.nlink() > 1 && self.links.contains_key(&(m.dev(), m.ino())) {
+            let target = self.links[&(m.dev(), m.ino())];
+            let mut z = self.zpl()?;
+            z.link(parent, name, target)?;
+            return Ok(());
+        } else if ft.is_symlink() {
+            use std::os::unix::ffi::OsStrExt;
+            let t = std::fs::read_link(src).map_err(io)?;
+            let mut z = self.zpl()?;
+            obj = z.symlink(parent, name, t.as_os_str().as_bytes(), uid, gid)?;
+        } else if ft.is_file() {
+            obj = {
+                let mut z = self.zpl()?;
+                if let Some(old) = z.lookup(parent, name)? {
+                    let _ = old;
+                    z.unlink(parent, name)?;
+                }
+                z.create(parent, name, S_IFREG_MODE | perm, uid, gid, 0)?
+            };
+            let f = std::fs::File::open(src).map_err(io)?;
+            let mut off = 0u64;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                use std::os::unix::fs::FileExt;
+                let n = f.read_at(&mut buf, off).map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                let chunk = &buf[..n];
+                if chunk.iter().any(|&b| b != 0) {
+                    let mut z = self.zpl()?;
+                    z.write(obj, off, chunk)?;
+                }
+                off += n as u64;
+                self.maybe_sync(n as u64)?;
+            }
+            let mut z = self.zpl()?;
+            let a = z.attrs(obj)?;
+            if a.size < off {
+                z.truncate(obj, off)?;
+            }
+        } else {
+            let fmt = if ft.is_fifo() {
+                0o010000
+            } else if ft.is_char_device() {
+                0o020000
+            } else if ft.is_block_device() {
+                0o060000
+            } else {
+                0o140000
+            };
+            let rdev = m.rdev();
+            let (maj, min) = (libc::major(rdev) as u64, libc::minor(rdev) as u64);
+            let mut z = self.zpl()?;
+            obj = z.create(parent, name, fmt | perm, uid, gid, (maj << 32) | min)?;
+        }
+        if m.nlink() > 1 && !ft.is_dir() {
+            self.links.insert((m.dev(), m.ino()), obj);
+        }
+        // xattrs
+        for (xn, xv) in read_xattrs(src) {
+            let mut z = self.zpl()?;
+            z.set_xattr(obj, &xn, &xv)?;
+        }
+        let mut z = self.zpl()?;
+        let mut a = z.attrs(obj)?;
+        a.mode = (a.mode & S_IFMT) | perm;
+        a.uid = uid;
+        a.gid = gid;
+        a.atime = (m.atime() as u64, m.atime_nsec() as u64);
+        a.mtime = (m.mtime() as u64, m.mtime_nsec() as u64);
+        z.set_attrs(obj, &a)?;
+        Ok(())
+    }
+}
+
+const S_IFREG_MODE: u64 = 0o100000;
+
+/// All extended attributes of a path (not following symlinks).
+fn read_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return Vec::new();
+    };
+    let mut names = vec![0u8; 65536];
+    // SAFETY: valid path and buffer.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    names.truncate(n as usize);
+    let mut out = Vec::new();
+    for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let Ok(cn) = std::ffi::CString::new(name) else {
+            continue;
+        };
+        let mut val = vec![0u8; 65536];
+        // SAFETY: valid strings and buffer.
+        let r =
+            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), val.as_mut_ptr().cast(), val.len()) };
+        if r >= 0 {
+            val.truncate(r as usize);
+            out.push((name.to_vec(), val));
+        }
+    }
+    out
 }

@@ -4,7 +4,7 @@
 //! counters, the way the kernel module would keep them in memory.
 
 use ozfs_format::{Error, Result};
-use ozfs_spa::{import::discover_paths, Pool, PoolOptions};
+use ozfs_spa::{Pool, PoolOptions};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -109,8 +109,23 @@ impl Record {
 
     /// Open this pool from its devices and restore its error counters.
     pub fn open(&self) -> Result<Arc<Pool>> {
+        self.open_mode(false)
+    }
+
+    /// Open for writing (the pool must have been imported read-write).
+    pub fn open_rw(&self) -> Result<Arc<Pool>> {
+        if self.readonly {
+            return Err(Error::Invalid(format!(
+                "pool '{}' is imported read-only",
+                self.name
+            )));
+        }
+        self.open_mode(true)
+    }
+
+    fn open_mode(&self, writable: bool) -> Result<Arc<Pool>> {
         let paths: Vec<PathBuf> = self.devices.iter().map(PathBuf::from).collect();
-        let found = discover_paths(&paths)
+        let found = ozfs_spa::import::discover_paths_mode(&paths, writable)
             .into_iter()
             .find(|p| p.guid == self.guid)
             .ok_or_else(|| {

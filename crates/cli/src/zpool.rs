@@ -56,7 +56,7 @@ pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>), Fail> {
 
 fn import(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "NfFanDl", "doRc")?;
-    let mut readonly = true;
+    let mut readonly = false;
     for o in a.opt_all('o') {
         match o.split_once('=') {
             Some(("readonly", "on")) => readonly = true,
@@ -68,11 +68,6 @@ fn import(argv: &[String]) -> CmdResult {
                 )))
             }
         }
-    }
-    if !readonly {
-        // Writing arrives with the write issue; import read-only and say so.
-        eprintln!("ozfs: pool writes are not implemented yet; importing read-only");
-        readonly = true;
     }
     let dirs = search_dirs(&a);
     let pools = discover(&dirs).map_err(|e| Fail::Err(e.to_string()))?;
@@ -118,6 +113,20 @@ fn import(argv: &[String]) -> CmdResult {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
+    let found = if readonly {
+        found
+    } else {
+        // Reopen the devices for writing.
+        let paths = found.paths();
+        ozfs_spa::import::discover_paths_mode(&paths, true)
+            .into_iter()
+            .find(|p| p.guid == guid)
+            .ok_or_else(|| {
+                Fail::Err(format!(
+                    "cannot import '{want}': devices cannot be opened for writing"
+                ))
+            })?
+    };
     let pool = Pool::open(
         found,
         &PoolOptions {
@@ -127,6 +136,21 @@ fn import(argv: &[String]) -> CmdResult {
     )
     .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
     let pool = Arc::new(pool);
+    if !readonly {
+        if pool.state() != VdevState::Online {
+            return Err(Fail::Err(format!(
+                "cannot import '{want}' read-write: the pool is {}; use -o readonly=on",
+                pool.state().as_str()
+            )));
+        }
+        // Mark it active in its labels, as an import does.
+        let mut w = ozfs_dsl::sync::PoolWriter::open(pool.clone())
+            .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+        w.config_dirty = true;
+        w.state = ozfs_spa::label_write::POOL_STATE_ACTIVE;
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    }
     // Make sure the dataset layer opens too before declaring success.
     DslPool::open(pool.clone())
         .and_then(|d| d.root())
@@ -232,6 +256,17 @@ fn export(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     }
     for p in &a.pos {
+        let rec =
+            Record::load(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
+        if !rec.readonly {
+            let pool = rec
+                .open_rw()
+                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
+            let mut w = ozfs_dsl::sync::PoolWriter::open(pool)
+                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
+            w.export()
+                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
+        }
         Record::remove(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
     }
     Ok(())

@@ -56,11 +56,16 @@ pub fn candidates(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Open the given device paths and group them into pools.
+/// Open the given device paths (read-only) and group them into pools.
 pub fn discover_paths(paths: &[PathBuf]) -> Vec<FoundPool> {
+    discover_paths_mode(paths, false)
+}
+
+/// Open the given device paths, for writing too if `writable`, and group them into pools.
+pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> {
     let mut by_pool: BTreeMap<u64, Vec<FoundDevice>> = BTreeMap::new();
     for p in paths {
-        let Ok(dev) = FileDevice::open(p) else {
+        let Ok(dev) = FileDevice::open_mode(p, writable) else {
             continue;
         };
         let labels = read_labels(&dev);
