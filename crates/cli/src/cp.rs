@@ -119,8 +119,14 @@ fn unsafe_is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Bytes of file data written before the open txg is synced.
-const DIRTY_SYNC_BYTES: u64 = 64 << 20;
+/// Bytes of file data written before the open txg is synced (`OZFS_TXG_BYTES`, default 64 MiB).
+fn dirty_sync_bytes() -> u64 {
+    std::env::var("OZFS_TXG_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(64 << 20)
+}
 
 /// `ozfs cp [-r] SRC POOL/DATASET:PATH`: copy a file or tree into a file system.
 pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
@@ -205,7 +211,7 @@ impl CopyIn<'_> {
 
     fn maybe_sync(&mut self, bytes: u64) -> Result<(), ozfs_format::Error> {
         self.dirty += bytes;
-        if self.dirty >= DIRTY_SYNC_BYTES {
+        if self.dirty >= dirty_sync_bytes() {
             self.w.sync()?;
             self.dirty = 0;
         }
@@ -386,4 +392,91 @@ fn read_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
         }
     }
     out
+}
+
+/// `ozfs rm [-r] POOL/DATASET:PATH`.
+pub fn rm(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rRf", "")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage("usage: ozfs rm [-r] POOL/DATASET:PATH".into()));
+    }
+    let target = &a.pos[0];
+    let (ds_name, path) = split_source(target)?;
+    if ds_name.contains('@') {
+        return Err(Fail::Err(format!(
+            "cannot remove '{target}': snapshots are read-only"
+        )));
+    }
+    let mut w = crate::zfs::writer_for(&ds_name)?;
+    let ds = w
+        .dsl()
+        .lookup(&ds_name)
+        .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    let txg = w.txg;
+    let recursive = a.flag('r') || a.flag('R');
+    {
+        let tx = w.fs_tx(ds.ds_obj).map_err(|e| Fail::Err(e.to_string()))?;
+        let mut z =
+            ozfs_zpl::write::ZplTx::open(tx, txg, 131072).map_err(|e| Fail::Err(e.to_string()))?;
+        let trimmed = path.trim_end_matches('/');
+        if trimmed.is_empty() {
+            return Err(Fail::Err(format!(
+                "cannot remove '{target}': refusing to remove the root directory"
+            )));
+        }
+        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        let parent = z
+            .resolve(if dir.is_empty() { "/" } else { dir })
+            .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
+        let obj = z
+            .lookup(parent, name.as_bytes())
+            .map_err(|e| Fail::Err(e.to_string()))?
+            .ok_or_else(|| {
+                Fail::Err(format!(
+                    "cannot remove '{target}': No such file or directory"
+                ))
+            })?;
+        let attrs = z.attrs(obj).map_err(|e| Fail::Err(e.to_string()))?;
+        if attrs.mode & S_IFMT == S_IFDIR {
+            if !recursive {
+                return Err(Fail::Err(format!(
+                    "cannot remove '{target}': Is a directory"
+                )));
+            }
+            remove_tree(&mut z, parent, name.as_bytes(), 0)
+                .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
+        } else {
+            z.unlink(parent, name.as_bytes())
+                .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
+        }
+    }
+    w.sync()
+        .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
+    Ok(())
+}
+
+fn remove_tree(
+    z: &mut ozfs_zpl::write::ZplTx<'_>,
+    parent: u64,
+    name: &[u8],
+    depth: usize,
+) -> Result<(), ozfs_format::Error> {
+    if depth > 4096 {
+        return Err(ozfs_format::Error::Invalid(
+            "directory tree too deep".into(),
+        ));
+    }
+    let obj = z
+        .lookup(parent, name)?
+        .ok_or_else(|| ozfs_format::Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+    let a = z.attrs(obj)?;
+    if a.mode & S_IFMT == S_IFDIR {
+        let ents = ozfs_dmu::zap_tx::list(z.tx, obj)?;
+        for e in ents {
+            remove_tree(z, obj, &e.name, depth + 1)?;
+        }
+        z.rmdir(parent, name)
+    } else {
+        z.unlink(parent, name)
+    }
 }

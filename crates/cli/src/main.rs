@@ -50,7 +50,9 @@ commands:
   zpool import|export|list|status ...   pool commands, as zpool(8)
   zfs list|get ...                       dataset commands, as zfs(8)
   zdb [-CudR...] POOL ...                pool debugger, as zdb(8)
-  cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset";
+  cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset
+  cp [-r] SRC POOL/DATASET:PATH          copy a file or tree into a dataset
+  rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -78,6 +80,7 @@ fn run(argv: &[String]) -> CmdResult {
         "zfs" => zfs::main(rest),
         "zdb" => zdb::main(rest),
         "cp" => cp::main(rest),
+        "rm" => cp::rm(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

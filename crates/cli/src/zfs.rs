@@ -8,6 +8,10 @@ use crate::{CmdResult, Fail};
 use ozfs_dsl::{DatasetInfo, DslPool, PropSource, PropValue};
 
 const USAGE: &str = "usage: zfs <command>
+	create [-p] [-o property=value] ... <filesystem>
+	destroy [-r] <filesystem>
+	set <property=value> ... <filesystem> ...
+	inherit [-r] <property> <filesystem> ...
 	list [-rH] [-p] [-d max] [-o property[,...]] [-t type[,...]] [filesystem|snapshot] ...
 	get [-rHp] [-d max] [-o \"all\" | field[,...]] [-t type[,...]] [-s source[,...]]
 	    <\"all\" | property[,...]> [filesystem|snapshot] ...";
@@ -20,6 +24,10 @@ pub fn main(argv: &[String]) -> CmdResult {
     match cmd.as_str() {
         "list" => list(rest),
         "get" => get(rest),
+        "create" => create(rest),
+        "destroy" => destroy(rest),
+        "set" => set(rest),
+        "inherit" => inherit(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -521,4 +529,183 @@ fn add_zpl_props(
     for (i, p) in add.into_iter().enumerate() {
         props.insert(pos + i, p);
     }
+}
+
+/// Open the pool of `dataset` for writing.
+pub fn writer_for(dataset: &str) -> Result<ozfs_dsl::sync::PoolWriter, Fail> {
+    let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
+    let rec = Record::load(pool_name).map_err(|_| {
+        Fail::Err(format!(
+            "cannot open '{dataset}': no such pool '{pool_name}'"
+        ))
+    })?;
+    let pool = rec
+        .open_rw()
+        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
+    ozfs_dsl::sync::PoolWriter::open(pool)
+        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))
+}
+
+fn create(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "pu", "oV")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(format!(
+            "missing or too many dataset names\n{USAGE}"
+        )));
+    }
+    let name = &a.pos[0];
+    if a.opt('V').is_some() {
+        return Err(Fail::Err(format!(
+            "cannot create '{name}': volumes are not supported yet"
+        )));
+    }
+    let mut props = Vec::new();
+    for o in a.opt_all('o') {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
+        props.push((
+            k.to_string(),
+            ozfs_dsl::props::parse_setting(k, v)
+                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?,
+        ));
+    }
+    let mut w = writer_for(name)?;
+    let mut to_create = vec![name.clone()];
+    if a.flag('p') {
+        let dsl = w.dsl();
+        let mut cur = name.clone();
+        while let Some((parent, _)) = cur.rsplit_once('/') {
+            if dsl.lookup(parent).is_ok() {
+                break;
+            }
+            to_create.push(parent.to_string());
+            cur = parent.to_string();
+        }
+        to_create.reverse();
+        if dsl.lookup(name).is_ok() {
+            return Ok(());
+        }
+    }
+    for (i, n) in to_create.iter().enumerate() {
+        let p = if i + 1 == to_create.len() {
+            props.clone()
+        } else {
+            Vec::new()
+        };
+        ozfs_dsl::create::create_filesystem(&mut w, n, &p).map_err(|e| Fail::Err(e.to_string()))?;
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot create '{n}': {e}")))?;
+    }
+    Ok(())
+}
+
+fn destroy(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rRfnpv", "")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(format!("missing dataset argument\n{USAGE}")));
+    }
+    let name = &a.pos[0];
+    let mut w = writer_for(name)?;
+    let dsl = w.dsl();
+    let ds = dsl
+        .lookup(name)
+        .map_err(|_| Fail::Err(format!("cannot open '{name}': dataset does not exist")))?;
+    let mut victims: Vec<String> = if a.flag('r') || a.flag('R') {
+        dsl.list(&ds, false, None)
+            .map_err(|e| Fail::Err(e.to_string()))?
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
+    } else {
+        vec![name.clone()]
+    };
+    // Children first.
+    victims.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
+    for v in victims {
+        w.destroy_filesystem(&v)
+            .map_err(|e| Fail::Err(e.to_string()))?;
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot destroy '{v}': {e}")))?;
+    }
+    Ok(())
+}
+
+fn set(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "u", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!(
+            "missing property=value or dataset\n{USAGE}"
+        )));
+    }
+    let (assigns, datasets): (Vec<&String>, Vec<&String>) =
+        a.pos.iter().partition(|s| s.contains('='));
+    if assigns.is_empty() || datasets.is_empty() {
+        return Err(Fail::Usage(format!(
+            "missing property=value or dataset\n{USAGE}"
+        )));
+    }
+    for ds_name in datasets {
+        let mut w = writer_for(ds_name)?;
+        let ds = w
+            .dsl()
+            .lookup(ds_name)
+            .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
+        if ds.is_snapshot {
+            return Err(Fail::Err(format!(
+                "cannot set property for '{ds_name}': snapshot properties are not supported"
+            )));
+        }
+        for kv in &assigns {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| Fail::Usage(format!("bad property '{kv}'")))?;
+            if matches!(
+                k,
+                "version" | "utf8only" | "normalization" | "casesensitivity"
+            ) {
+                return Err(Fail::Err(format!(
+                    "cannot set property for '{ds_name}': '{k}' is readonly"
+                )));
+            }
+            let setting = ozfs_dsl::props::parse_setting(k, v)
+                .map_err(|e| Fail::Err(format!("cannot set property for '{ds_name}': {e}")))?;
+            ozfs_dsl::create::set_prop_dir(&mut w, ds.dir_obj, k, &setting)
+                .map_err(|e| Fail::Err(e.to_string()))?;
+        }
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot set property for '{ds_name}': {e}")))?;
+    }
+    Ok(())
+}
+
+fn inherit(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rS", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!("missing property or dataset\n{USAGE}")));
+    }
+    let prop = &a.pos[0];
+    if !known(prop) {
+        return Err(Fail::Usage(format!("invalid property '{prop}'")));
+    }
+    for ds_name in &a.pos[1..] {
+        let mut w = writer_for(ds_name)?;
+        let dsl = w.dsl();
+        let ds = dsl
+            .lookup(ds_name)
+            .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
+        let targets = if a.flag('r') {
+            dsl.list(&ds, false, None)
+                .map_err(|e| Fail::Err(e.to_string()))?
+        } else {
+            vec![ds]
+        };
+        for t in targets {
+            ozfs_dsl::create::clear_prop_dir(&mut w, t.dir_obj, prop)
+                .map_err(|e| Fail::Err(e.to_string()))?;
+        }
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot inherit '{prop}' for '{ds_name}': {e}")))?;
+    }
+    Ok(())
 }

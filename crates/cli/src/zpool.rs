@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 const USAGE: &str = "usage: zpool <command>
+	create [-f] [-o property=value]... [-O file-system-property=value]... [-m mountpoint] <pool> <vdev> ...
+	destroy [-f] <pool>
 	import [-d dir]... [-o property=value]... [-N] [-f] [pool | id] [newpool]
 	export [-f] <pool>
 	list [-H] [-p] [-o field[,...]] [pool] ...
@@ -26,6 +28,8 @@ pub fn main(argv: &[String]) -> CmdResult {
     let rest = &argv[1..];
     match cmd.as_str() {
         "import" => import(rest),
+        "create" => create(rest),
+        "destroy" => destroy(rest),
         "export" => export(rest),
         "list" => list(rest),
         "status" => status(rest),
@@ -451,4 +455,204 @@ fn leaf_paths(v: &Vdev) -> Vec<String> {
 #[allow(dead_code)]
 fn _e(e: Error) -> Fail {
     Fail::Err(e.to_string())
+}
+
+fn create(argv: &[String]) -> CmdResult {
+    use ozfs_dsl::create::{create_pool, set_prop_dir, TopSpec};
+    let a = Args::parse(argv, "fnd", "oOmR")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
+    }
+    let name = a.pos[0].clone();
+    if name.is_empty()
+        || !name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        || name.contains(['/', '@', '%', ' '])
+    {
+        return Err(Fail::Err(format!(
+            "cannot create '{name}': invalid pool name"
+        )));
+    }
+    if [
+        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+    ]
+    .contains(&name.as_str())
+    {
+        return Err(Fail::Err(format!(
+            "cannot create '{name}': name is reserved"
+        )));
+    }
+    if Record::load(&name).is_ok() {
+        return Err(Fail::Err(format!(
+            "cannot create '{name}': pool already exists"
+        )));
+    }
+    let mut version = ozfs_dsl::create::DEFAULT_POOL_VERSION;
+    let mut ashift = 9u64;
+    for o in a.opt_all('o') {
+        match o.split_once('=') {
+            Some(("version", v)) => {
+                version = v
+                    .parse()
+                    .map_err(|_| Fail::Usage(format!("invalid version '{v}'")))?
+            }
+            Some(("ashift", v)) => {
+                ashift = v
+                    .parse()
+                    .map_err(|_| Fail::Usage(format!("invalid ashift '{v}'")))?
+            }
+            Some((k, _)) => {
+                return Err(Fail::Err(format!(
+                    "property '{k}' is not supported at creation"
+                )))
+            }
+            None => {
+                return Err(Fail::Usage(format!(
+                    "bad property '{o}': expected property=value"
+                )))
+            }
+        }
+    }
+    let mut fs_props = Vec::new();
+    for o in a.opt_all('O') {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
+        fs_props.push((
+            k.to_string(),
+            ozfs_dsl::props::parse_setting(k, v)
+                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?,
+        ));
+    }
+    if let Some(m) = a.opt('m') {
+        fs_props.push((
+            "mountpoint".into(),
+            ozfs_dsl::props::parse_setting("mountpoint", m)
+                .map_err(|e| Fail::Err(e.to_string()))?,
+        ));
+    }
+    // Vdev specification.
+    let mut tops = Vec::new();
+    let mut i = 1;
+    let words = &a.pos;
+    while i < words.len() {
+        let w = words[i].as_str();
+        let group = match w {
+            "mirror" => Some(0usize),
+            "raidz" | "raidz1" => Some(1),
+            "raidz2" => Some(2),
+            "raidz3" => Some(3),
+            "spare" | "log" | "cache" => {
+                return Err(Fail::Err(format!(
+                    "cannot create '{name}': '{w}' vdevs are not supported yet"
+                )))
+            }
+            _ => None,
+        };
+        match group {
+            Some(p) => {
+                let mut devs = Vec::new();
+                i += 1;
+                while i < words.len()
+                    && ![
+                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+                    ]
+                    .contains(&words[i].as_str())
+                {
+                    devs.push(std::path::PathBuf::from(&words[i]));
+                    i += 1;
+                }
+                if devs.len() < 2 || (p > 0 && devs.len() <= p) {
+                    return Err(Fail::Err(format!(
+                        "invalid vdev specification: {w} requires at least {} devices",
+                        if p == 0 { 2 } else { p + 1 }
+                    )));
+                }
+                tops.push(if p == 0 {
+                    TopSpec::Mirror(devs)
+                } else {
+                    TopSpec::Raidz(p, devs)
+                });
+            }
+            None => {
+                tops.push(TopSpec::Disk(std::path::PathBuf::from(w)));
+                i += 1;
+            }
+        }
+    }
+    let mut all: Vec<std::path::PathBuf> = Vec::new();
+    for t in &tops {
+        match t {
+            TopSpec::Disk(p) => all.push(p.clone()),
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => all.extend(v.iter().cloned()),
+        }
+    }
+    for p in &all {
+        let abs = std::fs::canonicalize(p)
+            .map_err(|e| Fail::Err(format!("cannot open '{}': {e}", p.display())))?;
+        if !a.flag('f') {
+            // Refuse devices that belong to a pool unless forced.
+            if let Some(fp) = ozfs_spa::import::discover_paths(std::slice::from_ref(&abs))
+                .into_iter()
+                .next()
+            {
+                if fp.state != ozfs_spa::label_write::POOL_STATE_DESTROYED {
+                    return Err(Fail::Err(format!("invalid vdev specification\nuse '-f' to override the following errors:\n{} is part of exported or potentially active pool '{}'", abs.display(), fp.name)));
+                }
+            }
+        }
+    }
+    let canon = |p: &std::path::PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let tops: Vec<TopSpec> = tops
+        .into_iter()
+        .map(|t| match t {
+            TopSpec::Disk(p) => TopSpec::Disk(canon(&p)),
+            TopSpec::Mirror(v) => TopSpec::Mirror(v.iter().map(canon).collect()),
+            TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
+        })
+        .collect();
+    let mut w = create_pool(&name, &tops, ashift, version)
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    if !fs_props.is_empty() {
+        let root = w.root_dir_obj;
+        for (k, v) in &fs_props {
+            set_prop_dir(&mut w, root, k, v)
+                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+        }
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    }
+    let rec = Record {
+        name: name.clone(),
+        guid: w.pool.guid,
+        devices: all.iter().map(|p| canon(p).display().to_string()).collect(),
+        readonly: false,
+        errors: Vec::new(),
+    };
+    rec.save()
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    Ok(())
+}
+
+fn destroy(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "f", "")?;
+    let Some(name) = a.pos.first() else {
+        return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
+    };
+    let rec =
+        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
+    if !rec.readonly {
+        let pool = rec
+            .open_rw()
+            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
+        let mut w = ozfs_dsl::sync::PoolWriter::open(pool)
+            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
+        w.state = ozfs_spa::label_write::POOL_STATE_DESTROYED;
+        w.config_dirty = true;
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
+    }
+    Record::remove(name).map_err(|e| Fail::Err(e.to_string()))?;
+    Ok(())
 }

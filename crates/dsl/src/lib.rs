@@ -16,6 +16,8 @@
 //!   child map that loops yields an error, not a hang.
 //! * Read-only: nothing here writes.
 
+pub mod create;
+pub mod destroy;
 pub mod pool;
 pub mod props;
 pub mod sync;

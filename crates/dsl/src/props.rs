@@ -478,3 +478,80 @@ impl DslPool {
         Ok(out)
     }
 }
+
+/// Parse `zfs set`/`-o` input into the value stored in the props ZAP.
+pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetting> {
+    use crate::create::PropSetting;
+    let bad = || {
+        Error::Invalid(format!(
+            "'{name}' must be one of the allowed values, not '{value}'"
+        ))
+    };
+    if name.contains(':') {
+        if value.len() > 8191 {
+            return Err(Error::Invalid(format!("property '{name}' value too long")));
+        }
+        return Ok(PropSetting::Text(value.to_string()));
+    }
+    let Some((_, kind, _, _)) = NATIVE.iter().find(|(n, _, _, _)| *n == name) else {
+        return Err(Error::Invalid(format!("invalid property '{name}'")));
+    };
+    match kind {
+        Kind::Index(tbl) => {
+            let v = if name == "compression" && value == "gzip" {
+                "gzip"
+            } else {
+                value
+            };
+            tbl.iter()
+                .find(|(s, _)| *s == v)
+                .map(|(_, n)| PropSetting::Num(*n))
+                .ok_or_else(bad)
+        }
+        Kind::Bytes => {
+            if value == "none" {
+                return Ok(PropSetting::Num(0));
+            }
+            let n = parse_size(value).ok_or_else(|| {
+                Error::Invalid(format!("bad numeric value '{value}' for '{name}'"))
+            })?;
+            if name == "recordsize" && (!n.is_power_of_two() || !(512..=131072).contains(&n)) {
+                return Err(Error::Invalid(format!(
+                    "'recordsize' must be a power of 2 from 512B to 128K, not '{value}'"
+                )));
+            }
+            Ok(PropSetting::Num(n))
+        }
+        Kind::Text => {
+            if name == "mountpoint"
+                && !(value.starts_with('/') || value == "none" || value == "legacy")
+            {
+                return Err(Error::Invalid(format!(
+                    "'mountpoint' must be an absolute path, 'none', or 'legacy', not '{value}'"
+                )));
+            }
+            Ok(PropSetting::Text(value.to_string()))
+        }
+    }
+}
+
+/// Parse `128K`, `1M`, `512`, `1.5G`.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        'T' | 't' => (&s[..s.len() - 1], 1 << 40),
+        'B' | 'b' => (&s[..s.len() - 1], 1),
+        _ => (s, 1),
+    };
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult);
+    }
+    let f: f64 = num.parse().ok()?;
+    if f < 0.0 || !f.is_finite() {
+        return None;
+    }
+    Some((f * mult as f64) as u64)
+}

@@ -251,6 +251,35 @@ impl PoolWriter {
         })
     }
 
+    /// A writer over a pool being created (nothing on disk yet).
+    pub fn new_raw(
+        pool: Arc<Pool>,
+        alloc: Allocator,
+        mos: ObjsetTx,
+        txg: u64,
+        version: u64,
+    ) -> PoolWriter {
+        let ms_arrays = pool
+            .root
+            .children
+            .iter()
+            .map(|t| t.config.get_u64("metaslab_array").unwrap_or(0))
+            .collect();
+        PoolWriter {
+            pool,
+            alloc,
+            mos,
+            fs: BTreeMap::new(),
+            txg,
+            version,
+            root_dir_obj: 0,
+            state: POOL_STATE_ACTIVE,
+            config_dirty: true,
+            ms_arrays,
+            mos_pending: Sums::default(),
+        }
+    }
+
     /// A read-only DSL view of the last synced state.
     pub fn dsl(&self) -> DslPool {
         DslPool::from_mos(

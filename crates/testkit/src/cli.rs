@@ -5,7 +5,7 @@
 //! checks every test wants: no Rust panic message, sensible exit codes.
 
 use crate::proc::{run_with_timeout, CmdOutput};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -19,6 +19,7 @@ pub struct Ozfs {
     bin: PathBuf,
     state: tempfile::TempDir,
     timeout: Duration,
+    envs: Vec<(OsString, OsString)>,
 }
 
 impl Ozfs {
@@ -32,6 +33,7 @@ impl Ozfs {
             bin: bin.as_ref().to_path_buf(),
             state,
             timeout: OZFS_TIMEOUT,
+            envs: Vec::new(),
         }
     }
 
@@ -46,14 +48,38 @@ impl Ozfs {
         self
     }
 
+    /// Sets an environment variable for every later command of this runner
+    /// (e.g. `OZFS_ZAP_MICRO_MAX_SIZE`).
+    pub fn with_env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Ozfs {
+        self.envs
+            .push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
+        self
+    }
+
     /// Runs `ozfs <args>` and returns whatever happened (panics only if the
     /// binary cannot be started).
     pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> CmdOutput {
+        self.run_env::<&str, &str, S>(&[], args)
+    }
+
+    /// [`Ozfs::run`] with extra environment variables for this command only
+    /// (e.g. `OZFS_FAULT_WRITE_LIMIT`).
+    pub fn run_env<K: AsRef<OsStr>, V: AsRef<OsStr>, S: AsRef<OsStr>>(
+        &self,
+        env: &[(K, V)],
+        args: &[S],
+    ) -> CmdOutput {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args)
             .env("OZFS_STATE_DIR", self.state.path())
             .env("RUST_BACKTRACE", "1")
             .env("LC_ALL", "C");
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let out = run_with_timeout(&mut cmd, self.timeout)
             .unwrap_or_else(|e| panic!("cannot run ozfs ({}): {e}", self.bin.display()));
         assert_no_panic(&out);

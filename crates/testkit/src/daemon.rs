@@ -44,6 +44,9 @@ use std::time::{Duration, Instant};
 /// Default timeout of one zpool/zfs/zdb command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Timeout of [`ZfsFuse::zdb_check`] (a full traversal with checksums).
+pub const ZDB_TIMEOUT: Duration = Duration::from_secs(600);
+
 const NS_SCRIPT: &str = r#"set -e
 mount --make-rprivate /
 for d in /run/zfs /var/lock/zfs /etc/zfs; do
@@ -335,6 +338,45 @@ impl ZfsFuse {
     /// otherwise an error with command line, exit status, stdout and stderr.
     pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String> {
         self.run_timeout(args, DEFAULT_TIMEOUT)
+    }
+
+    /// Runs zfs-fuse's `zdb -e -p <dir> -bcc <pool>` on an exported (or
+    /// never imported) pool whose devices are in `dir`: traverses every
+    /// block, verifies every checksum and compares the block sum with the
+    /// space maps.  `Ok(output)` only if zdb exits 0, reports "No leaks"
+    /// and prints nothing that looks like an error or a leak; otherwise an
+    /// error with the full output.
+    pub fn zdb_check(&self, dir: &Path, pool: &str) -> Result<String> {
+        let d = dir.to_string_lossy();
+        let out = self.output(&["zdb", "-e", "-p", &d, "-bcc", pool], ZDB_TIMEOUT)?;
+        let text = format!("{}\n{}", out.stdout, out.stderr);
+        let lower = text.to_lowercase();
+        let suspicious: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                let l = l.to_lowercase();
+                (l.contains("error")
+                    || l.contains("leak")
+                    || l.contains("!= alloc")
+                    || l.contains("assert")
+                    || l.contains("checksum")
+                    || l.contains("fail"))
+                    && !l.contains("no leaks (block sum matches space maps exactly)")
+                    && !l.starts_with("traversing all blocks")
+            })
+            .collect();
+        if out.success() && lower.contains("no leaks") && suspicious.is_empty() {
+            return Ok(out.stdout);
+        }
+        Err(Error(format!(
+            "zdb -bcc of {pool} is not clean{}:\n{}",
+            if suspicious.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", suspicious.join(" | "))
+            },
+            out.describe()
+        )))
     }
 
     /// [`ZfsFuse::run`] with an explicit timeout.

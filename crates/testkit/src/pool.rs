@@ -191,6 +191,30 @@ impl TestPool {
 
     /// Creates a pool from a full [`PoolSpec`].
     pub fn create_with(spec: &PoolSpec) -> Result<TestPool> {
+        let pool = Self::files_only(spec)?;
+        let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
+        args.extend(props_args("-o", &spec.pool_props));
+        args.extend(props_args("-O", &spec.fs_props));
+        args.push("-m".into());
+        args.push(pool.dir().join("mnt").to_string_lossy().into_owned());
+        args.push(pool.name.clone());
+        if let Some(k) = spec.layout.keyword() {
+            args.push(k.into());
+        }
+        args.extend(pool.devs.iter().map(|d| d.to_string_lossy().into_owned()));
+        let mut pool = pool;
+        pool.zf.run(&args)?;
+        pool.imported = true;
+        Ok(pool)
+    }
+
+    /// The directory layout and sparse device files of a pool described by
+    /// `spec`, *without* creating the pool: for pools another tool (ozfs)
+    /// creates on [`TestPool::devs`] with [`TestPool::name`], mounting the
+    /// root dataset at `<tmp>/mnt` ([`TestPool::mountpoint`]).  zfs-fuse can
+    /// later import it with [`TestPool::import`]; Drop destroys it in
+    /// zfs-fuse only if it is imported there, and removes the directory.
+    pub fn files_only(spec: &PoolSpec) -> Result<TestPool> {
         let zf = ZfsFuse::try_get()?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("ozfs-test-{}-", std::process::id()))
@@ -213,18 +237,6 @@ impl TestPool {
             f.set_len(spec.dev_size)?;
             pool.devs.push(p);
         }
-        let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
-        args.extend(props_args("-o", &spec.pool_props));
-        args.extend(props_args("-O", &spec.fs_props));
-        args.push("-m".into());
-        args.push(pool.dir().join("mnt").to_string_lossy().into_owned());
-        args.push(pool.name.clone());
-        if let Some(k) = spec.layout.keyword() {
-            args.push(k.into());
-        }
-        args.extend(pool.devs.iter().map(|d| d.to_string_lossy().into_owned()));
-        zf.run(&args)?;
-        pool.imported = true;
         Ok(pool)
     }
 
@@ -375,13 +387,39 @@ impl TestPool {
 
     /// `zpool import -d <dir> <pool>` (e.g. a copy of the devices).
     pub fn import_from(&mut self, dir: &Path) -> Result<()> {
+        self.import_from_with(dir, &[])
+    }
+
+    /// `zpool import <extra...> -d <dir> <pool>`, e.g. `extra = ["-f"]` for
+    /// a pool that was not exported (crashed writer).
+    pub fn import_from_with(&mut self, dir: &Path, extra: &[&str]) -> Result<()> {
         if self.imported {
             return Err(Error(format!("pool {} is already imported", self.name)));
         }
-        self.zf
-            .run(&["zpool", "import", "-d", &dir.to_string_lossy(), &self.name])?;
+        let d = dir.to_string_lossy();
+        let mut args = vec!["zpool", "import"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-d", &d, &self.name]);
+        self.zf.run(&args)?;
         self.imported = true;
         Ok(())
+    }
+
+    /// zfs-fuse's `zdb -e -p <devs dir> -bcc <pool>` on the exported pool,
+    /// see [`ZfsFuse::zdb_check`].
+    pub fn zdb_check(&self) -> Result<String> {
+        self.zdb_check_in(&self.dev_dir())
+    }
+
+    /// [`TestPool::zdb_check`] on the devices in `dir` (e.g. a copy).
+    pub fn zdb_check_in(&self, dir: &Path) -> Result<String> {
+        if self.imported {
+            return Err(Error(format!(
+                "zdb -e on pool {}: it is imported in zfs-fuse",
+                self.name
+            )));
+        }
+        self.zf.zdb_check(dir, &self.name)
     }
 
     /// Current max txg written in the device labels (via `zdb -l`), 0 if

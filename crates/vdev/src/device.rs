@@ -109,6 +109,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        fault::check(&self.name, offset)?;
         if !self.writable {
             return Err(Error::Invalid(format!(
                 "{}: device is open read-only",
@@ -151,5 +152,38 @@ impl BlockDevice for FileDevice {
 
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+/// Deterministic fault injection for crash tests: with `OZFS_FAULT_WRITE_LIMIT=N`
+/// in the environment, the process's first N device writes succeed and every
+/// later one fails, like a device that stops accepting writes mid-sync.
+pub mod fault {
+    use ozfs_format::{Error, Result};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+
+    /// Fail if the write budget is spent.
+    pub fn check(name: &str, offset: u64) -> Result<()> {
+        let limit = *LIMIT.get_or_init(|| {
+            std::env::var("OZFS_FAULT_WRITE_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        });
+        if let Some(l) = limit {
+            let n = WRITES.fetch_add(1, Ordering::SeqCst);
+            if n >= l {
+                return Err(Error::io(
+                    format!("{name}: write at offset {offset:#x}"),
+                    std::io::Error::other(format!(
+                        "injected fault: device stopped accepting writes after {l}"
+                    )),
+                ));
+            }
+        }
+        Ok(())
     }
 }

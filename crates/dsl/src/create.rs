@@ -1,0 +1,605 @@
+//! Creating pools and file systems in the pool-version-23 layout that
+//! zfs-fuse writes (FORMAT.md §14.3): the MOS object directory, config,
+//! deferred-free list, metaslab arrays, the DSL directories `$MOS` and
+//! `$ORIGIN` with `$ORIGIN@$ORIGIN`, and the root file system as a clone of
+//! it; every later file system is created the same way under its parent.
+//!
+//! A new file system's objset holds the ZPL master node (version 4), the
+//! delete queue and the root directory. User/group accounting objects are
+//! left empty with the "complete" flag clear, which tells ZFS to rebuild them.
+
+use crate::sync::PoolWriter;
+use ozfs_dmu::tx::{random_u64, ObjsetTx};
+use ozfs_dmu::{zap_tx, Objset};
+use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES};
+use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
+use ozfs_format::objset::{ObjsetPhys, OBJSET_TYPE_META, OBJSET_TYPE_ZFS};
+use ozfs_format::types::ot;
+use ozfs_format::znode::{ZplAttrs, S_IFDIR};
+use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
+use ozfs_spa::label_write::POOL_STATE_ACTIVE;
+use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, MetaslabGroup};
+use ozfs_spa::pool::Pool;
+use ozfs_vdev::{BlockDevice, FileDevice, Vdev, VdevKind};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Pool version ozfs creates by default (what zfs-fuse reads).
+pub const DEFAULT_POOL_VERSION: u64 = 23;
+/// ZPL version for pool version 23.
+pub const ZPL_VERSION: u64 = 4;
+/// txg of a new pool's first sync.
+pub const TXG_INITIAL: u64 = 4;
+
+/// One top-level vdev to create.
+#[derive(Debug, Clone)]
+pub enum TopSpec {
+    Disk(PathBuf),
+    Mirror(Vec<PathBuf>),
+    Raidz(usize, Vec<PathBuf>),
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn leaf_nv(id: u64, guid: u64, path: &std::path::Path) -> NvList {
+    let mut nv = NvList::new();
+    nv.set("type", NvValue::String("file".into()));
+    nv.set("id", NvValue::Uint64(id));
+    nv.set("guid", NvValue::Uint64(guid));
+    nv.set("path", NvValue::String(path.display().to_string()));
+    nv.set("create_txg", NvValue::Uint64(TXG_INITIAL));
+    nv
+}
+
+fn empty_dnode(t: u8, blkszsec: u16, nlevels: u8) -> DnodePhys {
+    DnodePhys {
+        object_type: t,
+        indblkshift: 14,
+        nlevels,
+        nblkptr: 3,
+        datablkszsec: blkszsec,
+        flags: DNODE_FLAG_USED_BYTES,
+        blkptr: vec![BlkPtr::default(); 3],
+        ..Default::default()
+    }
+}
+
+/// Create a pool on the given device files and return a writer holding it
+/// (already synced once, labels written, state ACTIVE).
+pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> Result<PoolWriter> {
+    if !(1..=23).contains(&version) {
+        return Err(Error::unsupported(
+            "zpool create",
+            format!("pool version {version} (ozfs creates versions up to 23)"),
+        ));
+    }
+    if version < 15 {
+        return Err(Error::unsupported(
+            "zpool create",
+            format!("pool version {version} (ozfs creates versions 15..=23)"),
+        ));
+    }
+    if !(9..=16).contains(&ashift) {
+        return Err(Error::Invalid(format!("ashift {ashift} must be 9..16")));
+    }
+    if tops.is_empty() {
+        return Err(Error::Invalid("a pool needs at least one vdev".into()));
+    }
+    let pool_guid = random_u64() | 1;
+    let mut devices: BTreeMap<u64, (Arc<dyn BlockDevice>, String)> = BTreeMap::new();
+    let mut top_nvs = Vec::new();
+    let open_leaf = |path: &PathBuf,
+                     devices: &mut BTreeMap<u64, (Arc<dyn BlockDevice>, String)>|
+     -> Result<(u64, u64)> {
+        let dev = FileDevice::open_mode(path, true)?;
+        let asize = leaf_asize(dev.size());
+        if dev.size() < ozfs_format::label::SPA_MINDEVSIZE {
+            return Err(Error::Invalid(format!(
+                "{}: device is smaller than 64 MiB",
+                path.display()
+            )));
+        }
+        let guid = random_u64() | 1;
+        devices.insert(guid, (Arc::new(dev), path.display().to_string()));
+        Ok((guid, asize))
+    };
+    for (id, t) in tops.iter().enumerate() {
+        let id = id as u64;
+        let mut nv = NvList::new();
+        let asize = match t {
+            TopSpec::Disk(p) => {
+                let (g, a) = open_leaf(p, &mut devices)?;
+                nv = leaf_nv(id, g, p);
+                a
+            }
+            TopSpec::Mirror(ps) | TopSpec::Raidz(_, ps) => {
+                let raidz = matches!(t, TopSpec::Raidz(..));
+                let nparity = if let TopSpec::Raidz(p, _) = t { *p } else { 0 };
+                if ps.len() < 2 || (raidz && ps.len() <= nparity) {
+                    return Err(Error::Invalid(format!(
+                        "{} needs more devices",
+                        if raidz { "raidz" } else { "mirror" }
+                    )));
+                }
+                let mut kids = Vec::new();
+                let mut min = u64::MAX;
+                for (i, p) in ps.iter().enumerate() {
+                    let (g, a) = open_leaf(p, &mut devices)?;
+                    min = min.min(a);
+                    kids.push(leaf_nv(i as u64, g, p));
+                }
+                nv.set(
+                    "type",
+                    NvValue::String(if raidz { "raidz" } else { "mirror" }.into()),
+                );
+                nv.set("id", NvValue::Uint64(id));
+                nv.set("guid", NvValue::Uint64(random_u64() | 1));
+                if raidz {
+                    nv.set("nparity", NvValue::Uint64(nparity as u64));
+                }
+                nv.set("children", NvValue::NvListArray(kids));
+                if raidz {
+                    min * ps.len() as u64
+                } else {
+                    min
+                }
+            }
+        };
+        let ms_shift = metaslab_shift_for(asize) as u64;
+        // The MOS creates the metaslab arrays right after the object directory: objects 2, 3, ...
+        nv.set("metaslab_array", NvValue::Uint64(2 + id));
+        nv.set("metaslab_shift", NvValue::Uint64(ms_shift));
+        nv.set("ashift", NvValue::Uint64(ashift));
+        nv.set("asize", NvValue::Uint64(asize));
+        nv.set("is_log", NvValue::Uint64(0));
+        nv.set("create_txg", NvValue::Uint64(TXG_INITIAL));
+        top_nvs.push(nv);
+    }
+    // Build the tree over the opened devices.
+    let mut opener = |guid: u64, _p: Option<&str>| devices.get(&guid).cloned();
+    let mut root_nv = NvList::new();
+    root_nv.set("type", NvValue::String("root".into()));
+    root_nv.set("id", NvValue::Uint64(0));
+    root_nv.set("guid", NvValue::Uint64(pool_guid));
+    let mut root = Vdev::from_config(&root_nv, &mut opener)?;
+    for nv in &top_nvs {
+        root.children.push(Vdev::from_config(nv, &mut opener)?);
+    }
+    let mut cfg = NvList::new();
+    cfg.set("version", NvValue::Uint64(version));
+    cfg.set("name", NvValue::String(name.to_string()));
+    let mut pool = Pool {
+        name: name.to_string(),
+        guid: pool_guid,
+        config: cfg,
+        root,
+        uberblock: Default::default(),
+        uberblock_found: ozfs_vdev::labels::FoundUberblock {
+            ub: Default::default(),
+            label: 0,
+            slot: 0,
+            offset: 0,
+        },
+        mos_phys: ObjsetPhys::default(),
+        readonly: false,
+        device_paths: devices.values().map(|(_, p)| p.clone()).collect(),
+    };
+    pool.uberblock.version = version;
+    pool.uberblock.txg = TXG_INITIAL - 1;
+    // Fresh labels: no stale uberblock may outrank ours.
+    pool.clear_label_rings()?;
+    let mos_phys = ObjsetPhys {
+        meta_dnode: empty_dnode(ot::DNODE, 32, 1),
+        zil_header: vec![0u8; 192],
+        os_type: OBJSET_TYPE_META,
+        ..Default::default()
+    };
+    let pool = Arc::new(pool);
+    let mut groups = Vec::new();
+    for top in &pool.root.children {
+        let raidz = match top.kind {
+            VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
+            _ => None,
+        };
+        let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(17) as u32;
+        groups.push(MetaslabGroup::new(
+            top.id,
+            top.ashift as u32,
+            top.asize,
+            ms_shift,
+            raidz,
+        ));
+    }
+    let mut alloc = Allocator::new(groups);
+    alloc.set_synced_txg(TXG_INITIAL - 1);
+    let mos = ObjsetTx::new(Objset::from_parts(
+        pool.clone(),
+        BlkPtr::default(),
+        mos_phys,
+    ));
+    let mut w = PoolWriter::new_raw(pool.clone(), alloc, mos, TXG_INITIAL, version);
+    build_mos(&mut w)?;
+    w.config_dirty = true;
+    w.state = POOL_STATE_ACTIVE;
+    w.sync()?;
+    Ok(w)
+}
+
+fn dir_phys(parent: u64, child_map: u64, props: u64) -> DslDirPhys {
+    DslDirPhys {
+        creation_time: now_secs(),
+        parent_obj: parent,
+        child_dir_zapobj: child_map,
+        props_zapobj: props,
+        flags: 1,
+        ..Default::default()
+    }
+}
+
+fn new_dir(w: &mut PoolWriter, parent: u64) -> Result<u64> {
+    let dir = w
+        .mos
+        .create_object(ot::DSL_DIR, 512, ot::DSL_DIR, vec![0u8; 256], 1)?;
+    let props = w.mos.create_zap(ot::DSL_PROPS, 0, Vec::new(), 0, 1)?;
+    let child = w
+        .mos
+        .create_zap(ot::DSL_DIR_CHILD_MAP, 0, Vec::new(), 0, 1)?;
+    w.set_dir(dir, &dir_phys(parent, child, props))?;
+    Ok(dir)
+}
+
+fn new_bplist(w: &mut PoolWriter, blksz: u64) -> Result<u64> {
+    w.mos
+        .create_object(ot::BPOBJ, blksz, ot::BPOBJ_HDR, vec![0u8; 32], 1)
+}
+
+fn build_mos(w: &mut PoolWriter) -> Result<()> {
+    let txg = w.txg;
+    let objdir = w
+        .mos
+        .create_zap(ot::OBJECT_DIRECTORY, 0, Vec::new(), 0, 1)?;
+    if objdir != 1 {
+        return Err(Error::Invalid(format!(
+            "object directory got object {objdir}"
+        )));
+    }
+    for (i, top) in w.pool.root.children.iter().enumerate() {
+        let want = top.config.get_u64("metaslab_array").unwrap_or(0);
+        let got = w
+            .mos
+            .create_object(ot::OBJECT_ARRAY, 512, 0, Vec::new(), 1)?;
+        if got != want || got != 2 + i as u64 {
+            return Err(Error::Invalid(format!(
+                "metaslab array of vdev {i} got object {got}, expected {want}"
+            )));
+        }
+    }
+    // Root DSL directory, $MOS, $ORIGIN.
+    let root_dir = w
+        .mos
+        .create_object(ot::DSL_DIR, 512, ot::DSL_DIR, vec![0u8; 256], 1)?;
+    let root_props = w.mos.create_zap(ot::DSL_PROPS, 0, Vec::new(), 0, 1)?;
+    let root_child = w
+        .mos
+        .create_zap(ot::DSL_DIR_CHILD_MAP, 0, Vec::new(), 0, 1)?;
+    w.set_dir(root_dir, &dir_phys(0, root_child, root_props))?;
+    w.root_dir_obj = root_dir;
+    let mos_dir = w
+        .mos
+        .create_object(ot::DSL_DIR, 512, ot::DSL_DIR, vec![0u8; 256], 1)?;
+    let mos_props = w.mos.create_zap(ot::DSL_PROPS, 0, Vec::new(), 0, 1)?;
+    let mos_child = w
+        .mos
+        .create_zap(ot::DSL_DIR_CHILD_MAP, 0, Vec::new(), 0, 1)?;
+    w.set_dir(mos_dir, &dir_phys(root_dir, mos_child, mos_props))?;
+    zap_tx::add(&mut w.mos, root_child, b"$MOS", 8, &[mos_dir])?;
+    let origin_dir = w
+        .mos
+        .create_object(ot::DSL_DIR, 512, ot::DSL_DIR, vec![0u8; 256], 1)?;
+    let origin_props = w.mos.create_zap(ot::DSL_PROPS, 0, Vec::new(), 0, 1)?;
+    let origin_child = w
+        .mos
+        .create_zap(ot::DSL_DIR_CHILD_MAP, 0, Vec::new(), 0, 1)?;
+    zap_tx::add(&mut w.mos, root_child, b"$ORIGIN", 8, &[origin_dir])?;
+    // $ORIGIN head and $ORIGIN@$ORIGIN.
+    let origin_ds =
+        w.mos
+            .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
+    let origin_snapnames = w.mos.create_zap(
+        ot::DSL_DS_SNAP_MAP,
+        0,
+        Vec::new(),
+        ozfs_format::zap::U8_TEXTPREP_TOUPPER,
+        1,
+    )?;
+    let snap_deadlist = new_bplist(w, 128 * 1024)?;
+    let origin_snap =
+        w.mos
+            .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
+    let head_deadlist = new_bplist(w, 128 * 1024)?;
+    let next_clones = w.mos.create_zap(37, 0, Vec::new(), 0, 1)?;
+    let t = now_secs();
+    w.set_dir(
+        origin_dir,
+        &DslDirPhys {
+            head_dataset_obj: origin_ds,
+            ..dir_phys(root_dir, origin_child, origin_props)
+        },
+    )?;
+    w.set_dataset(
+        origin_ds,
+        &DslDatasetPhys {
+            dir_obj: origin_dir,
+            prev_snap_obj: origin_snap,
+            prev_snap_txg: 1,
+            snapnames_zapobj: origin_snapnames,
+            creation_time: t,
+            creation_txg: 1,
+            deadlist_obj: head_deadlist,
+            fsid_guid: random_u64() & ((1 << 56) - 1),
+            guid: random_u64(),
+            flags: 4,
+            ..Default::default()
+        },
+    )?;
+    w.set_dataset(
+        origin_snap,
+        &DslDatasetPhys {
+            dir_obj: origin_dir,
+            next_snap_obj: origin_ds,
+            num_children: 1,
+            creation_time: t,
+            creation_txg: 1,
+            deadlist_obj: snap_deadlist,
+            fsid_guid: random_u64() & ((1 << 56) - 1),
+            guid: random_u64(),
+            flags: 4,
+            next_clones_obj: next_clones,
+            ..Default::default()
+        },
+    )?;
+    zap_tx::add(&mut w.mos, origin_snapnames, b"$ORIGIN", 8, &[origin_snap])?;
+    // The root file system: a clone of $ORIGIN@$ORIGIN.
+    let root_ds = new_dataset(w, root_dir, origin_snap)?;
+    let mut rd = w.dir(root_dir)?;
+    rd.head_dataset_obj = root_ds;
+    rd.origin_obj = origin_snap;
+    w.set_dir(root_dir, &rd)?;
+    // Config, deferred frees, metaslab arrays.
+    let config = w.mos.create_object(
+        ot::PACKED_NVLIST,
+        16384,
+        ot::PACKED_NVLIST_SIZE,
+        vec![0u8; 8],
+        1,
+    )?;
+    let sync_bplist = new_bplist(w, 16384)?;
+    zap_tx::add(&mut w.mos, 1, b"root_dataset", 8, &[root_dir])?;
+    zap_tx::add(&mut w.mos, 1, b"config", 8, &[config])?;
+    zap_tx::add(&mut w.mos, 1, b"deflate", 8, &[1])?;
+    zap_tx::add(&mut w.mos, 1, b"sync_bplist", 8, &[sync_bplist])?;
+    let _ = txg;
+    Ok(())
+}
+
+/// Create a head dataset in DSL directory `dir` as a clone of `origin_snap`, with a fresh ZPL objset.
+fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
+    let txg = w.txg;
+    let snapnames = w.mos.create_zap(
+        ot::DSL_DS_SNAP_MAP,
+        0,
+        Vec::new(),
+        ozfs_format::zap::U8_TEXTPREP_TOUPPER,
+        1,
+    )?;
+    let deadlist = new_bplist(w, 128 * 1024)?;
+    let ds_obj = w
+        .mos
+        .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
+    w.set_dataset(
+        ds_obj,
+        &DslDatasetPhys {
+            dir_obj: dir,
+            prev_snap_obj: origin_snap,
+            prev_snap_txg: 1,
+            snapnames_zapobj: snapnames,
+            creation_time: now_secs(),
+            creation_txg: txg,
+            deadlist_obj: deadlist,
+            fsid_guid: random_u64() & ((1 << 56) - 1),
+            guid: random_u64(),
+            flags: 4,
+            ..Default::default()
+        },
+    )?;
+    let mut snap = w.dataset(origin_snap)?;
+    snap.num_children += 1;
+    let clones = snap.next_clones_obj;
+    w.set_dataset(origin_snap, &snap)?;
+    if clones != 0 {
+        zap_tx::add(
+            &mut w.mos,
+            clones,
+            format!("{ds_obj:x}").as_bytes(),
+            8,
+            &[ds_obj],
+        )?;
+    }
+    // The ZPL objset.
+    let phys = ObjsetPhys {
+        meta_dnode: empty_dnode(ot::DNODE, 32, 7),
+        zil_header: vec![0u8; 192],
+        os_type: OBJSET_TYPE_ZFS,
+        ..Default::default()
+    };
+    let mut otx = ObjsetTx::new(Objset::from_parts(w.pool.clone(), BlkPtr::default(), phys));
+    let master = otx.create_zap(ot::MASTER_NODE, 0, Vec::new(), 0, 1)?;
+    let dq = otx.create_zap(ot::UNLINKED_SET, 0, Vec::new(), 0, 1)?;
+    let t = ozfs_zpl_time();
+    let attrs = ZplAttrs {
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+        gen: txg,
+        mode: S_IFDIR | 0o755,
+        size: 2,
+        parent: 0,
+        links: 2,
+        ..Default::default()
+    };
+    let root = otx.create_zap(ot::DIRECTORY_CONTENTS, ot::ZNODE, attrs.to_znode(), 0, 1)?;
+    let mut a = attrs;
+    a.parent = root;
+    otx.set_bonus(root, crate::create::znode_with_acl(&a))?;
+    for (k, v) in [
+        ("VERSION", ZPL_VERSION),
+        ("ROOT", root),
+        ("DELETE_QUEUE", dq),
+        ("normalization", 0),
+        ("utf8only", 0),
+        ("casesensitivity", 0),
+    ] {
+        zap_tx::add(&mut otx, master, k.as_bytes(), 8, &[v])?;
+    }
+    w.fs.insert(ds_obj, otx);
+    Ok(ds_obj)
+}
+
+fn ozfs_zpl_time() -> (u64, u64) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.subsec_nanos() as u64)
+}
+
+/// A znode bonus with the trivial ACL for its mode (same encoding the ZPL writer uses).
+pub fn znode_with_acl(a: &ZplAttrs) -> Vec<u8> {
+    let mut b = a.to_znode();
+    let mode = a.mode;
+    let bits = |shift: u32| -> u32 {
+        let m = ((mode >> shift) & 7) as u32;
+        (if m & 4 != 0 { 0x1 } else { 0 })
+            | (if m & 2 != 0 { 0x6 } else { 0 })
+            | (if m & 1 != 0 { 0x20 } else { 0 })
+    };
+    let all = 0x27u32;
+    let (o, g, e) = (bits(6), bits(3), bits(0));
+    let aces: [(u16, u16, u32); 6] = [
+        (1, 0x1000, all & !o),
+        (0, 0x1000, o | 0xc0110),
+        (1, 0x2040, all & !g),
+        (0, 0x2040, g),
+        (1, 0x4000, (all & !e) | 0xc0110),
+        (0, 0x4000, e | 0x120088),
+    ];
+    b[184..188].copy_from_slice(&48u32.to_ne_bytes());
+    b[188..190].copy_from_slice(&1u16.to_ne_bytes());
+    b[190..192].copy_from_slice(&6u16.to_ne_bytes());
+    for (i, (t, f, m)) in aces.iter().enumerate() {
+        let off = 192 + i * 8;
+        b[off..off + 2].copy_from_slice(&t.to_ne_bytes());
+        b[off + 2..off + 4].copy_from_slice(&f.to_ne_bytes());
+        b[off + 4..off + 8].copy_from_slice(&m.to_ne_bytes());
+    }
+    let exec_denied = aces.iter().any(|(t, _, m)| *t == 1 && m & 0x20 != 0);
+    let mut flags: u64 = 0x4 | 0x8_0000_0000 | 0x400_0000_0000 | 0x40;
+    if !exec_denied {
+        flags |= 0x100;
+    }
+    b[120..128].copy_from_slice(&flags.to_ne_bytes());
+    b
+}
+
+/// `zfs create`: a new file system `name` (its parent must exist), with properties.
+pub fn create_filesystem(
+    w: &mut PoolWriter,
+    name: &str,
+    props: &[(String, PropSetting)],
+) -> Result<u64> {
+    let (parent_name, child) = name
+        .rsplit_once('/')
+        .ok_or_else(|| Error::Invalid(format!("cannot create '{name}': missing dataset name")))?;
+    if child.is_empty()
+        || child.len() > 255
+        || child.contains('@')
+        || child.contains('%')
+        || child.starts_with('$')
+    {
+        return Err(Error::Invalid(format!(
+            "cannot create '{name}': invalid name"
+        )));
+    }
+    let dsl = w.dsl();
+    let parent = dsl.lookup(parent_name).map_err(|_| {
+        Error::NotFound(format!(
+            "cannot create '{name}': parent '{parent_name}' does not exist"
+        ))
+    })?;
+    if parent.is_snapshot {
+        return Err(Error::Invalid(format!(
+            "cannot create '{name}': parent is a snapshot"
+        )));
+    }
+    let pdir = w.dir(parent.dir_obj)?;
+    if zap_tx::lookup(&w.mos, pdir.child_dir_zapobj, child.as_bytes())?.is_some() {
+        return Err(Error::Invalid(format!(
+            "cannot create '{name}': dataset already exists"
+        )));
+    }
+    let origin_snap = {
+        let root = w.dir(w.root_dir_obj)?;
+        let od = zap_tx::lookup_u64(&w.mos, root.child_dir_zapobj, "$ORIGIN")?;
+        let odir = w.dir(od)?;
+        w.dataset(odir.head_dataset_obj)?.prev_snap_obj
+    };
+    let dir = new_dir(w, parent.dir_obj)?;
+    zap_tx::add(
+        &mut w.mos,
+        pdir.child_dir_zapobj,
+        child.as_bytes(),
+        8,
+        &[dir],
+    )?;
+    let ds = new_dataset(w, dir, origin_snap)?;
+    let mut d = w.dir(dir)?;
+    d.head_dataset_obj = ds;
+    d.origin_obj = origin_snap;
+    w.set_dir(dir, &d)?;
+    for (k, v) in props {
+        set_prop_dir(w, dir, k, v)?;
+    }
+    Ok(ds)
+}
+
+/// A property value as stored.
+#[derive(Debug, Clone)]
+pub enum PropSetting {
+    Num(u64),
+    Text(String),
+}
+
+/// Store a property in a DSL directory's props ZAP.
+pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
+    let props = w.dir(dir)?.props_zapobj;
+    match v {
+        PropSetting::Num(n) => zap_tx::update(&mut w.mos, props, name, 8, &[*n]),
+        PropSetting::Text(s) => {
+            let mut vals: Vec<u64> = s.bytes().map(|b| b as u64).collect();
+            vals.push(0);
+            zap_tx::update(&mut w.mos, props, name, 1, &vals)
+        }
+    }
+}
+
+/// Remove a property (inherit).
+pub fn clear_prop_dir(w: &mut PoolWriter, dir: u64, name: &str) -> Result<bool> {
+    let props = w.dir(dir)?.props_zapobj;
+    zap_tx::remove(&mut w.mos, props, name.as_bytes())
+}
