@@ -237,7 +237,11 @@ impl CopyIn<'_> {
                         })?;
                     Ok((obj, base))
                 } else {
-                    Err(ozfs_format::Error::Invalid(format!("{path}: file exists")))
+                    // An existing file is replaced, as cp does.
+                    let trimmed = path.trim_end_matches('/');
+                    let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+                    let parent = z.resolve(if dir.is_empty() { "/" } else { dir })?;
+                    Ok((parent, name.as_bytes().to_vec()))
                 }
             }
             Err(ozfs_format::Error::NotFound(_)) => {
@@ -316,6 +320,7 @@ impl CopyIn<'_> {
                 }
                 let chunk = &buf[..n];
                 if chunk.iter().any(|&b| b != 0) {
+                    self.w.reserve(n as u64)?;
                     let mut z = self.zpl()?;
                     z.write(obj, off, chunk)?;
                 }

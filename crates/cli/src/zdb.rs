@@ -83,6 +83,9 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
     if a.flag('r') {
         return copy_file(a, pool);
     }
+    if a.flag('m') {
+        return dump_metaslabs(pool, a.count('m'));
+    }
     let any = a.flag('C') || a.flag('u') || a.flag('d');
     let dsl = DslPool::open(pool.clone())
         .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
@@ -486,5 +489,81 @@ fn copy_file(a: &Args, pool: &Arc<Pool>) -> CmdResult {
     )
     .map_err(|e| Fail::Err(format!("zdb: copy failed: {e}")))?;
     eprintln!("Object {obj} copied successfully");
+    Ok(())
+}
+
+/// `zdb -m[mm]`: metaslabs and (at -mmm) their space map entries.
+fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
+    use ozfs_spa::spacemap::{decode, replay, SmEntry, SpaceMapHeader};
+    let mos = Objset::mos(pool.clone());
+    for top in &pool.root.children {
+        let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(0);
+        let arr = top.config.get_u64("metaslab_array").unwrap_or(0);
+        if ms_shift == 0 || ms_shift > 40 || arr == 0 {
+            continue;
+        }
+        let count = top.asize >> ms_shift;
+        println!(
+            "\nvdev {}\tmetaslabs {}\toffset\t\tspacemap\tfree",
+            top.id, count
+        );
+        let adn = mos.dnode(arr).map_err(|e| Fail::Err(e.to_string()))?;
+        let data = mos
+            .read(&adn, 0, (count * 8) as usize)
+            .map_err(|e| Fail::Err(e.to_string()))?;
+        for id in 0..count as usize {
+            let sm = ozfs_format::bytes::u64_at(&data, id * 8, adn.swap, "metaslab array")
+                .map_err(|e| Fail::Err(e.to_string()))?;
+            let ms_size = 1u64 << ms_shift;
+            if sm == 0 {
+                if level >= 2 {
+                    println!(
+                        "\tmetaslab {id:6}\toffset {:12x}\tspacemap      0\tfree {}",
+                        (id as u64) << ms_shift,
+                        nicenum(ms_size)
+                    );
+                }
+                continue;
+            }
+            let dn = mos.dnode(sm).map_err(|e| Fail::Err(e.to_string()))?;
+            let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)
+                .map_err(|e| Fail::Err(e.to_string()))?;
+            println!(
+                "\tmetaslab {id:6}\toffset {:12x}\tspacemap {sm:6}\tfree {}",
+                (id as u64) << ms_shift,
+                nicenum(ms_size.saturating_sub(hdr.alloc.max(0) as u64))
+            );
+            if level >= 3 {
+                let raw = mos
+                    .read(&dn, 0, hdr.length as usize)
+                    .map_err(|e| Fail::Err(e.to_string()))?;
+                let entries = decode(&raw, dn.swap, top.ashift as u32)
+                    .map_err(|e| Fail::Err(e.to_string()))?;
+                for (i, e) in entries.iter().enumerate() {
+                    match e {
+                        SmEntry::Alloc { offset, len } => println!(
+                            "\t    [{i:4}]    A  range: {:010x}-{:010x}  size: {:06x}",
+                            offset + ((id as u64) << ms_shift),
+                            offset + len + ((id as u64) << ms_shift),
+                            len
+                        ),
+                        SmEntry::Free { offset, len } => println!(
+                            "\t    [{i:4}]    F  range: {:010x}-{:010x}  size: {:06x}",
+                            offset + ((id as u64) << ms_shift),
+                            offset + len + ((id as u64) << ms_shift),
+                            len
+                        ),
+                        SmEntry::Debug { action, pass, txg } => println!(
+                            "\t    [{i:4}]  {}  txg {txg} pass {pass}",
+                            if *action == 0 { "ALLOC:" } else { "FREE: " }
+                        ),
+                    }
+                }
+                if let Err(e) = replay(&entries) {
+                    println!("\t    space map does not replay: {e}");
+                }
+            }
+        }
+    }
     Ok(())
 }

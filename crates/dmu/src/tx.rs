@@ -201,7 +201,10 @@ impl ObjsetTx {
         let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
         let mut obj = start.max(1);
         loop {
-            if obj >= capacity {
+            if obj >= capacity
+                && !self.dnodes.contains_key(&obj)
+                && !self.free_trees.contains_key(&obj)
+            {
                 return Ok(obj);
             }
             let free = match self.dnodes.get(&obj) {

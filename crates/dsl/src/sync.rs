@@ -172,6 +172,8 @@ pub struct PoolWriter {
     /// Metaslab array object per top-level vdev.
     pub ms_arrays: Vec<u64>,
     mos_pending: Sums,
+    /// Raw bytes reserved by writes in the open txg.
+    reserved: u64,
 }
 
 fn u64_at(b: &[u8], off: usize) -> u64 {
@@ -246,6 +248,7 @@ impl PoolWriter {
             config_dirty: false,
             ms_arrays,
             mos_pending: Sums::default(),
+            reserved: 0,
             alloc,
             pool,
         })
@@ -277,6 +280,7 @@ impl PoolWriter {
             config_dirty: true,
             ms_arrays,
             mos_pending: Sums::default(),
+            reserved: 0,
         }
     }
 
@@ -658,6 +662,93 @@ impl PoolWriter {
         }
         self.alloc.sync_done(txg)?;
         self.txg += 1;
+        self.reserved = 0;
+        Ok(())
+    }
+
+    /// Raw bytes a write of `bytes` logical bytes may need (parity, ditto metadata, indirect blocks).
+    fn worst_case_raw(&self, bytes: u64) -> u64 {
+        let inflate = self
+            .pool
+            .root
+            .children
+            .iter()
+            .map(|t| match t.kind {
+                VdevKind::Raidz { nparity } => {
+                    let n = t.children.len() as u64;
+                    (n * 1000) / (n - nparity as u64).max(1)
+                }
+                _ => 1000,
+            })
+            .max()
+            .unwrap_or(1000);
+        let with_meta = bytes + bytes / 16 + (1 << 20);
+        with_meta.saturating_mul(inflate) / 1000
+    }
+
+    /// Space left for new data: free space minus the slop reservation
+    /// (1/64 of the pool, at least 32 MiB — the amount pool version 23 keeps
+    /// back so that syncs and deletes can always proceed) and what the open
+    /// txg has already reserved.
+    pub fn writable_space(&self) -> u64 {
+        let total = self.alloc.total_space();
+        let slop = (total >> 6).max(32 << 20).min(total / 2);
+        self.alloc
+            .free_space()
+            .saturating_sub(slop)
+            .saturating_sub(self.reserved)
+    }
+
+    /// Reserve room for `bytes` of new file data in the open txg, or fail with
+    /// ENOSPC ("out of space") before anything is written. Space freed in the
+    /// last txgs is released first by committing empty txgs if that helps.
+    pub fn reserve(&mut self, bytes: u64) -> Result<()> {
+        let need = self.worst_case_raw(bytes);
+        if need > self.writable_space() && self.alloc.deferred_space() > 0 {
+            for _ in 0..3 {
+                self.sync()?;
+                self.force_empty_txg()?;
+                if need <= self.writable_space() {
+                    break;
+                }
+            }
+        }
+        if need > self.writable_space() {
+            return Err(ozfs_spa::metaslab::enospc(format!(
+                "out of space: pool '{}' has {} bytes free for data, {} needed (No space left on device)",
+                self.pool.name,
+                self.writable_space(),
+                need
+            )));
+        }
+        self.reserved += need;
+        Ok(())
+    }
+
+    /// Commit a txg that changes nothing but the uberblock (advances deferred frees).
+    pub fn force_empty_txg(&mut self) -> Result<()> {
+        if self.mos.is_dirty() || self.alloc.is_dirty() {
+            return self.sync();
+        }
+        let txg = self.txg;
+        let ub = Uberblock {
+            byteswapped: false,
+            version: self.version,
+            txg,
+            guid_sum: self.pool.root.guid_sum(),
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            rootbp: self.mos.os.bp,
+            ..Default::default()
+        };
+        self.pool.flush_all()?;
+        self.pool.write_uberblock(&ub)?;
+        self.pool.flush_all()?;
+        self.alloc.sync_done(txg)?;
+        self.txg += 1;
+        self.reserved = 0;
         Ok(())
     }
 
