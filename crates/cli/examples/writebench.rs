@@ -85,5 +85,8 @@ fn main() {
         std::process::exit(1);
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("{mode} {size_mib} MiB in {secs:.2} s = {:.1} MiB/s", size_mib as f64 / secs);
+    println!(
+        "{mode} {size_mib} MiB in {secs:.2} s = {:.1} MiB/s",
+        size_mib as f64 / secs
+    );
 }

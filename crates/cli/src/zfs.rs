@@ -12,6 +12,7 @@ const USAGE: &str = "usage: zfs <command>
 	destroy [-r] <filesystem>
 	set <property=value> ... <filesystem> ...
 	inherit [-r] <property> <filesystem> ...
+	snapshot [-r] <filesystem@snapname> ...
 	list [-rH] [-p] [-d max] [-o property[,...]] [-t type[,...]] [filesystem|snapshot] ...
 	get [-rHp] [-d max] [-o \"all\" | field[,...]] [-t type[,...]] [-s source[,...]]
 	    <\"all\" | property[,...]> [filesystem|snapshot] ...";
@@ -28,6 +29,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "destroy" => destroy(rest),
         "set" => set(rest),
         "inherit" => inherit(rest),
+        "snapshot" | "snap" => snapshot(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -706,6 +708,38 @@ fn inherit(argv: &[String]) -> CmdResult {
         }
         w.sync()
             .map_err(|e| Fail::Err(format!("cannot inherit '{prop}' for '{ds_name}': {e}")))?;
+    }
+    Ok(())
+}
+
+fn snapshot(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "r", "o")?;
+    if a.pos.is_empty() {
+        return Err(Fail::Usage(format!("missing snapshot argument\n{USAGE}")));
+    }
+    for full in &a.pos {
+        let Some((fs, snap)) = full.split_once('@') else {
+            return Err(Fail::Usage(format!(
+                "'{full}' is not a snapshot name (expected filesystem@snapname)"
+            )));
+        };
+        let mut w = writer_for(fs)?;
+        let names: Vec<String> = if a.flag('r') {
+            let dsl = w.dsl();
+            let ds = dsl
+                .lookup(fs)
+                .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
+            dsl.list(&ds, false, None)
+                .map_err(|e| Fail::Err(e.to_string()))?
+                .into_iter()
+                .map(|d| format!("{}@{snap}", d.name))
+                .collect()
+        } else {
+            vec![full.clone()]
+        };
+        for n in names {
+            w.snapshot(&n).map_err(|e| Fail::Err(e.to_string()))?;
+        }
     }
     Ok(())
 }
