@@ -45,6 +45,14 @@ pub const SPACE_MAP_BLOCKSIZE: u64 = 4096;
 pub const BPLIST_BLOCKSIZE: u64 = 128 * 1024;
 const MAX_SYNC_PASSES: u64 = 40;
 
+/// Space maps shorter than this are never condensed (`OZFS_CONDENSE_MIN_BYTES`, default 16 KiB).
+fn condense_min_bytes() -> u64 {
+    std::env::var("OZFS_CONDENSE_MIN_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 * SPACE_MAP_BLOCKSIZE)
+}
+
 /// Write policy of the MOS: metadata everywhere, lzjb, fletcher4, three copies.
 pub struct MosPolicy;
 
@@ -501,8 +509,67 @@ impl PoolWriter {
         zap_tx::lookup_u64(&self.mos, root.child_dir_zapobj, "$MOS")
     }
 
+    /// Rewrite, in pass 1, the space maps of changed metaslabs that have grown
+    /// to more than twice their condensed size (and beyond one block) as a
+    /// minimal list, as OpenZFS's condensing does.
+    fn condense_space_maps(&mut self) -> Result<()> {
+        let mut todo = Vec::new();
+        for g in &self.alloc.groups {
+            for ms in &g.metaslabs {
+                if ms.sm_object != 0 && ms.is_dirty() {
+                    todo.push((g.vdev, ms.id, ms.sm_object, g.ashift));
+                }
+            }
+        }
+        for (vdev, ms_id, sm_obj, ashift) in todo {
+            let dn = self.mos.dnode(sm_obj)?;
+            let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+            let worth = self
+                .alloc
+                .group(vdev)
+                .and_then(|g| g.metaslabs.get(ms_id as usize))
+                .map(|ms| ms.condense_worthwhile(hdr.length, ashift, condense_min_bytes()))
+                .unwrap_or(false);
+            if !worth {
+                continue;
+            }
+            let entries = self.alloc.condense(vdev, ms_id, self.txg, 1)?;
+            let bytes = spacemap::encode(&entries, ashift)?;
+            let mut padded = bytes.clone();
+            padded.resize(
+                bytes.len().div_ceil(SPACE_MAP_BLOCKSIZE as usize).max(1)
+                    * SPACE_MAP_BLOCKSIZE as usize,
+                0,
+            );
+            self.mos.write(sm_obj, 0, &padded)?;
+            let new_blocks = (padded.len() as u64) / SPACE_MAP_BLOCKSIZE;
+            for b in new_blocks..=dn.phys.maxblkid {
+                self.mos.punch_block(sm_obj, b);
+            }
+            let alloc_bytes = self
+                .alloc
+                .group(vdev)
+                .and_then(|g| g.metaslabs.get(ms_id as usize))
+                .map(|ms| ms.alloc_bytes())
+                .unwrap_or(0);
+            let nh = SpaceMapHeader {
+                object: sm_obj,
+                length: bytes.len() as u64,
+                alloc: alloc_bytes as i64,
+            };
+            let mut bonus = dn.phys.bonus.clone();
+            let enc = nh.encode();
+            bonus[..enc.len()].copy_from_slice(&enc);
+            self.mos.set_bonus(sm_obj, bonus)?;
+        }
+        Ok(())
+    }
+
     /// Write the space-map entries of this pass into the MOS.
     fn write_space_maps(&mut self, pass: u64) -> Result<()> {
+        if pass == 1 {
+            self.condense_space_maps()?;
+        }
         let batches = self.alloc.sync_entries(self.txg, pass)?;
         for (vdev, ms_id, entries) in batches {
             if entries.is_empty() {
