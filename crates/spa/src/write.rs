@@ -261,6 +261,14 @@ impl Pool {
         if bp.is_hole() || bp.is_embedded() {
             return Ok(());
         }
+        if bp.dedup() {
+            // The dedup table still counts references to it: freeing it here would
+            // leave the DDT pointing at free space. Refuse rather than corrupt.
+            return Err(Error::unsupported(
+                "free of a deduplicated block",
+                "dedup-table updates are not implemented; the pool is left at its last synced state",
+            ));
+        }
         for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
             if d.gang {
                 // Children of a gang header are freed through the header's BPs.
