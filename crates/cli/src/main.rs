@@ -13,6 +13,7 @@
 
 mod args;
 mod cp;
+mod mount;
 mod output;
 mod state;
 mod zdb;
@@ -52,7 +53,8 @@ commands:
   zdb [-CudR...] POOL ...                pool debugger, as zdb(8)
   cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset
   cp [-r] SRC POOL/DATASET:PATH          copy a file or tree into a dataset
-  rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset";
+  rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset
+  mount [-o ro] POOL/DATASET MOUNTPOINT  serve a dataset through FUSE until unmounted";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -81,6 +83,7 @@ fn run(argv: &[String]) -> CmdResult {
         "zdb" => zdb::main(rest),
         "cp" => cp::main(rest),
         "rm" => cp::rm(rest),
+        "mount" => mount::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -140,6 +140,19 @@ impl ObjsetTx {
         self.data.insert((obj, blkid), Some(data));
     }
 
+    /// Highest block id of `obj`, counting blocks changed in this txg.
+    pub fn max_blkid(&self, obj: u64) -> Result<u64> {
+        let dn = self.dnode(obj)?;
+        let dirty = self
+            .data
+            .range((obj, 0)..=(obj, u64::MAX))
+            .filter(|(_, d)| d.is_some())
+            .map(|((_, b), _)| *b)
+            .max()
+            .unwrap_or(0);
+        Ok(dn.phys.maxblkid.max(dirty))
+    }
+
     /// Make block `blkid` of `obj` a hole.
     pub fn punch_block(&mut self, obj: u64, blkid: u64) {
         self.data.insert((obj, blkid), None);
@@ -625,24 +638,50 @@ fn sync_tree(
     let deflate_unknown = false;
     let _ = deflate_unknown;
     let mut maxblkid = dn.maxblkid;
-    // Level 0.
+    // Level 0. Blocks that need a new home are compressed in parallel first.
     let mut parents: BTreeSet<u64> = BTreeSet::new();
-    for (blkid, data) in blocks {
-        if nlevels == 1 && blkid >= nblkptr {
+    let p0 = policy.props(dn.object_type, 0);
+    let mut olds = Vec::with_capacity(blocks.len());
+    for (blkid, _) in &blocks {
+        if nlevels == 1 && *blkid >= nblkptr {
             return Err(Error::Invalid(format!(
                 "block {blkid} beyond a single-level object"
             )));
         }
-        let old = get_bp(os, &mut ind, dn, nlevels, epbs, 0, blkid)?;
-        let p = policy.props(dn.object_type, 0);
+        olds.push(get_bp(os, &mut ind, dn, nlevels, epbs, 0, *blkid)?);
+    }
+    let fresh: Vec<(&[u8], BlockProps)> = blocks
+        .iter()
+        .zip(&olds)
+        .filter(|((_, d), old)| d.is_some() && old.birth() != txg)
+        .filter_map(|((_, d), _)| d.as_deref().map(|d| (d, p0)))
+        .collect();
+    let mut encoded = ozfs_spa::write::encode_many(&fresh)?.into_iter();
+    for ((blkid, data), old) in blocks.into_iter().zip(olds) {
+        let p = p0;
         let new = match &data {
             None => BlkPtr::default(),
             Some(d) => {
                 let fill = l0_fill(d);
-                match pool.rewrite_block(alloc, &old, txg, d, &p, fill)? {
+                let in_place = if old.birth() == txg {
+                    pool.rewrite_block(alloc, &old, txg, d, &p, fill)?
+                } else {
+                    None
+                };
+                match in_place {
                     Some(bp) => bp,
                     None => {
-                        let bp = pool.write_block(alloc, txg, d, &p, fill)?;
+                        let enc = if old.birth() == txg {
+                            ozfs_spa::write::encode(d, &p)?
+                        } else {
+                            encoded
+                                .next()
+                                .ok_or_else(|| Error::Invalid("encoder lost a block".into()))?
+                        };
+                        let bp = match enc {
+                            Some(e) => pool.write_encoded(alloc, txg, e, &p, fill)?,
+                            None => BlkPtr::default(),
+                        };
                         if !bp.is_hole() {
                             acct.born(&bp);
                         }

@@ -18,7 +18,7 @@ pub fn load(tx: &ObjsetTx, obj: u64) -> Result<ZapObject> {
     let dn = tx.dnode(obj)?;
     let bs = dn.phys.datablksz() as usize;
     let mut blocks = BTreeMap::new();
-    for blkid in 0..=dn.phys.maxblkid {
+    for blkid in 0..=tx.max_blkid(obj)? {
         if let Some(b) = tx.read_block(obj, blkid)? {
             blocks.insert(blkid, b);
         }

@@ -498,7 +498,7 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
     };
     match kind {
         Kind::Index(tbl) => {
-            let v = if name == "compression" && value == "gzip" {
+            let v = if name == "compression" && value == "gzip-6" {
                 "gzip"
             } else {
                 value

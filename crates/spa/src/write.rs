@@ -174,6 +174,18 @@ impl Pool {
         let Some(e) = encode(data, p)? else {
             return Ok(BlkPtr::default());
         };
+        self.write_encoded(alloc, txg, e, p, fill)
+    }
+
+    /// Allocate and write an already encoded block (see [`encode_many`]).
+    pub fn write_encoded(
+        &self,
+        alloc: &mut Allocator,
+        txg: u64,
+        e: Encoded,
+        p: &BlockProps,
+        fill: u64,
+    ) -> Result<BlkPtr> {
         let psize = e.data.len() as u64;
         let mut dvas: Vec<Dva> = Vec::with_capacity(p.copies);
         let mut used: Vec<u64> = Vec::new();
@@ -291,4 +303,38 @@ impl Pool {
         }
         Ok(())
     }
+}
+
+/// Encode (compress) many blocks on several threads; the order of results
+/// follows the input. Compression is the CPU-heavy part of a sync, and
+/// blocks are independent, so this is where a txg's work is spread out.
+pub fn encode_many(blocks: &[(&[u8], BlockProps)]) -> Result<Vec<Option<Encoded>>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    if blocks.len() < 8 || threads == 1 {
+        return blocks.iter().map(|(d, p)| encode(d, p)).collect();
+    }
+    let chunk = blocks.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = blocks
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|(d, p)| encode(d, p))
+                        .collect::<Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(blocks.len());
+        for h in handles {
+            out.extend(
+                h.join()
+                    .map_err(|_| Error::Invalid("encoder thread panicked".into()))??,
+            );
+        }
+        Ok(out)
+    })
 }

@@ -41,17 +41,23 @@ pub fn oz_create(oz: &Ozfs, pool: &TestPool, keyword: Option<&str>, opts: &[&str
     oz.ok(&args);
 }
 
-/// `ozfs zfs create -o k=v... -o mountpoint=<harness mountpoint> POOL/rel`.
+/// `ozfs zfs create -o k=v... POOL/rel`, then `ozfs zfs set
+/// mountpoint=<harness mountpoint> POOL/rel` (outside every other
+/// dataset's mount; `write_props` covers `create -o mountpoint=`).
 pub fn oz_create_ds(oz: &Ozfs, pool: &TestPool, rel: &str, props: &[(&str, &str)]) {
     let mut args: Vec<String> = vec!["zfs".into(), "create".into()];
     for (k, v) in props {
         args.push("-o".into());
         args.push(format!("{k}={v}"));
     }
-    args.push("-o".into());
-    args.push(format!("mountpoint={}", pool.mountpoint(rel).display()));
     args.push(pool.ds(rel));
     oz.ok(&args);
+    oz.ok(&[
+        "zfs".to_string(),
+        "set".into(),
+        format!("mountpoint={}", pool.mountpoint(rel).display()),
+        pool.ds(rel),
+    ]);
 }
 
 /// `ozfs cp -r SRC TARGET` (copy in), must succeed.

@@ -1,0 +1,90 @@
+//! `ozfs mount [-o ro|rw] POOL/DATASET[@SNAP] MOUNTPOINT`: serve a dataset
+//! through FUSE in the foreground (see the `ozfs-fuse` crate for the
+//! theory: inode numbers, txg policy, durability).
+//!
+//! The pool must be imported (read-write, unless `-o ro`). The command
+//! returns when the file system is unmounted (`fusermount -u`, `umount`)
+//! or on SIGINT/SIGTERM/SIGHUP, after syncing the last txg; it prints
+//! nothing on success. Snapshots mount read-only.
+//!
+//! While mounted, the process is the pool's only writer: other ozfs
+//! commands that write the same pool must not run until it exits.
+
+use crate::args::Args;
+use crate::state::Record;
+use crate::{CmdResult, Fail};
+use ozfs_dsl::sync::PoolWriter;
+use ozfs_fuse::{Options, State};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+const USAGE: &str = "usage: ozfs mount [-o ro|rw] POOL/DATASET[@SNAP] MOUNTPOINT";
+
+pub fn main(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "", "o")?;
+    if a.pos.len() != 2 {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    let mut readonly = false;
+    for o in a.opt_all('o') {
+        for opt in o.split(',').filter(|s| !s.is_empty()) {
+            match opt {
+                "ro" => readonly = true,
+                "rw" => readonly = false,
+                other => {
+                    return Err(Fail::Usage(format!(
+                        "unknown mount option '{other}'\n{USAGE}"
+                    )))
+                }
+            }
+        }
+    }
+    let ds_name = &a.pos[0];
+    let mnt = Path::new(&a.pos[1]);
+    let fail = |e: &dyn std::fmt::Display| Fail::Err(format!("cannot mount '{ds_name}': {e}"));
+    if ds_name.contains('@') {
+        readonly = true;
+    }
+    if !mnt.is_dir() {
+        return Err(Fail::Err(format!(
+            "cannot mount '{ds_name}': mountpoint '{}' is not a directory",
+            mnt.display()
+        )));
+    }
+    let pool_name = ds_name.split(['/', '@']).next().unwrap_or("");
+    let mut rec = Record::load(pool_name).map_err(|_| {
+        Fail::Err(format!(
+            "cannot mount '{ds_name}': no such pool '{pool_name}'"
+        ))
+    })?;
+    let pool = if readonly { rec.open() } else { rec.open_rw() }.map_err(|e| fail(&e))?;
+    let writer = PoolWriter::open(pool.clone()).map_err(|e| fail(&e))?;
+    let dsl = writer.dsl();
+    let ds = dsl
+        .lookup(ds_name)
+        .map_err(|_| fail(&"dataset does not exist"))?;
+    let recordsize = dsl
+        .properties(&ds, 0)
+        .ok()
+        .and_then(|props| {
+            props
+                .iter()
+                .find(|(n, _, _)| n == "recordsize")
+                .and_then(|(_, v, _)| match v {
+                    ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+                    _ => None,
+                })
+        })
+        .unwrap_or(131072);
+    let opts = Options {
+        readonly,
+        ..Options::new(ds_name)
+    };
+    let st = State::new(writer, ds.ds_obj, recordsize, opts).map_err(|e| fail(&e))?;
+    let st = Arc::new(Mutex::new(st));
+    let res = ozfs_fuse::serve(st, mnt);
+    if let Err(e) = rec.save_counters(&pool) {
+        eprintln!("ozfs: warning: could not save error counters: {e}");
+    }
+    res.map_err(|e| fail(&e))
+}

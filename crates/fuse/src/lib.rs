@@ -1,0 +1,1694 @@
+//! # ozfs-fuse: a dataset mounted through FUSE, read-write
+//!
+//! [`ZfsFuse`] implements `fuser::Filesystem` on top of the write path
+//! ([`PoolWriter`] + [`ZplTx`]): every request reads and changes the file
+//! system through the open transaction group's [`ObjsetTx`], so a change is
+//! visible to the next request at once and becomes durable when the txg is
+//! synced. [`serve`] mounts, runs the request loop in the calling thread and
+//! returns after the file system is unmounted and the last txg is synced.
+//!
+//! ## Inode numbers
+//! A FUSE inode number is the ZFS object number, except that FUSE's root
+//! inode 1 stands for the ZPL root directory object (object 1 of a ZPL
+//! objset is the master node, never a file, so nothing else maps to 1). The
+//! generation reported with an entry is the znode's `gen` (the txg that
+//! created it), so a reused object number is a different file to the kernel.
+//!
+//! ## Transaction groups and durability
+//! All changes accumulate in the open txg (in memory). The txg is synced
+//! (data, metadata, space maps, then the uberblock; flushes between):
+//! * when the file data written since the last sync exceeds `txg_bytes`
+//!   (64 MiB, or `OZFS_TXG_BYTES`);
+//! * by a timer thread, at most `txg_interval` (5 s) after the first change
+//!   of the txg;
+//! * on `fsync`/`fsyncdir` (the reply is sent only after the sync, so an
+//!   fsync that returned means everything done before it is on disk);
+//! * when a space reservation fails (the txg's worst-case reservations are
+//!   released by committing it) — only then is ENOSPC returned;
+//! * on unmount (`destroy`) and on SIGINT/SIGTERM (see [`serve`]).
+//!
+//! What is durable when: nothing of a request is on disk before the next
+//! sync; after a sync everything before it is. A crash loses at most the
+//! open txg, and the pool stays consistent (the uberblock is the only commit
+//! point). `write` never syncs synchronously except at the 64 MiB mark.
+//!
+//! ## Open files that are unlinked
+//! Removing the last name of a file that is open keeps the object with link
+//! count 0, records it in the file system's delete queue (as ZFS does: key
+//! = object number in hex), and frees it when the last handle is released.
+//! Orphans left by a crash are freed when the file system is next mounted
+//! read-write (here, or by ZFS itself, which drains the same queue).
+//!
+//! ## Limits (known gaps)
+//! * Pool-version-23 file systems (legacy znode bonus, ZPL ≤ 4) only; ZPL 5
+//!   (system attributes) is refused by [`ZplTx`].
+//! * atime is not updated on reads. Directory lookups and listings decode
+//!   the whole directory ZAP (fine up to tens of thousands of entries).
+//! * `RENAME_EXCHANGE` and `RENAME_WHITEOUT` are refused with EINVAL;
+//!   `RENAME_NOREPLACE` works. No POSIX locks beyond the kernel's local
+//!   ones; no `fallocate`, no `lseek(SEEK_DATA/SEEK_HOLE)` (ENOSYS).
+//! * The request loop is single-threaded: one request at a time.
+
+use fuser::{
+    FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, Session, TimeOrNow,
+};
+use libc::{c_int, EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EROFS};
+use ozfs_dmu::tx::ObjsetTx;
+use ozfs_dmu::zap_tx;
+use ozfs_dsl::sync::PoolWriter;
+use ozfs_format::znode::{
+    ZplAttrs, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+};
+use ozfs_format::Error;
+use ozfs_zpl::write::ZplTx;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may cache attributes and entries.
+const TTL: Duration = Duration::from_secs(1);
+/// Object number mask of a directory entry value.
+const OBJ_MASK: u64 = (1 << 48) - 1;
+/// Bytes reserved at once for file data (reservations carry ~1 MiB of
+/// worst-case metadata each, so small writes share one).
+const RESERVE_CHUNK: u64 = 8 << 20;
+const ENODATA: c_int = libc::ENODATA;
+
+/// Result of a file system operation: errno on failure.
+type Res<T> = Result<T, c_int>;
+
+/// How a dataset is mounted.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Refuse every change (EROFS); nothing is ever synced.
+    pub readonly: bool,
+    /// Sync when this much file data is dirty.
+    pub txg_bytes: u64,
+    /// Sync at most this long after the first change of a txg.
+    pub txg_interval: Duration,
+    /// `fsname` shown in /proc/mounts.
+    pub fsname: String,
+}
+
+impl Options {
+    /// Defaults: read-write, 64 MiB (or `OZFS_TXG_BYTES`), 5 s.
+    pub fn new(fsname: &str) -> Options {
+        Options {
+            readonly: false,
+            txg_bytes: std::env::var("OZFS_TXG_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(64 << 20),
+            txg_interval: Duration::from_secs(5),
+            fsname: fsname.to_string(),
+        }
+    }
+}
+
+/// Everything a mounted file system keeps between requests.
+pub struct State {
+    /// The pool's writer (its open txg holds every change not yet synced).
+    pub writer: PoolWriter,
+    /// Head dataset (or snapshot, read-only) object.
+    pub ds_obj: u64,
+    pub recordsize: u64,
+    opts: Options,
+    root: u64,
+    delete_queue: u64,
+    dirty_bytes: u64,
+    dirty_since: Option<Instant>,
+    /// Bytes reserved for file data in the open txg and not yet used.
+    budget: u64,
+    /// Open file handles per object.
+    opens: HashMap<u64, u32>,
+    /// Open handle → object.
+    handles: HashMap<u64, u64>,
+    /// Unlinked objects kept alive by open handles.
+    orphans: BTreeSet<u64>,
+    /// Directory handle → listing taken at opendir / rewind.
+    dirs: HashMap<u64, Vec<(u64, FileType, Vec<u8>)>>,
+    next_fh: u64,
+    /// Set once the final sync ran: later requests change nothing.
+    closed: bool,
+}
+
+fn log_err(what: &str, e: &Error) {
+    eprintln!("ozfs mount: {what}: {e}");
+}
+
+/// Map an ozfs error to an errno (unexpected ones are logged).
+pub fn errno_of(what: &str, e: &Error) -> c_int {
+    if ozfs_spa::metaslab::is_enospc(e) {
+        return libc::ENOSPC;
+    }
+    match e {
+        Error::NotFound(_) => ENOENT,
+        Error::Invalid(m) => {
+            let m = m.to_lowercase();
+            if m.contains("exists") {
+                EEXIST
+            } else if m.contains("not empty") {
+                ENOTEMPTY
+            } else if m.contains("is a directory") {
+                EISDIR
+            } else if m.contains("not a directory") {
+                ENOTDIR
+            } else if m.contains("invalid file name") || m.contains("into itself") {
+                EINVAL
+            } else if m.contains("hard links to directories") {
+                libc::EPERM
+            } else {
+                log_err(what, e);
+                EIO
+            }
+        }
+        Error::Io { source, .. } => {
+            log_err(what, e);
+            source.raw_os_error().unwrap_or(EIO)
+        }
+        Error::Unsupported { .. } => {
+            log_err(what, e);
+            libc::EOPNOTSUPP
+        }
+        _ => {
+            log_err(what, e);
+            EIO
+        }
+    }
+}
+
+fn kind_of(mode: u64) -> FileType {
+    match mode & S_IFMT {
+        S_IFDIR => FileType::Directory,
+        S_IFLNK => FileType::Symlink,
+        S_IFIFO => FileType::NamedPipe,
+        S_IFCHR => FileType::CharDevice,
+        S_IFBLK => FileType::BlockDevice,
+        S_IFSOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// Directory entry type bits (`mode >> 12`) → file type.
+fn kind_of_dtype(dtype: u64) -> FileType {
+    kind_of(dtype << 12)
+}
+
+fn systime((sec, nsec): (u64, u64)) -> SystemTime {
+    let s = sec as i64;
+    let ns = nsec.min(999_999_999) as u32;
+    if s >= 0 {
+        UNIX_EPOCH + Duration::new(s as u64, ns)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(s.unsigned_abs()) + Duration::new(0, ns)
+    }
+}
+
+fn ztime(t: SystemTime) -> (u64, u64) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs(), d.subsec_nanos() as u64),
+        Err(e) => {
+            // Before 1970: seconds are stored as a negative int64.
+            let d = e.duration();
+            let mut s = -(d.as_secs() as i64);
+            let mut ns = d.subsec_nanos() as u64;
+            if ns > 0 {
+                s -= 1;
+                ns = 1_000_000_000 - ns;
+            }
+            (s as u64, ns)
+        }
+    }
+}
+
+fn ztime_or_now(t: TimeOrNow) -> (u64, u64) {
+    match t {
+        TimeOrNow::SpecificTime(t) => ztime(t),
+        TimeOrNow::Now => ozfs_zpl::write::now(),
+    }
+}
+
+/// Linux `dev_t` (new encoding, as FUSE passes it) → ZFS `(major << 32) | minor`.
+fn zdev(rdev: u32) -> u64 {
+    let major = ((rdev >> 8) & 0xfff) as u64;
+    let minor = ((rdev & 0xff) | ((rdev >> 12) & 0xfff00)) as u64;
+    (major << 32) | minor
+}
+
+/// ZFS `(major << 32) | minor` → Linux `dev_t` (new encoding, 32 bits).
+fn linux_dev(z: u64) -> u32 {
+    let major = ((z >> 32) & 0xfff) as u32;
+    let minor = (z & 0xfffff) as u32;
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
+fn check_name(name: &OsStr) -> Res<&[u8]> {
+    let b = name.as_bytes();
+    if b.len() > 255 {
+        return Err(ENAMETOOLONG);
+    }
+    if b.is_empty() || b.contains(&b'/') || b.contains(&0) {
+        return Err(EINVAL);
+    }
+    Ok(b)
+}
+
+impl State {
+    /// Prepare a mounted file system over `writer`'s dataset `ds_obj`.
+    /// Read-write mounts first free the orphans a crash may have left.
+    pub fn new(
+        mut writer: PoolWriter,
+        ds_obj: u64,
+        recordsize: u64,
+        opts: Options,
+    ) -> Result<State, Error> {
+        let txg = writer.txg;
+        let (root, delete_queue) = {
+            let tx = writer.fs_tx(ds_obj)?;
+            let z = ZplTx::open(tx, txg, recordsize)?;
+            (z.root, z.delete_queue)
+        };
+        let mut st = State {
+            writer,
+            ds_obj,
+            recordsize,
+            opts,
+            root,
+            delete_queue,
+            dirty_bytes: 0,
+            dirty_since: None,
+            budget: 0,
+            opens: HashMap::new(),
+            handles: HashMap::new(),
+            orphans: BTreeSet::new(),
+            dirs: HashMap::new(),
+            next_fh: 1,
+            closed: false,
+        };
+        if !st.opts.readonly && delete_queue != 0 {
+            let ents = zap_tx::list(st.tx()?, delete_queue)?;
+            if !ents.is_empty() {
+                for e in ents {
+                    if let Some(v) = e.as_u64() {
+                        st.free_object(v & OBJ_MASK)?;
+                    }
+                }
+                st.sync()?;
+            }
+        }
+        Ok(st)
+    }
+
+    fn tx(&mut self) -> Result<&mut ObjsetTx, Error> {
+        self.writer.fs_tx(self.ds_obj)
+    }
+
+    fn z(&mut self) -> Result<ZplTx<'_>, Error> {
+        let txg = self.writer.txg;
+        let rs = self.recordsize;
+        let tx = self.writer.fs_tx(self.ds_obj)?;
+        ZplTx::open(tx, txg, rs)
+    }
+
+    fn obj(&self, ino: u64) -> u64 {
+        if ino == fuser::FUSE_ROOT_ID {
+            self.root
+        } else {
+            ino
+        }
+    }
+
+    fn ino(&self, obj: u64) -> u64 {
+        if obj == self.root {
+            fuser::FUSE_ROOT_ID
+        } else {
+            obj
+        }
+    }
+
+    fn writable(&self) -> Res<()> {
+        if self.opts.readonly || self.closed {
+            Err(EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn changed(&mut self) {
+        self.dirty_since.get_or_insert_with(Instant::now);
+    }
+
+    /// Commit the open txg (no-op when read-only or nothing changed).
+    pub fn sync(&mut self) -> Result<(), Error> {
+        if self.opts.readonly {
+            return Ok(());
+        }
+        self.writer.sync()?;
+        self.dirty_bytes = 0;
+        self.dirty_since = None;
+        self.budget = 0;
+        Ok(())
+    }
+
+    fn sync_errno(&mut self, what: &str) -> Res<()> {
+        self.sync().map_err(|e| errno_of(what, &e))
+    }
+
+    /// Sync if the txg has been dirty for longer than the interval.
+    pub fn sync_if_old(&mut self) {
+        if let Some(t) = self.dirty_since {
+            if t.elapsed() >= self.opts.txg_interval {
+                if let Err(e) = self.sync() {
+                    log_err("periodic sync", &e);
+                }
+            }
+        }
+    }
+
+    /// Final sync; afterwards every change is refused.
+    pub fn close(&mut self) -> Result<(), Error> {
+        if self.closed {
+            return Ok(());
+        }
+        // Orphans still open at unmount (the kernel released everything,
+        // normally): free them now.
+        let orphans: Vec<u64> = std::mem::take(&mut self.orphans).into_iter().collect();
+        if !self.opts.readonly {
+            for o in orphans {
+                self.free_object(o)?;
+            }
+        }
+        let r = self.sync();
+        self.closed = true;
+        r
+    }
+
+    /// Reserve room for `n` bytes of file data, syncing once if the open
+    /// txg's reservations are what stands in the way.
+    fn reserve(&mut self, n: u64) -> Res<()> {
+        if self.budget >= n {
+            self.budget -= n;
+            return Ok(());
+        }
+        let chunk = n.max(RESERVE_CHUNK);
+        if self.writer.reserve(chunk).is_ok() {
+            self.budget += chunk - n;
+            return Ok(());
+        }
+        match self.writer.reserve(n) {
+            Ok(()) => return Ok(()),
+            Err(e) if !ozfs_spa::metaslab::is_enospc(&e) => return Err(errno_of("reserve", &e)),
+            Err(_) => {}
+        }
+        // Commit the txg (its reservations were worst cases) and try again.
+        self.sync_errno("sync before reserve")?;
+        match self.writer.reserve(n) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(errno_of("reserve", &e)),
+        }
+    }
+
+    fn attrs(&mut self, obj: u64) -> Res<ZplAttrs> {
+        let z = self.z().map_err(|e| errno_of("open file system", &e))?;
+        z.attrs(obj).map_err(|e| match e {
+            Error::NotFound(_) => ENOENT,
+            e => errno_of(&format!("attributes of object {obj}"), &e),
+        })
+    }
+
+    /// FUSE attributes of an object, plus its generation.
+    fn fattr(&mut self, obj: u64) -> Res<(FileAttr, u64)> {
+        let a = self.attrs(obj)?;
+        let tx = self.tx().map_err(|e| errno_of("open file system", &e))?;
+        let dn = tx
+            .dnode(obj)
+            .map_err(|e| errno_of(&format!("dnode {obj}"), &e))?;
+        let mut used = dn.phys.used_bytes();
+        if a.mode & S_IFMT == S_IFREG && tx.data.range((obj, 0)..=(obj, u64::MAX)).next().is_some()
+        {
+            // Not yet written: count the size rounded up to the block size.
+            let bs = dn.phys.datablksz().max(512);
+            used = used.max(a.size.div_ceil(bs) * bs);
+        }
+        let blksize = dn.phys.datablksz().clamp(512, 131072) as u32;
+        let attr = FileAttr {
+            ino: self.ino(obj),
+            size: a.size,
+            blocks: used.div_ceil(512),
+            atime: systime(a.atime),
+            mtime: systime(a.mtime),
+            ctime: systime(a.ctime),
+            crtime: systime(a.crtime),
+            kind: kind_of(a.mode),
+            perm: (a.mode & 0o7777) as u16,
+            nlink: a.links.min(u32::MAX as u64) as u32,
+            uid: a.uid as u32,
+            gid: a.gid as u32,
+            rdev: linux_dev(a.rdev),
+            blksize,
+            flags: 0,
+        };
+        Ok((attr, a.gen))
+    }
+
+    fn lookup_obj(&mut self, dir: u64, name: &[u8]) -> Res<Option<u64>> {
+        let z = self.z().map_err(|e| errno_of("open file system", &e))?;
+        match z.lookup(dir, name) {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                // Looking up in a non-directory.
+                if let Ok(a) = z.attrs(dir) {
+                    if a.mode & S_IFMT != S_IFDIR {
+                        return Err(ENOTDIR);
+                    }
+                }
+                Err(errno_of(&format!("lookup in directory {dir}"), &e))
+            }
+        }
+    }
+
+    fn dir_attrs(&mut self, dir: u64) -> Res<ZplAttrs> {
+        let a = self.attrs(dir)?;
+        if a.mode & S_IFMT != S_IFDIR {
+            return Err(ENOTDIR);
+        }
+        Ok(a)
+    }
+
+    /// Owner of a new node in `dir`: the caller, with BSD/SysV setgid
+    /// directory semantics (the group of the directory, and new
+    /// directories inherit S_ISGID).
+    fn new_owner(&mut self, dir: u64, req_uid: u32, req_gid: u32, mode: u64) -> Res<(u64, u64)> {
+        let d = self.dir_attrs(dir)?;
+        if d.mode & 0o2000 != 0 {
+            let _ = mode;
+            Ok((req_uid as u64, d.gid))
+        } else {
+            Ok((req_uid as u64, req_gid as u64))
+        }
+    }
+
+    fn entry_exists(&mut self, dir: u64, name: &[u8]) -> Res<()> {
+        if self.lookup_obj(dir, name)?.is_some() {
+            return Err(EEXIST);
+        }
+        Ok(())
+    }
+
+    // ----- object lifetime --------------------------------------------
+
+    /// Free an object with link count 0 and its xattrs; drop it from the delete queue.
+    fn free_object(&mut self, obj: u64) -> Result<(), Error> {
+        let dq = self.delete_queue;
+        let z = self.z()?;
+        match z.attrs(obj) {
+            Ok(a) if a.links == 0 => {
+                if a.xattr != 0 {
+                    for e in zap_tx::list(z.tx, a.xattr)? {
+                        if let Some(v) = e.as_u64() {
+                            z.tx.free_object(v & OBJ_MASK)?;
+                        }
+                    }
+                    z.tx.free_object(a.xattr)?;
+                }
+                z.tx.free_object(obj)?;
+            }
+            // Gone already, or relinked: only the queue entry goes.
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if dq != 0 {
+            zap_tx::remove(z.tx, dq, format!("{obj:x}").as_bytes())?;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Remove the non-directory name `name` (object `obj`) from `dir`. If it
+    /// was the last link of an open file, the object stays (links 0, in the
+    /// delete queue) until its last release.
+    fn remove_name(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<(), Error> {
+        let open = self.opens.get(&obj).copied().unwrap_or(0) > 0;
+        let dq = self.delete_queue;
+        let mut z = self.z()?;
+        let mut a = z.attrs(obj)?;
+        if !open || a.links > 1 {
+            z.unlink(dir, name)?;
+        } else {
+            // Hold one extra link across the unlink so nothing is freed.
+            a.links += 1;
+            z.set_attrs(obj, &a)?;
+            z.unlink(dir, name)?;
+            let mut a = z.attrs(obj)?;
+            a.links = 0;
+            z.set_attrs(obj, &a)?;
+            if dq != 0 {
+                zap_tx::add(z.tx, dq, format!("{obj:x}").as_bytes(), 8, &[obj])?;
+            }
+            self.orphans.insert(obj);
+        }
+        self.changed();
+        Ok(())
+    }
+
+    fn new_handle(&mut self, obj: u64) -> u64 {
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.handles.insert(fh, obj);
+        *self.opens.entry(obj).or_insert(0) += 1;
+        fh
+    }
+
+    fn release_handle(&mut self, fh: u64) -> Res<()> {
+        let Some(obj) = self.handles.remove(&fh) else {
+            return Ok(());
+        };
+        let n = self.opens.entry(obj).or_insert(1);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.opens.remove(&obj);
+            if self.orphans.remove(&obj) && !self.closed {
+                self.free_object(obj)
+                    .map_err(|e| errno_of(&format!("free unlinked object {obj}"), &e))?;
+            }
+        }
+        Ok(())
+    }
+
+    // ----- operations --------------------------------------------------
+
+    fn do_lookup(&mut self, parent: u64, name: &OsStr) -> Res<(FileAttr, u64)> {
+        let dir = self.obj(parent);
+        let name = name.as_bytes();
+        if name.len() > 255 {
+            return Err(ENAMETOOLONG);
+        }
+        let obj = if name == b"." {
+            dir
+        } else if name == b".." {
+            self.dir_attrs(dir)?.parent
+        } else {
+            self.lookup_obj(dir, name)?.ok_or(ENOENT)?
+        };
+        self.fattr(obj)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn do_setattr(
+        &mut self,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+    ) -> Res<FileAttr> {
+        let obj = self.obj(ino);
+        if mode.is_none()
+            && uid.is_none()
+            && gid.is_none()
+            && size.is_none()
+            && atime.is_none()
+            && mtime.is_none()
+        {
+            return Ok(self.fattr(obj)?.0);
+        }
+        self.writable()?;
+        if let Some(size) = size {
+            let a = self.attrs(obj)?;
+            match a.mode & S_IFMT {
+                S_IFDIR => return Err(EISDIR),
+                S_IFREG => {}
+                _ => return Err(EINVAL),
+            }
+            if size > a.size {
+                self.reserve(0)?;
+            }
+            if size < a.size {
+                self.punch_dirty_beyond(obj, size)?;
+            }
+            let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+            z.truncate(obj, size)
+                .map_err(|e| errno_of(&format!("truncate object {obj}"), &e))?;
+        }
+        let mut a = self.attrs(obj)?;
+        let now = ozfs_zpl::write::now();
+        if let Some(m) = mode {
+            a.mode = (a.mode & S_IFMT) | (m as u64 & 0o7777);
+        }
+        if let Some(u) = uid {
+            a.uid = u as u64;
+        }
+        if let Some(g) = gid {
+            a.gid = g as u64;
+        }
+        if (uid.is_some() || gid.is_some()) && mode.is_none() && a.mode & S_IFMT != S_IFDIR {
+            // chown clears set-user-ID and set-group-ID (group-executable).
+            a.mode &= !0o4000;
+            if a.mode & 0o010 != 0 {
+                a.mode &= !0o2000;
+            }
+        }
+        if let Some(t) = atime {
+            a.atime = ztime_or_now(t);
+        }
+        if let Some(t) = mtime {
+            a.mtime = ztime_or_now(t);
+        }
+        a.ctime = now;
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.set_attrs(obj, &a)
+            .map_err(|e| errno_of(&format!("setattr object {obj}"), &e))?;
+        self.changed();
+        Ok(self.fattr(obj)?.0)
+    }
+
+    /// Before shrinking a file to `size`: make holes of the blocks past the
+    /// new end that were written in the open txg. (`ZplTx::truncate` frees
+    /// blocks up to the dnode's `maxblkid`, which only counts synced blocks.)
+    fn punch_dirty_beyond(&mut self, obj: u64, size: u64) -> Res<()> {
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        let bs = tx
+            .dnode(obj)
+            .map_err(|e| errno_of("truncate", &e))?
+            .phys
+            .datablksz();
+        if bs == 0 {
+            return Ok(());
+        }
+        let first_free = size.div_ceil(bs);
+        let dirty: Vec<u64> = tx
+            .data
+            .range((obj, first_free)..=(obj, u64::MAX))
+            .map(|((_, b), _)| *b)
+            .collect();
+        for b in dirty {
+            if b > 0 || size == 0 {
+                tx.punch_block(obj, b);
+            }
+        }
+        Ok(())
+    }
+
+    fn do_readlink(&mut self, ino: u64) -> Res<Vec<u8>> {
+        let obj = self.obj(ino);
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT != S_IFLNK {
+            return Err(EINVAL);
+        }
+        if let Some(t) = a.symlink {
+            return Ok(t);
+        }
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        tx.read(obj, 0, a.size.min(65536) as usize)
+            .map_err(|e| errno_of(&format!("readlink object {obj}"), &e))
+    }
+
+    /// Create a non-directory, non-symlink node.
+    #[allow(clippy::too_many_arguments)]
+    fn do_mknod(
+        &mut self,
+        req_uid: u32,
+        req_gid: u32,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Res<(FileAttr, u64)> {
+        self.writable()?;
+        let dir = self.obj(parent);
+        let name = check_name(name)?;
+        let mut mode = mode as u64 & !(umask as u64 & 0o777);
+        if mode & S_IFMT == 0 {
+            mode |= S_IFREG;
+        }
+        let fmt = mode & S_IFMT;
+        if !matches!(fmt, S_IFREG | S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK) {
+            return Err(EINVAL);
+        }
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, mode)?;
+        self.entry_exists(dir, name)?;
+        let zrdev = if fmt == S_IFCHR || fmt == S_IFBLK {
+            zdev(rdev)
+        } else {
+            0
+        };
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        let obj = z
+            .create(dir, name, mode, uid, gid, zrdev)
+            .map_err(|e| errno_of("create", &e))?;
+        self.changed();
+        self.fattr(obj)
+    }
+
+    fn do_mkdir(
+        &mut self,
+        req_uid: u32,
+        req_gid: u32,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+    ) -> Res<(FileAttr, u64)> {
+        self.writable()?;
+        let dir = self.obj(parent);
+        let name = check_name(name)?;
+        let mut mode = mode as u64 & 0o7777 & !(umask as u64 & 0o777);
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, mode)?;
+        if self.dir_attrs(dir)?.mode & 0o2000 != 0 {
+            mode |= 0o2000;
+        }
+        self.entry_exists(dir, name)?;
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        let obj = z
+            .mkdir(dir, name, mode, uid, gid)
+            .map_err(|e| errno_of("mkdir", &e))?;
+        if mode & 0o2000 != 0 {
+            // ZplTx::mkdir keeps only the permission bits it was given; make sure.
+            let mut a = z.attrs(obj).map_err(|e| errno_of("mkdir", &e))?;
+            if a.mode & 0o2000 == 0 {
+                a.mode |= 0o2000;
+                z.set_attrs(obj, &a).map_err(|e| errno_of("mkdir", &e))?;
+            }
+        }
+        self.changed();
+        self.fattr(obj)
+    }
+
+    fn do_unlink(&mut self, parent: u64, name: &OsStr) -> Res<()> {
+        self.writable()?;
+        let dir = self.obj(parent);
+        let name = name.as_bytes();
+        let obj = self.lookup_obj(dir, name)?.ok_or(ENOENT)?;
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT == S_IFDIR {
+            return Err(EISDIR);
+        }
+        self.remove_name(dir, name, obj)
+            .map_err(|e| errno_of("unlink", &e))
+    }
+
+    fn do_rmdir(&mut self, parent: u64, name: &OsStr) -> Res<()> {
+        self.writable()?;
+        let dir = self.obj(parent);
+        let name = name.as_bytes();
+        if name == b"." {
+            return Err(EINVAL);
+        }
+        if name == b".." {
+            return Err(ENOTEMPTY);
+        }
+        let obj = self.lookup_obj(dir, name)?.ok_or(ENOENT)?;
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT != S_IFDIR {
+            return Err(ENOTDIR);
+        }
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        if !zap_tx::list(z.tx, obj)
+            .map_err(|e| errno_of("rmdir", &e))?
+            .is_empty()
+        {
+            return Err(ENOTEMPTY);
+        }
+        z.rmdir(dir, name).map_err(|e| errno_of("rmdir", &e))?;
+        self.changed();
+        Ok(())
+    }
+
+    fn do_symlink(
+        &mut self,
+        req_uid: u32,
+        req_gid: u32,
+        parent: u64,
+        name: &OsStr,
+        target: &Path,
+    ) -> Res<(FileAttr, u64)> {
+        self.writable()?;
+        let dir = self.obj(parent);
+        let name = check_name(name)?;
+        let t = target.as_os_str().as_bytes();
+        if t.is_empty() {
+            return Err(ENOENT);
+        }
+        if t.len() > 4095 {
+            return Err(ENAMETOOLONG);
+        }
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, S_IFLNK)?;
+        self.entry_exists(dir, name)?;
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        let obj = z
+            .symlink(dir, name, t, uid, gid)
+            .map_err(|e| errno_of("symlink", &e))?;
+        self.changed();
+        self.fattr(obj)
+    }
+
+    fn do_rename(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Res<()> {
+        self.writable()?;
+        const RENAME_NOREPLACE: u32 = 1;
+        if flags & !RENAME_NOREPLACE != 0 {
+            return Err(EINVAL);
+        }
+        let sdir = self.obj(parent);
+        let ddir = self.obj(newparent);
+        let sname = name.as_bytes();
+        let dname = check_name(newname)?;
+        let obj = self.lookup_obj(sdir, sname)?.ok_or(ENOENT)?;
+        self.dir_attrs(ddir)?;
+        let a = self.attrs(obj)?;
+        let is_dir = a.mode & S_IFMT == S_IFDIR;
+        if let Some(target) = self.lookup_obj(ddir, dname)? {
+            if flags & RENAME_NOREPLACE != 0 {
+                return Err(EEXIST);
+            }
+            if target == obj {
+                // Two names of one file: nothing happens.
+                return Ok(());
+            }
+            let ta = self.attrs(target)?;
+            let t_dir = ta.mode & S_IFMT == S_IFDIR;
+            match (is_dir, t_dir) {
+                (true, false) => return Err(ENOTDIR),
+                (false, true) => return Err(EISDIR),
+                (true, true) => {
+                    let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+                    if !zap_tx::list(tx, target)
+                        .map_err(|e| errno_of("rename", &e))?
+                        .is_empty()
+                    {
+                        return Err(ENOTEMPTY);
+                    }
+                }
+                (false, false) => {}
+            }
+        }
+        if is_dir {
+            // Refuse moving a directory under itself.
+            let mut p = ddir;
+            for _ in 0..4096 {
+                if p == obj {
+                    return Err(EINVAL);
+                }
+                if p == self.root {
+                    break;
+                }
+                p = self.attrs(p)?.parent;
+            }
+        }
+        if let Some(target) = self.lookup_obj(ddir, dname)? {
+            if self.attrs(target)?.mode & S_IFMT != S_IFDIR {
+                // May be open: keep it alive if so.
+                self.remove_name(ddir, dname, target)
+                    .map_err(|e| errno_of("rename (replace)", &e))?;
+            }
+        }
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.rename(sdir, sname, ddir, dname)
+            .map_err(|e| errno_of("rename", &e))?;
+        self.changed();
+        Ok(())
+    }
+
+    fn do_link(&mut self, ino: u64, newparent: u64, newname: &OsStr) -> Res<(FileAttr, u64)> {
+        self.writable()?;
+        let obj = self.obj(ino);
+        let dir = self.obj(newparent);
+        let name = check_name(newname)?;
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT == S_IFDIR {
+            return Err(libc::EPERM);
+        }
+        if a.links == 0 {
+            return Err(ENOENT);
+        }
+        if a.links >= u32::MAX as u64 {
+            return Err(libc::EMLINK);
+        }
+        self.dir_attrs(dir)?;
+        self.entry_exists(dir, name)?;
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.link(dir, name, obj).map_err(|e| errno_of("link", &e))?;
+        self.changed();
+        self.fattr(obj)
+    }
+
+    fn do_open(&mut self, ino: u64, flags: i32) -> Res<u64> {
+        let obj = self.obj(ino);
+        let a = self.attrs(obj)?;
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            self.writable()?;
+            if a.mode & S_IFMT == S_IFDIR {
+                return Err(EISDIR);
+            }
+        }
+        Ok(self.new_handle(obj))
+    }
+
+    fn do_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
+        let obj = self.obj(ino);
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT == S_IFDIR {
+            return Err(EISDIR);
+        }
+        let off = offset.max(0) as u64;
+        if off >= a.size {
+            return Ok(Vec::new());
+        }
+        let n = (a.size - off).min(size as u64) as usize;
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        tx.read(obj, off, n)
+            .map_err(|e| errno_of(&format!("read object {obj}"), &e))
+    }
+
+    fn do_write(&mut self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
+        self.writable()?;
+        let obj = self.obj(ino);
+        if offset < 0 {
+            return Err(EINVAL);
+        }
+        let off = offset as u64;
+        if off
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(libc::EFBIG);
+        }
+        self.reserve(data.len() as u64)?;
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.write(obj, off, data)
+            .map_err(|e| errno_of(&format!("write object {obj}"), &e))?;
+        self.changed();
+        self.dirty_bytes += data.len() as u64;
+        if self.dirty_bytes >= self.opts.txg_bytes {
+            self.sync_errno("sync (dirty data limit)")?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    fn do_opendir(&mut self, ino: u64) -> Res<u64> {
+        let obj = self.obj(ino);
+        let listing = self.listing(obj)?;
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        self.dirs.insert(fh, listing);
+        Ok(fh)
+    }
+
+    /// `.`, `..` and the entries of a directory.
+    fn listing(&mut self, obj: u64) -> Res<Vec<(u64, FileType, Vec<u8>)>> {
+        let a = self.dir_attrs(obj)?;
+        let parent = self.ino(a.parent);
+        let me = self.ino(obj);
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        let ents = zap_tx::list(tx, obj).map_err(|e| errno_of("readdir", &e))?;
+        let mut out = Vec::with_capacity(ents.len() + 2);
+        out.push((me, FileType::Directory, b".".to_vec()));
+        out.push((parent, FileType::Directory, b"..".to_vec()));
+        for e in ents {
+            let Some(v) = e.as_u64() else { continue };
+            let o = v & OBJ_MASK;
+            let kind = if v >> 60 == 0 {
+                // ZPL 1 entries carry no type: ask the object.
+                match self.attrs(o) {
+                    Ok(a) => kind_of(a.mode),
+                    Err(_) => FileType::RegularFile,
+                }
+            } else {
+                kind_of_dtype(v >> 60)
+            };
+            out.push((self.ino(o), kind, e.name));
+        }
+        Ok(out)
+    }
+
+    fn do_xattr_dir(&mut self, ino: u64) -> Res<(u64, ZplAttrs)> {
+        let obj = self.obj(ino);
+        let a = self.attrs(obj)?;
+        Ok((obj, a))
+    }
+
+    fn get_xattr(&mut self, ino: u64, name: &[u8]) -> Res<Vec<u8>> {
+        let (_, a) = self.do_xattr_dir(ino)?;
+        if a.xattr == 0 {
+            return Err(ENODATA);
+        }
+        let f = match self.lookup_obj(a.xattr, name) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(ENODATA),
+            Err(ENOENT) => return Err(ENODATA),
+            Err(e) => return Err(e),
+        };
+        let fa = self.attrs(f)?;
+        if fa.size > 64 << 20 {
+            return Err(libc::E2BIG);
+        }
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        tx.read(f, 0, fa.size as usize)
+            .map_err(|e| errno_of("getxattr", &e))
+    }
+
+    fn list_xattrs(&mut self, ino: u64) -> Res<Vec<u8>> {
+        let (_, a) = self.do_xattr_dir(ino)?;
+        let mut out = Vec::new();
+        if a.xattr == 0 {
+            return Ok(out);
+        }
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        for e in zap_tx::list(tx, a.xattr).map_err(|e| errno_of("listxattr", &e))? {
+            out.extend_from_slice(&e.name);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    fn set_xattr(&mut self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> Res<()> {
+        self.writable()?;
+        let name = name.as_bytes();
+        if name.is_empty() || name.len() > 255 {
+            return Err(if name.is_empty() {
+                EINVAL
+            } else {
+                libc::ERANGE
+            });
+        }
+        if name.contains(&b'/') {
+            return Err(EINVAL);
+        }
+        let exists = match self.get_xattr(ino, name) {
+            Ok(_) => true,
+            Err(ENODATA) => false,
+            Err(e) => return Err(e),
+        };
+        if flags & libc::XATTR_CREATE != 0 && exists {
+            return Err(EEXIST);
+        }
+        if flags & libc::XATTR_REPLACE != 0 && !exists {
+            return Err(ENODATA);
+        }
+        self.reserve(value.len() as u64)?;
+        let obj = self.obj(ino);
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.set_xattr(obj, name, value)
+            .map_err(|e| errno_of("setxattr", &e))?;
+        let mut a = z.attrs(obj).map_err(|e| errno_of("setxattr", &e))?;
+        a.ctime = ozfs_zpl::write::now();
+        z.set_attrs(obj, &a).map_err(|e| errno_of("setxattr", &e))?;
+        self.changed();
+        Ok(())
+    }
+
+    fn remove_xattr(&mut self, ino: u64, name: &OsStr) -> Res<()> {
+        self.writable()?;
+        let name = name.as_bytes();
+        let (obj, a) = self.do_xattr_dir(ino)?;
+        if a.xattr == 0 {
+            return Err(ENODATA);
+        }
+        if self.lookup_obj(a.xattr, name)?.is_none() {
+            return Err(ENODATA);
+        }
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        z.unlink(a.xattr, name)
+            .map_err(|e| errno_of("removexattr", &e))?;
+        let mut a = z.attrs(obj).map_err(|e| errno_of("removexattr", &e))?;
+        a.ctime = ozfs_zpl::write::now();
+        z.set_attrs(obj, &a)
+            .map_err(|e| errno_of("removexattr", &e))?;
+        self.changed();
+        Ok(())
+    }
+
+    /// (blocks, bfree, bavail, files, ffree, bsize) in 4 KiB units.
+    fn statfs(&mut self) -> (u64, u64, u64, u64, u64, u32) {
+        const BS: u64 = 4096;
+        let total = self.writer.alloc.total_space();
+        let free = self.writer.alloc.free_space();
+        let avail = if self.opts.readonly {
+            0
+        } else {
+            self.writer.writable_space().saturating_sub(self.budget)
+        };
+        let used_objs = self
+            .tx()
+            .map(|t| {
+                let fill: u64 =
+                    t.os.phys
+                        .meta_dnode
+                        .blkptr
+                        .iter()
+                        .map(|bp| if bp.is_hole() { 0 } else { bp.fill() })
+                        .sum();
+                fill
+            })
+            .unwrap_or(0);
+        let ffree = avail / 512;
+        (
+            total / BS,
+            free / BS,
+            avail / BS,
+            used_objs + ffree,
+            ffree,
+            BS as u32,
+        )
+    }
+}
+
+/// The FUSE file system: shares its [`State`] with the timer and signal threads.
+pub struct ZfsFuse {
+    st: Arc<Mutex<State>>,
+}
+
+impl ZfsFuse {
+    pub fn new(st: Arc<Mutex<State>>) -> ZfsFuse {
+        ZfsFuse { st }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.st.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl Filesystem for ZfsFuse {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.lock().close() {
+            log_err("final sync", &e);
+        }
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        match self.lock().do_lookup(parent, name) {
+            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        let mut st = self.lock();
+        let obj = st.obj(ino);
+        match st.fattr(obj) {
+            Ok((a, _)) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        match self
+            .lock()
+            .do_setattr(ino, mode, uid, gid, size, atime, mtime)
+        {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        match self.lock().do_readlink(ino) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        match self
+            .lock()
+            .do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev)
+        {
+            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match self
+            .lock()
+            .do_mkdir(req.uid(), req.gid(), parent, name, mode, umask)
+        {
+            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock().do_unlink(parent, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock().do_rmdir(parent, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        match self
+            .lock()
+            .do_symlink(req.uid(), req.gid(), parent, link_name, target)
+        {
+            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self
+            .lock()
+            .do_rename(parent, name, newparent, newname, flags)
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        match self.lock().do_link(ino, newparent, newname) {
+            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        match self.lock().do_open(ino, flags) {
+            Ok(fh) => reply.opened(fh, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        match self.lock().do_read(ino, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        match self.lock().do_write(ino, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.lock().release_handle(fh) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
+        match self.lock().sync_errno("fsync") {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        match self.lock().do_opendir(ino) {
+            Ok(fh) => reply.opened(fh, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut st = self.lock();
+        if offset == 0 || !st.dirs.contains_key(&fh) {
+            // First read or rewinddir: take a fresh listing.
+            let obj = st.obj(ino);
+            match st.listing(obj) {
+                Ok(l) => {
+                    st.dirs.insert(fh, l);
+                }
+                Err(e) => return reply.error(e),
+            }
+        }
+        let Some(list) = st.dirs.get(&fh) else {
+            return reply.error(EIO);
+        };
+        for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
+            if reply.add(*ino, (i + 1) as i64, *kind, OsStr::from_bytes(name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.lock().dirs.remove(&fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
+        match self.lock().sync_errno("fsyncdir") {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let (blocks, bfree, bavail, files, ffree, bsize) = self.lock().statfs();
+        reply.statfs(blocks, bfree, bavail, files, ffree, bsize, 255, bsize);
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.lock().set_xattr(ino, name, value, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        match self.lock().get_xattr(ino, name.as_bytes()) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() <= size as usize => reply.data(&v),
+            Ok(_) => reply.error(libc::ERANGE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        match self.lock().list_xattrs(ino) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() <= size as usize => reply.data(&v),
+            Ok(_) => reply.error(libc::ERANGE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock().remove_xattr(ino, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        // Only reached without default_permissions; the kernel checks modes.
+        reply.ok();
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mut st = self.lock();
+        let mode = if mode & S_IFMT as u32 == 0 {
+            mode | S_IFREG as u32
+        } else {
+            mode
+        };
+        let r = st
+            .do_mknod(req.uid(), req.gid(), parent, name, mode, umask, 0)
+            .and_then(|(a, gen)| {
+                let fh = st.do_open(a.ino, flags)?;
+                Ok((a, gen, fh))
+            });
+        match r {
+            Ok((a, gen, fh)) => reply.created(&TTL, &a, gen, fh, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// Block the termination signals in the calling thread (and the threads it
+/// starts afterwards), so that only the waiter thread of [`serve`] sees them.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let Ok(s) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = mnt.to_string_lossy();
+    s.lines()
+        .any(|l| l.split(' ').nth(4).map(|p| p == want).unwrap_or(false))
+}
+
+/// Mount `st`'s file system on `mountpoint` and serve requests until it is
+/// unmounted (`fusermount -u`, `umount`) or the process gets SIGINT,
+/// SIGTERM or SIGHUP; then sync the last txg and return.
+///
+/// On a signal: the txg is synced (under the state lock, so nothing changes
+/// after it), then the mount is unmounted; if it is busy, it is detached
+/// (lazily unmounted) and the process exits 0 at once — everything done
+/// through the mount is on disk at that point.
+pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
+    let (readonly, fsname, interval) = {
+        let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
+        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
+    };
+    let mountpoint: PathBuf = mountpoint.canonicalize()?;
+    let mut opts = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype("ozfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::AllowOther,
+        MountOption::Dev,
+        MountOption::Suid,
+    ];
+    opts.push(if readonly {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
+    let sigset = block_signals();
+    let mut session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // Periodic txg sync.
+    {
+        let st = st.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let tick = (interval / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                if let Ok(mut g) = st.lock() {
+                    if !g.closed {
+                        g.sync_if_old();
+                    }
+                }
+            }
+        });
+    }
+
+    // Termination signals: sync, unmount (or detach and exit).
+    {
+        let st = st.clone();
+        let mnt = mountpoint.clone();
+        std::thread::spawn(move || {
+            let mut sig: c_int = 0;
+            // SAFETY: waits for one of the blocked signals in `sigset`.
+            let r = unsafe { libc::sigwait(&sigset, &mut sig) };
+            if r != 0 {
+                return;
+            }
+            let Ok(cmnt) = std::ffi::CString::new(mnt.as_os_str().as_bytes()) else {
+                return;
+            };
+            let mut g = match st.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if let Err(e) = g.sync() {
+                log_err("sync on signal", &e);
+            }
+            // SAFETY: unmounting our own mount point by path.
+            if unsafe { libc::umount2(cmnt.as_ptr(), 0) } == 0 {
+                // The request loop ends; serve() finishes the job.
+                return;
+            }
+            if let Err(e) = g.close() {
+                log_err("final sync", &e);
+            }
+            // SAFETY: as above; lazy unmount of a busy mount.
+            unsafe { libc::umount2(cmnt.as_ptr(), libc::MNT_DETACH) };
+            std::process::exit(if g.closed { 0 } else { 1 });
+        });
+    }
+
+    let res = session.run();
+    stop.store(true, Ordering::Relaxed);
+    // Make sure the mount is gone if the loop ended for another reason.
+    if is_mounted(&mountpoint) {
+        session.unmount();
+    }
+    drop(session); // calls destroy() → final sync, if not done yet
+    let mut g = match st.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    g.close()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    res
+}
