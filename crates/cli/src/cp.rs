@@ -146,6 +146,8 @@ pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
         )));
     }
     let pool_name = ds_name.split('/').next().unwrap_or("");
+    crate::state::lock_pool(pool_name)
+        .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
     let rec = crate::state::Record::load(pool_name)
         .map_err(|_| Fail::Err(format!("cannot open '{pool_name}': no such pool")))?;
     let pool = rec

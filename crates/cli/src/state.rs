@@ -162,3 +162,29 @@ impl Record {
         self.save()
     }
 }
+
+/// Take the pool's writer lock (an exclusive `flock` on `<state dir>/<pool>.lock`)
+/// for the rest of this process, so that two ozfs commands never write one
+/// pool at the same time.
+pub fn lock_pool(name: &str) -> Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    let path = dir.join(format!(".{name}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+    // SAFETY: flock on a valid descriptor.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        return Err(Error::Invalid(format!(
+            "pool '{name}' is busy: another ozfs command is changing it"
+        )));
+    }
+    // Held until the process exits.
+    std::mem::forget(f);
+    Ok(())
+}

@@ -536,6 +536,8 @@ fn add_zpl_props(
 /// Open the pool of `dataset` for writing.
 pub fn writer_for(dataset: &str) -> Result<ozfs_dsl::sync::PoolWriter, Fail> {
     let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
+    crate::state::lock_pool(pool_name)
+        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
     let rec = Record::load(pool_name).map_err(|_| {
         Fail::Err(format!(
             "cannot open '{dataset}': no such pool '{pool_name}'"

@@ -263,6 +263,8 @@ fn export(argv: &[String]) -> CmdResult {
         let rec =
             Record::load(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
         if !rec.readonly {
+            crate::state::lock_pool(p)
+                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
             let pool = rec
                 .open_rw()
                 .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
@@ -641,6 +643,8 @@ fn destroy(argv: &[String]) -> CmdResult {
     let rec =
         Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
     if !rec.readonly {
+        crate::state::lock_pool(name)
+            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
         let pool = rec
             .open_rw()
             .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
