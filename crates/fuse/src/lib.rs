@@ -235,15 +235,21 @@ fn ztime_or_now(t: TimeOrNow) -> (u64, u64) {
     }
 }
 
-/// Linux `dev_t` (new encoding, as FUSE passes it) → ZFS `(major << 32) | minor`.
+/// Device number to store for a `dev_t` as FUSE passes it (the kernel's
+/// 32-bit "new" encoding: `minor & 0xff | major << 8 | (minor & !0xff) << 12`).
+/// zfs-fuse stores exactly that value in `zp_rdev` (verified: `mknod c 1 3`
+/// gives 0x103, `c 300 70000` gives 0x11112c70), so it is stored as is.
 fn zdev(rdev: u32) -> u64 {
-    let major = ((rdev >> 8) & 0xfff) as u64;
-    let minor = ((rdev & 0xff) | ((rdev >> 12) & 0xfff00)) as u64;
-    (major << 32) | minor
+    rdev as u64
 }
 
-/// ZFS `(major << 32) | minor` → Linux `dev_t` (new encoding, 32 bits).
+/// The FUSE `rdev` of a stored device number: zfs-fuse's form as is; the
+/// 64-bit `(major << 32) | minor` form (ZFS on 64-bit Solaris/Linux) is
+/// converted.
 fn linux_dev(z: u64) -> u32 {
+    if z >> 32 == 0 {
+        return z as u32;
+    }
     let major = ((z >> 32) & 0xfff) as u32;
     let minor = (z & 0xfffff) as u32;
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
@@ -485,10 +491,9 @@ impl State {
     /// Owner of a new node in `dir`: the caller, with BSD/SysV setgid
     /// directory semantics (the group of the directory, and new
     /// directories inherit S_ISGID).
-    fn new_owner(&mut self, dir: u64, req_uid: u32, req_gid: u32, mode: u64) -> Res<(u64, u64)> {
+    fn new_owner(&mut self, dir: u64, req_uid: u32, req_gid: u32) -> Res<(u64, u64)> {
         let d = self.dir_attrs(dir)?;
         if d.mode & 0o2000 != 0 {
-            let _ = mode;
             Ok((req_uid as u64, d.gid))
         } else {
             Ok((req_uid as u64, req_gid as u64))
@@ -632,9 +637,6 @@ impl State {
             if size > a.size {
                 self.reserve(0)?;
             }
-            if size < a.size {
-                self.punch_dirty_beyond(obj, size)?;
-            }
             let mut z = self.z().map_err(|e| errno_of("open", &e))?;
             z.truncate(obj, size)
                 .map_err(|e| errno_of(&format!("truncate object {obj}"), &e))?;
@@ -669,33 +671,6 @@ impl State {
             .map_err(|e| errno_of(&format!("setattr object {obj}"), &e))?;
         self.changed();
         Ok(self.fattr(obj)?.0)
-    }
-
-    /// Before shrinking a file to `size`: make holes of the blocks past the
-    /// new end that were written in the open txg. (`ZplTx::truncate` frees
-    /// blocks up to the dnode's `maxblkid`, which only counts synced blocks.)
-    fn punch_dirty_beyond(&mut self, obj: u64, size: u64) -> Res<()> {
-        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
-        let bs = tx
-            .dnode(obj)
-            .map_err(|e| errno_of("truncate", &e))?
-            .phys
-            .datablksz();
-        if bs == 0 {
-            return Ok(());
-        }
-        let first_free = size.div_ceil(bs);
-        let dirty: Vec<u64> = tx
-            .data
-            .range((obj, first_free)..=(obj, u64::MAX))
-            .map(|((_, b), _)| *b)
-            .collect();
-        for b in dirty {
-            if b > 0 || size == 0 {
-                tx.punch_block(obj, b);
-            }
-        }
-        Ok(())
     }
 
     fn do_readlink(&mut self, ino: u64) -> Res<Vec<u8>> {
@@ -735,7 +710,7 @@ impl State {
         if !matches!(fmt, S_IFREG | S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK) {
             return Err(EINVAL);
         }
-        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, mode)?;
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid)?;
         self.entry_exists(dir, name)?;
         let zrdev = if fmt == S_IFCHR || fmt == S_IFBLK {
             zdev(rdev)
@@ -763,7 +738,7 @@ impl State {
         let dir = self.obj(parent);
         let name = check_name(name)?;
         let mut mode = mode as u64 & 0o7777 & !(umask as u64 & 0o777);
-        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, mode)?;
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid)?;
         if self.dir_attrs(dir)?.mode & 0o2000 != 0 {
             mode |= 0o2000;
         }
@@ -842,7 +817,7 @@ impl State {
         if t.len() > 4095 {
             return Err(ENAMETOOLONG);
         }
-        let (uid, gid) = self.new_owner(dir, req_uid, req_gid, S_IFLNK)?;
+        let (uid, gid) = self.new_owner(dir, req_uid, req_gid)?;
         self.entry_exists(dir, name)?;
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         let obj = z

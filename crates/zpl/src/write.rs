@@ -533,9 +533,11 @@ impl<'a> ZplTx<'a> {
         }
         let dn = self.tx.dnode(obj)?.phys;
         let bs = dn.datablksz();
+        // Blocks written in the open txg count too (the dnode's maxblkid does not know them yet).
+        let maxblkid = self.tx.max_blkid(obj)?;
         if size < a.size && bs > 0 {
             let first_free = size.div_ceil(bs);
-            for blkid in first_free..=dn.maxblkid {
+            for blkid in first_free..=maxblkid {
                 if blkid > 0 || size == 0 {
                     self.tx.punch_block(obj, blkid);
                 }
@@ -549,8 +551,10 @@ impl<'a> ZplTx<'a> {
                     self.tx.write_block(obj, blkid, b);
                 }
             }
-        } else if size > a.size && dn.maxblkid == 0 && size <= self.recordsize {
-            // Growing a one-block file: let its block grow (zeros).
+        } else if size > a.size && maxblkid == 0 {
+            // Growing a one-block file: its block grows (zeros), up to the
+            // record size, as ZFS's zfs_extend does — a file larger than its
+            // block must have a power-of-two block size.
             let new_bs = self.blksz_for(size);
             if new_bs > bs {
                 let mut d = dn.clone();

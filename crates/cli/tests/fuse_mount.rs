@@ -1,0 +1,488 @@
+//! (f) `ozfs mount`: a dataset served read-write through FUSE.
+//!
+//! ozfs creates a raidz1 pool; `ozfs mount` serves it on a temp dir while
+//! the test works through the mount like any program would: the testkit's
+//! `populate` (sizes, sparse files, fat ZAPs, deep trees, symlinks, hard
+//! links, xattrs, odd names, modes, owners, fifos, explicit mtimes — the
+//! result must equal the same profile populated on a local file system),
+//! then write/read/append/truncate, mkdir/rmdir, rename (incl. over a file
+//! and into itself), symlinks, hard links, chmod/chown/utimes, xattrs incl.
+//! removal, a char device, an unlinked-but-open file, a 20 MiB file (sha256),
+//! statfs, and `fsx` (if installed: `cargo install fsx`).
+//!
+//! Then: `fusermount -u` ends the server (exit 0); a second mount still
+//! reads the 20 MiB file (cold cache) and a file written just before
+//! SIGTERM survives it; a read-only mount refuses writes. Finally the pool
+//! is exported, zfs-fuse's `zdb -bcc` is clean and zfs-fuse's mount shows
+//! exactly the tree that was seen through ozfs.
+
+mod common;
+mod wcommon;
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use wcommon::*;
+
+/// A running `ozfs mount`.
+struct Mounted {
+    child: Option<Child>,
+    mnt: PathBuf,
+    log: PathBuf,
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.to_string_lossy().into_owned();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+impl Mounted {
+    fn start(oz: &Ozfs, dataset: &str, mnt: &Path, log: &Path, extra: &[&str]) -> Mounted {
+        let mnt = mnt.canonicalize().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ozfs"));
+        cmd.arg("mount")
+            .args(extra)
+            .arg(dataset)
+            .arg(&mnt)
+            .env("OZFS_STATE_DIR", oz.state_dir())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(File::create(log).unwrap())
+            .stderr(File::create(log.with_extension("err")).unwrap());
+        let child = cmd.spawn().expect("spawn ozfs mount");
+        let mut m = Mounted {
+            child: Some(child),
+            mnt,
+            log: log.to_path_buf(),
+        };
+        let t0 = Instant::now();
+        while !is_mounted(&m.mnt) {
+            if let Some(st) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ozfs mount exited ({st}) before mounting:\n{}", m.output());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "ozfs mount: not mounted after 30 s:\n{}",
+                m.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn output(&self) -> String {
+        format!(
+            "stdout: {}\nstderr: {}",
+            fs::read_to_string(&self.log).unwrap_or_default(),
+            fs::read_to_string(self.log.with_extension("err")).unwrap_or_default()
+        )
+    }
+
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let t0 = Instant::now();
+        let child = self.child.as_mut().unwrap();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                self.child = None;
+                return st;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "ozfs mount does not exit:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `fusermount -u`, then the server must exit 0 having printed nothing.
+    fn unmount(mut self) {
+        let st = Command::new("fusermount")
+            .arg("-u")
+            .arg(&self.mnt)
+            .status()
+            .unwrap();
+        assert!(st.success(), "fusermount -u {}", self.mnt.display());
+        let st = self.wait(Duration::from_secs(120));
+        let out = self.output();
+        assert!(st.success(), "ozfs mount after fusermount -u: {st}\n{out}");
+        assert!(
+            !out.contains("panicked") && !out.contains("ozfs mount:"),
+            "ozfs mount printed errors:\n{out}"
+        );
+        assert!(!is_mounted(&self.mnt));
+    }
+
+    /// SIGTERM: sync, unmount, exit 0.
+    fn terminate(mut self) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let st = self.wait(Duration::from_secs(120));
+        assert!(
+            st.success(),
+            "ozfs mount after SIGTERM: {st}\n{}",
+            self.output()
+        );
+        assert!(!is_mounted(&self.mnt), "still mounted after SIGTERM");
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("fusermount")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.mnt)
+                .status();
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+fn cpath(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// Manifest with every mtime zeroed except under `times/` (explicit mtimes).
+fn without_mtimes(m: &Manifest) -> Manifest {
+    let mut m = m.clone();
+    for (p, e) in m.entries.iter_mut() {
+        if !p.starts_with("times") || p == Path::new("times") {
+            e.mtime = (0, 0);
+        }
+    }
+    m
+}
+
+fn statvfs(p: &Path) -> libc::statvfs {
+    // SAFETY: valid path, zeroed out-struct.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(cpath(p).as_ptr(), &mut s), 0, "statvfs");
+        s
+    }
+}
+
+/// Everything a program would do with files, checked as it goes.
+fn posix_checks(m: &Path) {
+    // create / write / read / append / truncate
+    let f = m.join("ops/file.txt");
+    fs::create_dir_all(m.join("ops")).unwrap();
+    fs::write(&f, b"hello").unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .unwrap()
+        .write_all(b" world")
+        .unwrap();
+    assert_eq!(fs::read(&f).unwrap(), b"hello world");
+    let h = OpenOptions::new().write(true).open(&f).unwrap();
+    h.set_len(5).unwrap();
+    h.set_len(4000).unwrap();
+    drop(h);
+    let mut want = b"hello".to_vec();
+    want.resize(4000, 0);
+    assert_eq!(fs::read(&f).unwrap(), want, "truncate down then up");
+    populate::pwrite(&f, 300_000, b"tail").unwrap();
+    let got = fs::read(&f).unwrap();
+    assert_eq!(got.len(), 300_004);
+    assert_eq!(&got[..5], b"hello");
+    assert!(got[5..300_000].iter().all(|&b| b == 0));
+    assert_eq!(&got[300_000..], b"tail");
+
+    // mkdir / rmdir
+    fs::create_dir_all(m.join("ops/a/b/c")).unwrap();
+    assert_eq!(errno_of(fs::remove_dir(m.join("ops/a/b"))), libc::ENOTEMPTY);
+    fs::remove_dir(m.join("ops/a/b/c")).unwrap();
+    assert_eq!(errno_of(fs::create_dir(m.join("ops/a"))), libc::EEXIST);
+    assert_eq!(errno_of(fs::remove_dir(&f)), libc::ENOTDIR);
+    assert_eq!(errno_of(fs::remove_file(m.join("ops/a"))), libc::EISDIR);
+    assert_eq!(errno_of(fs::read(m.join("ops/nope"))), libc::ENOENT);
+    assert_eq!(fs::metadata(m.join("ops/a")).unwrap().nlink(), 3);
+
+    // rename: across dirs, over a file, a directory, into itself
+    fs::write(m.join("ops/r1"), b"one").unwrap();
+    fs::write(m.join("ops/r2"), b"two").unwrap();
+    fs::rename(m.join("ops/r1"), m.join("ops/a/r1")).unwrap();
+    fs::rename(m.join("ops/r2"), m.join("ops/a/r1")).unwrap();
+    assert_eq!(fs::read(m.join("ops/a/r1")).unwrap(), b"two");
+    assert!(!m.join("ops/r2").exists());
+    fs::rename(m.join("ops/a/b"), m.join("ops/b2")).unwrap();
+    assert!(m.join("ops/b2").is_dir());
+    assert_eq!(
+        errno_of(fs::rename(m.join("ops/a"), m.join("ops/a/inside"))),
+        libc::EINVAL
+    );
+
+    // symlinks (bonus and block targets)
+    let long = "t/".repeat(100);
+    std::os::unix::fs::symlink("a/r1", m.join("ops/sl")).unwrap();
+    std::os::unix::fs::symlink(&long, m.join("ops/sl_long")).unwrap();
+    assert_eq!(fs::read_link(m.join("ops/sl")).unwrap(), Path::new("a/r1"));
+    assert_eq!(
+        fs::read_link(m.join("ops/sl_long")).unwrap(),
+        Path::new(&long)
+    );
+    assert_eq!(fs::read(m.join("ops/sl")).unwrap(), b"two");
+
+    // hard links
+    fs::hard_link(m.join("ops/a/r1"), m.join("ops/hl")).unwrap();
+    let (a, b) = (
+        fs::metadata(m.join("ops/a/r1")).unwrap(),
+        fs::metadata(m.join("ops/hl")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+
+    // chmod / chown / utimes
+    fs::set_permissions(m.join("ops/hl"), fs::Permissions::from_mode(0o4750)).unwrap();
+    populate::lchown(&m.join("ops/hl"), 1234, 5678).unwrap();
+    populate::set_mtime(&m.join("ops/hl"), 1_000_000_000, 123_456_789).unwrap();
+    let md = fs::metadata(m.join("ops/a/r1")).unwrap();
+    assert_eq!(md.mode() & 0o7777, 0o750, "chown clears setuid");
+    assert_eq!((md.uid(), md.gid()), (1234, 5678));
+    assert_eq!((md.mtime(), md.mtime_nsec()), (1_000_000_000, 123_456_789));
+    fs::set_permissions(m.join("ops/hl"), fs::Permissions::from_mode(0o4750)).unwrap();
+    assert_eq!(
+        fs::metadata(m.join("ops/hl")).unwrap().mode() & 0o7777,
+        0o4750
+    );
+
+    // xattrs: set, replace, list, remove
+    let x = m.join("ops/a/r1");
+    populate::set_xattr(&x, "user.one", b"1").unwrap();
+    populate::set_xattr(&x, "user.two", &[7u8; 3000]).unwrap();
+    populate::set_xattr(&x, "user.one", b"uno").unwrap();
+    let xs = manifest::read_xattrs(&x).unwrap();
+    assert_eq!(xs.len(), 2);
+    assert_eq!(xs[std::ffi::OsStr::new("user.one")], b"uno");
+    assert_eq!(xs[std::ffi::OsStr::new("user.two")], vec![7u8; 3000]);
+    populate::remove_xattr(&x, "user.two").unwrap();
+    assert_eq!(manifest::read_xattrs(&x).unwrap().len(), 1);
+
+    // fifo and char device
+    populate::mkfifo(&m.join("ops/fifo"), 0o640).unwrap();
+    let dev = cpath(&m.join("ops/null2"));
+    // SAFETY: valid path.
+    let r = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    assert_eq!(r, 0, "mknod: {}", std::io::Error::last_os_error());
+    let md = fs::symlink_metadata(m.join("ops/null2")).unwrap();
+    assert_eq!(md.rdev(), libc::makedev(1, 3));
+    let dev = cpath(&m.join("ops/bigdev"));
+    // SAFETY: valid path.
+    let r = unsafe {
+        libc::mknod(
+            dev.as_ptr(),
+            libc::S_IFBLK | 0o600,
+            libc::makedev(300, 70000),
+        )
+    };
+    assert_eq!(r, 0, "mknod: {}", std::io::Error::last_os_error());
+    let md = fs::symlink_metadata(m.join("ops/bigdev")).unwrap();
+    assert_eq!(md.rdev(), libc::makedev(300, 70000));
+
+    // a file unlinked while open lives until closed
+    let p = m.join("ops/orphan");
+    let mut o = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    o.write_all(&[5u8; 200_000]).unwrap();
+    fs::remove_file(&p).unwrap();
+    assert!(!p.exists());
+    o.write_all(b"more").unwrap();
+    o.sync_all().unwrap();
+    assert_eq!(o.metadata().unwrap().nlink(), 0);
+    o.seek(SeekFrom::Start(0)).unwrap();
+    let mut back = Vec::new();
+    o.read_to_end(&mut back).unwrap();
+    assert_eq!(back.len(), 200_004);
+    assert_eq!(&back[199_998..], b"\x05\x05more");
+    drop(o);
+
+    // a name replaced by rename while open keeps the old contents readable
+    fs::write(m.join("ops/old"), b"old contents").unwrap();
+    let mut keep = File::open(m.join("ops/old")).unwrap();
+    fs::write(m.join("ops/new"), b"new").unwrap();
+    fs::rename(m.join("ops/new"), m.join("ops/old")).unwrap();
+    let mut s = String::new();
+    keep.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "old contents");
+    drop(keep);
+    assert_eq!(fs::read(m.join("ops/old")).unwrap(), b"new");
+
+    // readdir with . and ..
+    let names: Vec<String> = fs::read_dir(m.join("ops/a"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["r1".to_string()]);
+}
+
+fn run_fsx(file: &Path, artifacts: &Path) {
+    let Some(fsx) = ozfs_testkit::daemon::find_tool("fsx").or_else(|| {
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".cargo/bin/fsx"))
+            .filter(|p| p.is_file())
+    }) else {
+        eprintln!("NOTE: fsx is not installed (cargo install fsx): fsx part skipped");
+        return;
+    };
+    let ops: u64 = std::env::var("OZFS_FSX_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let t0 = Instant::now();
+    let out = Command::new(&fsx)
+        .arg("-N")
+        .arg(ops.to_string())
+        .arg("-S")
+        .arg("4242")
+        .arg("-P")
+        .arg(artifacts)
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("All operations completed A-OK"),
+        "fsx failed on the ozfs mount:\n{}",
+        text.lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!("[fuse] fsx: {ops} operations OK in {:.1?}", t0.elapsed());
+}
+
+#[test]
+fn fuse_mount() {
+    let tag = "fuse";
+    let t0 = Instant::now();
+    let pool = new_devs("ozfuse", Layout::Raidz1, 3, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &["-O", "atime=off"]);
+    let work = local_dir(tag);
+    let mnt = work.path().join("mnt");
+    let artifacts = work.path().join("fsx");
+    fs::create_dir_all(&mnt).unwrap();
+    fs::create_dir_all(&artifacts).unwrap();
+    let log = work.path().join("mount1.log");
+    let m1 = Mounted::start(&oz, &name, &mnt, &log, &[]);
+    let mnt = m1.mnt.clone();
+
+    // statfs of the empty pool.
+    let s0 = statvfs(&mnt);
+    let total = s0.f_blocks * s0.f_frsize;
+    let avail0 = s0.f_bavail * s0.f_frsize;
+    assert!(
+        (300 * MIB..=400 * MIB).contains(&total),
+        "statfs: {total} bytes in a 3 x 128 MiB pool"
+    );
+    assert!(
+        avail0 > 200 * MIB && avail0 < total,
+        "statfs: {avail0} available of {total}"
+    );
+
+    // The testkit's content, through the mount and locally.
+    let profile = Profile::moderate(77);
+    fs::create_dir_all(mnt.join("pop")).unwrap();
+    let rep = populate(&mnt.join("pop"), &profile).unwrap();
+    assert!(rep.xattrs, "xattrs through the mount: {:?}", rep.notes);
+    let local = work.path().join("local");
+    fs::create_dir_all(&local).unwrap();
+    populate(&local, &profile).unwrap();
+    let ours = Manifest::scan(mnt.join("pop")).unwrap();
+    let theirs = Manifest::scan(&local).unwrap();
+    without_mtimes(&theirs).assert_same(&without_mtimes(&ours), "populate through the mount");
+    phase(&format!("{tag}: populate"), t0);
+
+    posix_checks(&mnt);
+    phase(&format!("{tag}: posix checks"), t0);
+
+    // 20 MiB, read back through the mount.
+    let src = work.path().join("big.src");
+    populate::write_random(&src, 20 * MIB + 12345, 99).unwrap();
+    let want = manifest::sha256_file(&src).unwrap();
+    fs::copy(&src, mnt.join("big")).unwrap();
+    File::open(mnt.join("big")).unwrap().sync_all().unwrap();
+    assert_eq!(manifest::sha256_file(&mnt.join("big")).unwrap(), want);
+    let s1 = statvfs(&mnt);
+    let avail1 = s1.f_bavail * s1.f_frsize;
+    assert!(
+        avail1 + 20 * MIB <= avail0,
+        "statfs: available {avail0} -> {avail1} after writing 20 MiB + populate"
+    );
+    phase(&format!("{tag}: 20 MiB"), t0);
+
+    run_fsx(&mnt.join("fsx.dat"), &artifacts);
+    phase(&format!("{tag}: fsx"), t0);
+
+    settle_times(&mnt).unwrap();
+    m1.unmount();
+
+    // Second mount: cold read; a file written right before SIGTERM survives.
+    let m2 = Mounted::start(&oz, &name, &mnt, &work.path().join("mount2.log"), &[]);
+    assert_eq!(manifest::sha256_file(&mnt.join("big")).unwrap(), want);
+    fs::write(mnt.join("late.txt"), b"written before SIGTERM").unwrap();
+    populate::set_mtime(&mnt.join("late.txt"), 1_500_000_000, 0).unwrap();
+    populate::set_mtime(&mnt, 1_500_000_000, 0).unwrap();
+    m2.terminate();
+
+    // Read-only mount: content is there, writes are refused.
+    let m3 = Mounted::start(
+        &oz,
+        &name,
+        &mnt,
+        &work.path().join("mount3.log"),
+        &["-o", "ro"],
+    );
+    assert_eq!(
+        fs::read(mnt.join("late.txt")).unwrap(),
+        b"written before SIGTERM"
+    );
+    assert_eq!(errno_of(fs::write(mnt.join("x"), b"x")), libc::EROFS);
+    let seen = Manifest::scan(&mnt).unwrap();
+    m3.unmount();
+    phase(&format!("{tag}: remounts"), t0);
+
+    // zfs-fuse agrees.
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after fuse mount");
+    let mut pool = pool;
+    pool.import()
+        .unwrap_or_else(|e| panic!("zfs-fuse cannot import the pool: {e}"));
+    let zf = scan_zf(&pool.root(""), true);
+    seen.assert_same(&zf, "zfs-fuse view of what ozfs mount showed");
+    pool.export().unwrap();
+    phase(&format!("{tag}: zfs-fuse checks"), t0);
+}
