@@ -14,6 +14,12 @@ set -euo pipefail
 
 PKGS=(zfs-fuse fuse attr)
 
+# Cargo tools the tests use: fsx (file-system exerciser, crates.io).
+if ! command -v fsx >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/fsx" ]; then
+    echo "install-deps: cargo install fsx"
+    cargo install --quiet --locked fsx --version 0.3.2 </dev/null || echo "install-deps: fsx could not be installed; the fsx test part will be skipped" >&2
+fi
+
 # FUSE device node (best effort; normally present).
 if [ ! -e /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
     modprobe fuse 2>/dev/null || true

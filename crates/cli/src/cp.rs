@@ -347,7 +347,7 @@ impl CopyIn<'_> {
             let rdev = m.rdev();
             let (maj, min) = (libc::major(rdev) as u64, libc::minor(rdev) as u64);
             let mut z = self.zpl()?;
-            obj = z.create(parent, name, fmt | perm, uid, gid, (maj << 32) | min)?;
+            obj = z.create(parent, name, fmt | perm, uid, gid, ozfs_zpl::write::encode_rdev(maj, min))?;
         }
         if m.nlink() > 1 && !ft.is_dir() {
             self.links.insert((m.dev(), m.ino()), obj);

@@ -160,12 +160,7 @@ impl Copier<'_> {
             S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK => {
                 let p = cpath(dest)?;
                 let rdev = if fmt == S_IFCHR || fmt == S_IFBLK {
-                    // zfs-fuse stores (major << 32) | minor; Linux OpenZFS stores the kernel dev_t.
-                    let (maj, min) = if a.rdev >> 32 != 0 {
-                        (a.rdev >> 32, a.rdev & 0xffff_ffff)
-                    } else {
-                        (a.rdev >> 20, a.rdev & 0xfffff)
-                    };
+                    let (maj, min) = crate::write::decode_rdev(a.rdev);
                     libc::makedev(maj as u32, min as u32)
                 } else {
                     0

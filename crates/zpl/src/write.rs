@@ -611,3 +611,19 @@ impl<'a> ZplTx<'a> {
         Ok(())
     }
 }
+
+/// Device number as pool-version-23 ZPL stores it in `zp_rdev`: the Linux
+/// 32-bit encoding `minor & 0xff | major << 8 | (minor & !0xff) << 12`
+/// (what zfs-fuse writes: `c 1 3` is 0x103).
+pub fn encode_rdev(major: u64, minor: u64) -> u64 {
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
+}
+
+/// (major, minor) of a stored device number: the 32-bit form above, or a
+/// 64-bit `(major << 32) | minor` value written by other ZFS ports.
+pub fn decode_rdev(v: u64) -> (u64, u64) {
+    if v >> 32 != 0 {
+        return (v >> 32, v & 0xffff_ffff);
+    }
+    ((v >> 8) & 0xfff, (v & 0xff) | ((v >> 12) & 0xfff00))
+}
