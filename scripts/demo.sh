@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# ozfs's main job on an embedded default: zfs-fuse (the reference ZFS) builds a
-# file-backed pool with datasets, files, links and a snapshot; ozfs then finds,
-# imports, lists and copies it out, and the copy is compared with the original.
+# ozfs's main job on an embedded default. Part 1: zfs-fuse (the reference ZFS)
+# builds a file-backed pool with datasets, files, links and a snapshot; ozfs
+# finds, imports, lists and copies it out, compared with the original.
+# Part 2: ozfs creates its own file-backed pool, mounts a dataset through FUSE,
+# it is used with ordinary tools, then exported; zfs-fuse verifies it (zdb)
+# and imports it.
 # Runs as root on a fresh Debian machine (installs what it needs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +16,7 @@ work=$(mktemp -d /var/tmp/ozfs-demo.XXXXXX)
 export OZFS_STATE_DIR="$work/state"
 pid=""
 cleanup() {
+  fusermount -u "$work/own" 2>/dev/null || true
   if [ -n "$pid" ]; then
     timeout 30 nsenter -t "$pid" -m zpool export -f demo >/dev/null 2>&1 || true
     kill "$pid" 2>/dev/null || true
@@ -64,3 +68,29 @@ echo "== ozfs cp -r demo@first:/ and demo/docs:/ out, compared with zfs-fuse's m
 cat "$work/out-first/hello.txt" "$work/out-live/hello.txt"
 Z zpool import -d "$work/dev" demo
 diff -r -x docs "$m" "$work/out-live" && diff -r "$m/docs" "$work/out-docs" && echo "copy-out equals the zfs-fuse mount"
+
+echo
+echo "== ozfs zpool create: a new mirror pool on files, mounted through FUSE and used"
+Z zpool import -d "$work/dev" demo >/dev/null 2>&1 || true
+truncate -s 128M "$work/dev/n0" "$work/dev/n1"
+"$ozfs" zpool create own mirror "$work/dev/n0" "$work/dev/n1"
+"$ozfs" zfs create -o compression=lzjb own/home
+mkdir -p "$work/own"
+"$ozfs" mount own/home "$work/own" &
+mpid=$!
+for _ in $(seq 100); do grep -q " $work/own " /proc/self/mountinfo && break; sleep 0.1; done
+cp -r /usr/share/doc/bash "$work/own/"
+echo "written through the mount" > "$work/own/note.txt"
+ln -s note.txt "$work/own/link"
+ls -la "$work/own"
+cat "$work/own/link"
+df -h "$work/own" | tail -1
+fusermount -u "$work/own"
+wait $mpid
+"$ozfs" zfs list -r own
+"$ozfs" zpool export own
+echo "== zfs-fuse checks the pool ozfs wrote: zdb -bcc, then imports it"
+Z zdb -e -p "$work/dev" -bcc own | grep -E 'leak|No leaks'
+Z zpool import -d "$work/dev" -R "$work/alt" own
+diff -r /usr/share/doc/bash "/proc/$pid/root$work/alt/own/home/bash" && echo "zfs-fuse sees what was written through the ozfs mount"
+Z zpool export own

@@ -57,6 +57,9 @@ pub fn main(argv: &[String]) -> CmdResult {
             "cannot mount '{ds_name}': no such pool '{pool_name}'"
         ))
     })?;
+    if !readonly {
+        crate::state::lock_pool(&rec.name).map_err(|e| fail(&e))?;
+    }
     let pool = if readonly { rec.open() } else { rec.open_rw() }.map_err(|e| fail(&e))?;
     let writer = PoolWriter::open(pool.clone()).map_err(|e| fail(&e))?;
     let dsl = writer.dsl();
