@@ -164,6 +164,11 @@ pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
         let props = dsl
             .properties(&ds, 0)
             .map_err(|e| Fail::Err(e.to_string()))?;
+        if is_readonly(&props) {
+            return Err(Fail::Err(format!(
+                "cannot copy into '{target}': Read-only file system (readonly=on)"
+            )));
+        }
         props
             .iter()
             .find(|(n, _, _)| n == "recordsize")
@@ -347,7 +352,14 @@ impl CopyIn<'_> {
             let rdev = m.rdev();
             let (maj, min) = (libc::major(rdev) as u64, libc::minor(rdev) as u64);
             let mut z = self.zpl()?;
-            obj = z.create(parent, name, fmt | perm, uid, gid, ozfs_zpl::write::encode_rdev(maj, min))?;
+            obj = z.create(
+                parent,
+                name,
+                fmt | perm,
+                uid,
+                gid,
+                ozfs_zpl::write::encode_rdev(maj, min),
+            )?;
         }
         if m.nlink() > 1 && !ft.is_dir() {
             self.links.insert((m.dev(), m.ino()), obj);
@@ -419,6 +431,15 @@ pub fn rm(argv: &[String]) -> CmdResult {
         .dsl()
         .lookup(&ds_name)
         .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    let props = w
+        .dsl()
+        .properties(&ds, 0)
+        .map_err(|e| Fail::Err(e.to_string()))?;
+    if is_readonly(&props) {
+        return Err(Fail::Err(format!(
+            "cannot remove '{target}': Read-only file system (readonly=on)"
+        )));
+    }
     let txg = w.txg;
     let recursive = a.flag('r') || a.flag('R');
     {
@@ -486,4 +507,11 @@ fn remove_tree(
     } else {
         z.unlink(parent, name)
     }
+}
+
+/// Whether a dataset's `readonly` property is on.
+pub fn is_readonly(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
+    props
+        .iter()
+        .any(|(n, v, _)| n == "readonly" && *v == ozfs_dsl::PropValue::Text("on".into()))
 }

@@ -66,6 +66,14 @@ pub fn main(argv: &[String]) -> CmdResult {
     let ds = dsl
         .lookup(ds_name)
         .map_err(|_| fail(&"dataset does not exist"))?;
+    // readonly=on mounts read-only, as ZFS does.
+    if dsl
+        .properties(&ds, 0)
+        .map(|p| crate::cp::is_readonly(&p))
+        .unwrap_or(false)
+    {
+        readonly = true;
+    }
     let recordsize = dsl
         .properties(&ds, 0)
         .ok()

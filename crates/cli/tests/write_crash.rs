@@ -7,8 +7,8 @@
 //! (N device writes succeed, every later one fails; one cp spans many
 //! txgs).  N is a fixed spread (1..300) in one test; in the other, the
 //! number T of writes the whole cp needs is found by bisection and N is
-//! T/4, T/2, 3T/4 and T-20, T-5, T-2, T-1 (the final uberblock and label
-//! writes).  ozfs must fail cleanly (exit 1, message, no panic) or succeed.
+//! T/4, T/2, 3T/4, T-20, T-5, T-2, T-1 (everything but the new uberblock
+//! written) and T, T+1, T+4, T+12 (only some uberblock/label copies new).  ozfs must fail cleanly (exit 1, message, no panic) or succeed.
 //! Without any further write by the crashed process, the devices must hold
 //! a consistent pool:
 //! * ozfs (fresh state dir) imports it read-only; the base tree is intact;
@@ -241,8 +241,10 @@ fn write_threshold(s: &Scenario, args: &[&str]) -> u64 {
     hi
 }
 
-/// Limits derived from the threshold `t`: spread over the whole run, and
-/// the last writes of the final sync (uberblocks and labels).
+/// Limits derived from the threshold `t`: spread over the whole run, the
+/// last writes before the final sync's first uberblock write (the state
+/// must be the previous txg), and the uberblock and label writes after it
+/// (the command succeeds, ZFS-style: a label sync needs one good write).
 fn derived_limits(t: u64) -> Vec<u64> {
     let mut v = vec![
         t / 4,
@@ -252,6 +254,13 @@ fn derived_limits(t: u64) -> Vec<u64> {
         t.saturating_sub(5),
         t.saturating_sub(2),
         t.saturating_sub(1),
+        // The command succeeds, but the writes of the final sync after the
+        // first uberblock copy fail: some uberblocks and labels are new,
+        // others old.
+        t,
+        t + 1,
+        t + 4,
+        t + 12,
         1_000_000_000,
     ];
     v.retain(|&n| n > 0);

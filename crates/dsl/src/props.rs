@@ -56,7 +56,11 @@ pub fn nicenum(n: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    // zfs uses the smallest precision that keeps 3 significant digits.
+    // Exact multiples print without decimals ("4K", "128K"), as zfs does.
+    if n & ((1u64 << (10 * i)) - 1) == 0 {
+        return format!("{}{}", n >> (10 * i), UNITS[i]);
+    }
+    // Otherwise the most decimals that keep it within five characters.
     for prec in (0..=2).rev() {
         let s = format!("{v:.prec$}");
         if s.len() <= 4 {
@@ -554,4 +558,45 @@ pub fn parse_size(s: &str) -> Option<u64> {
         return None;
     }
     Some((f * mult as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nicenum_matches_zfs() {
+        // Values and renderings as zfs list / zfs get print them.
+        assert_eq!(nicenum(512), "512");
+        assert_eq!(nicenum(4096), "4K");
+        assert_eq!(nicenum(131072), "128K");
+        assert_eq!(nicenum(1536), "1.50K");
+        assert_eq!(nicenum(352 * 1024 + 100), "352K");
+        assert_eq!(nicenum(95_102_976), "90.7M");
+        assert_eq!(nicenum(4_304_896), "4.11M");
+    }
+
+    #[test]
+    fn parse_setting_accepts_zfs_spellings() {
+        use crate::create::PropSetting;
+        assert!(matches!(
+            parse_setting("compression", "gzip-6"),
+            Ok(PropSetting::Num(10))
+        ));
+        assert!(matches!(
+            parse_setting("compression", "zle"),
+            Ok(PropSetting::Num(14))
+        ));
+        assert!(matches!(
+            parse_setting("recordsize", "4K"),
+            Ok(PropSetting::Num(4096))
+        ));
+        assert!(parse_setting("recordsize", "3K").is_err());
+        assert!(parse_setting("compression", "bogus").is_err());
+        assert!(parse_setting("mountpoint", "relative").is_err());
+        assert!(matches!(
+            parse_setting("user:prop", "x"),
+            Ok(PropSetting::Text(_))
+        ));
+    }
 }
