@@ -74,6 +74,11 @@ pub struct ObjsetTx {
     pub free_trees: BTreeMap<u64, DnodePhys>,
     /// Objset block size to write.
     pub objset_size: usize,
+    /// Where the next object-number search starts.
+    pub obj_next: std::cell::Cell<u64>,
+    /// ZAP objects decoded for editing, kept between operations (they stay
+    /// valid across syncs because this objset has no other writer).
+    pub zap_cache: std::collections::HashMap<u64, ozfs_format::zap_write::ZapObject>,
 }
 
 impl ObjsetTx {
@@ -84,6 +89,8 @@ impl ObjsetTx {
             data: BTreeMap::new(),
             free_trees: BTreeMap::new(),
             objset_size: OBJSET_PHYS_SIZE_V2,
+            zap_cache: std::collections::HashMap::new(),
+            obj_next: std::cell::Cell::new(1),
         }
     }
 
@@ -212,7 +219,9 @@ impl ObjsetTx {
     pub fn alloc_object(&self, start: u64) -> Result<u64> {
         let meta = self.dnode_meta();
         let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
-        let mut obj = start.max(1);
+        // Continue after the last allocation (like os_obj_next) instead of
+        // rescanning from the hint every time: creating N files stays O(N).
+        let mut obj = start.max(1).max(self.obj_next.get());
         loop {
             if obj >= capacity
                 && !self.dnodes.contains_key(&obj)
@@ -255,6 +264,7 @@ impl ObjsetTx {
         hint: u64,
     ) -> Result<u64> {
         let obj = self.alloc_object(hint)?;
+        self.obj_next.set(obj + 1);
         let nblkptr = (1 + 320usize.saturating_sub(bonus.len()) / 128).clamp(1, 3) as u8;
         if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
             return Err(Error::Invalid(format!(
@@ -327,6 +337,7 @@ impl ObjsetTx {
 
     /// Free an object: its whole tree goes at sync, its slot becomes free.
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
+        self.zap_cache.remove(&obj);
         let committed = match self.os.dnode(obj) {
             Ok(d) => Some(d.phys),
             Err(Error::NotFound(_)) => None,

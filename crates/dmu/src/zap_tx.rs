@@ -49,6 +49,9 @@ pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
     let mut dn: DnodePhys = tx.dnode(obj)?.phys;
     let dirty = z.take_dirty();
     let new_bs = z.block_size;
+    if dirty.is_empty() && new_bs as u64 == dn.datablksz() {
+        return Ok(());
+    }
     if new_bs as u64 != dn.datablksz() {
         if !new_bs.is_multiple_of(512) || new_bs > 128 * 1024 {
             return Err(Error::Invalid(format!("ZAP block size {new_bs}")));
@@ -70,32 +73,50 @@ pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
     Ok(())
 }
 
+/// Most ZAP objects kept decoded per objset.
+const ZAP_CACHE_MAX: usize = 512;
+
+/// Run `f` on the (cached) decoded ZAP, then store what it changed. On error
+/// nothing is stored and the cached copy is dropped, so the next use reloads
+/// the object's last stored state.
+fn with_zap<R>(
+    tx: &mut ObjsetTx,
+    obj: u64,
+    f: impl FnOnce(&mut ZapObject) -> Result<R>,
+) -> Result<R> {
+    let mut z = match tx.zap_cache.remove(&obj) {
+        Some(z) => z,
+        None => load(tx, obj)?,
+    };
+    let v = f(&mut z)?;
+    store(tx, obj, &mut z)?;
+    if tx.zap_cache.len() >= ZAP_CACHE_MAX {
+        tx.zap_cache.clear();
+    }
+    tx.zap_cache.insert(obj, z);
+    Ok(v)
+}
+
 /// Add or replace one entry.
 pub fn update(tx: &mut ObjsetTx, obj: u64, name: &str, int_len: u8, value: &[u64]) -> Result<()> {
-    let mut z = load(tx, obj)?;
-    z.update(name.as_bytes(), int_len, value)?;
-    store(tx, obj, &mut z)
+    with_zap(tx, obj, |z| z.update(name.as_bytes(), int_len, value))
 }
 
 /// Add one entry; error if it exists.
 pub fn add(tx: &mut ObjsetTx, obj: u64, name: &[u8], int_len: u8, value: &[u64]) -> Result<()> {
-    let mut z = load(tx, obj)?;
-    z.add(name, int_len, value)?;
-    store(tx, obj, &mut z)
+    with_zap(tx, obj, |z| z.add(name, int_len, value))
 }
 
 /// Remove one entry; false if it was absent.
 pub fn remove(tx: &mut ObjsetTx, obj: u64, name: &[u8]) -> Result<bool> {
-    let mut z = load(tx, obj)?;
-    let r = z.remove(name)?;
-    if r {
-        store(tx, obj, &mut z)?;
-    }
-    Ok(r)
+    with_zap(tx, obj, |z| z.remove(name))
 }
 
 pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> {
-    load(tx, obj)?.lookup(name)
+    match tx.zap_cache.get(&obj) {
+        Some(z) => z.lookup(name),
+        None => load(tx, obj)?.lookup(name),
+    }
 }
 
 pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
@@ -105,5 +126,8 @@ pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
 }
 
 pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {
-    load(tx, obj)?.list()
+    match tx.zap_cache.get(&obj) {
+        Some(z) => z.list(),
+        None => load(tx, obj)?.list(),
+    }
 }
