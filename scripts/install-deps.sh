@@ -20,6 +20,14 @@ if ! command -v fsx >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/fsx" ]; then
     cargo install --quiet --locked fsx --version 0.3.2 </dev/null || echo "install-deps: fsx could not be installed; the fsx test part will be skipped" >&2
 fi
 
+# pjdfstest (POSIX file system test suite, Rust rewrite, crates.io): run
+# against an ozfs mount by crates/cli/tests/posix_pjdfstest.rs, see
+# docs/POSIX.md. Building it takes a few minutes.
+if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/pjdfstest" ]; then
+    echo "install-deps: cargo install pjdfstest"
+    cargo install --quiet --locked pjdfstest --version 0.2.2 </dev/null || echo "install-deps: pjdfstest could not be installed; posix_pjdfstest will fail under CI=true" >&2
+fi
+
 # FUSE device node (best effort; normally present).
 if [ ! -e /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
     modprobe fuse 2>/dev/null || true

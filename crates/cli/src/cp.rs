@@ -146,15 +146,22 @@ pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
         )));
     }
     let pool_name = ds_name.split('/').next().unwrap_or("");
-    crate::state::lock_pool(pool_name)
-        .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
-    let rec = crate::state::Record::load(pool_name)
-        .map_err(|_| Fail::Err(format!("cannot open '{pool_name}': no such pool")))?;
-    let pool = rec
-        .open_rw()
-        .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
-    let mut w =
-        PoolWriter::open(pool).map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+    let mut w = match crate::daemon::lease(pool_name) {
+        Some(l) => ozfs_fuse::shared::Writer::Shared(l?),
+        None => {
+            crate::state::lock_pool(pool_name)
+                .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+            let rec = crate::state::Record::load(pool_name)
+                .map_err(|_| Fail::Err(format!("cannot open '{pool_name}': no such pool")))?;
+            let pool = rec
+                .open_rw()
+                .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+            ozfs_fuse::shared::Writer::Own(
+                PoolWriter::open(pool)
+                    .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?,
+            )
+        }
+    };
     let ds = w
         .dsl()
         .lookup(&ds_name)

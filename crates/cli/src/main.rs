@@ -4,15 +4,19 @@
 //! output shapes and exit codes (0 success, 1 failure, 2 usage), plus
 //! `ozfs cp` to copy trees out of datasets and snapshots.
 //!
-//! Until the daemon exists, "imported" pools are remembered in a state
-//! directory (see [`state`]) and every command opens the pool's devices
-//! afresh, read-only.
+//! "Imported" pools are remembered in a state directory (see [`state`]).
+//! The daemon ([`daemon`], started on demand) holds the pools imported with
+//! their mounts; commands that change a pool it holds are forwarded to it
+//! ([`client`]), every other command opens the pool's devices afresh
+//! (read-only commands read the last synced state).
 //!
 //! Invariant: nothing reachable from `main` panics on bad input; every
 //! failure becomes a message on stderr naming what and where, and an exit code.
 
 mod args;
+mod client;
 mod cp;
+mod daemon;
 mod mount;
 mod output;
 mod state;
@@ -49,12 +53,13 @@ const USAGE: &str = "usage: ozfs <command> [args]
 
 commands:
   zpool import|export|list|status ...   pool commands, as zpool(8)
-  zfs list|get ...                       dataset commands, as zfs(8)
+  zfs list|get|mount|unmount ...         dataset commands, as zfs(8)
   zdb [-CudR...] POOL ...                pool debugger, as zdb(8)
   cp [-r] POOL/DATASET[@SNAP]:PATH DEST  copy a file or tree out of a dataset
   cp [-r] SRC POOL/DATASET:PATH          copy a file or tree into a dataset
   rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset
-  mount [-o ro] POOL/DATASET MOUNTPOINT  serve a dataset through FUSE until unmounted";
+  mount [-o ro] POOL/DATASET MOUNTPOINT  serve a dataset through FUSE until unmounted
+  daemon [-f]                            the daemon that holds imported pools and their mounts";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -77,7 +82,12 @@ fn run(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(USAGE.into()));
     };
     let rest = &argv[1..];
+    // A pool the daemon holds is changed by the daemon.
+    if let Some(r) = client::forward_if_held(argv) {
+        return r;
+    }
     match cmd.as_str() {
+        "daemon" => daemon::main(rest),
         "zpool" => zpool::main(rest),
         "zfs" => zfs::main(rest),
         "zdb" => zdb::main(rest),

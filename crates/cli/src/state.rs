@@ -163,10 +163,19 @@ impl Record {
     }
 }
 
-/// Take the pool's writer lock (an exclusive `flock` on `<state dir>/<pool>.lock`)
+/// Take the pool's writer lock (an exclusive `flock` on `<state dir>/.<pool>.lock`)
 /// for the rest of this process, so that two ozfs commands never write one
 /// pool at the same time.
 pub fn lock_pool(name: &str) -> Result<()> {
+    let f = lock_pool_file(name)?;
+    // Held until the process exits.
+    std::mem::forget(f);
+    Ok(())
+}
+
+/// The pool's writer lock, held as long as the returned file is open (the
+/// daemon keeps it while it holds the pool).
+pub fn lock_pool_file(name: &str) -> Result<std::fs::File> {
     use std::os::unix::io::AsRawFd;
     let dir = state_dir();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
@@ -180,11 +189,15 @@ pub fn lock_pool(name: &str) -> Result<()> {
     // SAFETY: flock on a valid descriptor.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
+        // (Never ask from inside the daemon: it would wait for itself.)
+        if !crate::daemon::in_daemon() && crate::client::daemon_holds(name) {
+            return Err(Error::Invalid(format!(
+                "pool '{name}' is busy: held by the ozfs daemon; use its mounts ('ozfs zfs mount')"
+            )));
+        }
         return Err(Error::Invalid(format!(
             "pool '{name}' is busy: another ozfs command is changing it"
         )));
     }
-    // Held until the process exits.
-    std::mem::forget(f);
-    Ok(())
+    Ok(f)
 }

@@ -13,6 +13,9 @@ const USAGE: &str = "usage: zfs <command>
 	set <property=value> ... <filesystem> ...
 	inherit [-r] <property> <filesystem> ...
 	snapshot [-r] <filesystem@snapname> ...
+	mount
+	mount [-a | <filesystem> [mountpoint]]
+	unmount [-a | <filesystem|mountpoint>]
 	list [-rH] [-p] [-d max] [-o property[,...]] [-t type[,...]] [filesystem|snapshot] ...
 	get [-rHp] [-d max] [-o \"all\" | field[,...]] [-t type[,...]] [-s source[,...]]
 	    <\"all\" | property[,...]> [filesystem|snapshot] ...";
@@ -30,6 +33,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "set" => set(rest),
         "inherit" => inherit(rest),
         "snapshot" | "snap" => snapshot(rest),
+        "mount" => mount(rest),
+        "unmount" | "umount" => unmount(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -138,9 +143,10 @@ fn list(argv: &[String]) -> CmdResult {
             .available(&space)
             .map_err(|e| Fail::Err(e.to_string()))?;
         for ds in list {
-            let props = dsl
+            let mut props = dsl
                 .properties(ds, avail)
                 .map_err(|e| Fail::Err(format!("{}: {e}", ds.name)))?;
+            set_mounted(&mut props, &ds.name);
             let mut row = Vec::new();
             for c in &cols {
                 let key = canonical(c);
@@ -343,6 +349,7 @@ fn get(argv: &[String]) -> CmdResult {
                 .properties(ds, avail)
                 .map_err(|e| Fail::Err(format!("{}: {e}", ds.name)))?;
             add_zpl_props(dsl, ds, &mut props);
+            set_mounted(&mut props, &ds.name);
             if ds.is_snapshot {
                 props.push((
                     "defer_destroy".into(),
@@ -534,8 +541,12 @@ fn add_zpl_props(
 }
 
 /// Open the pool of `dataset` for writing.
-pub fn writer_for(dataset: &str) -> Result<ozfs_dsl::sync::PoolWriter, Fail> {
+/// In the daemon, this is a lease on the writer the daemon holds.
+pub fn writer_for(dataset: &str) -> Result<ozfs_fuse::shared::Writer, Fail> {
     let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
+    if let Some(l) = crate::daemon::lease(pool_name) {
+        return Ok(ozfs_fuse::shared::Writer::Shared(l?));
+    }
     crate::state::lock_pool(pool_name)
         .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
     let rec = Record::load(pool_name).map_err(|_| {
@@ -547,6 +558,7 @@ pub fn writer_for(dataset: &str) -> Result<ozfs_dsl::sync::PoolWriter, Fail> {
         .open_rw()
         .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
     ozfs_dsl::sync::PoolWriter::open(pool)
+        .map(ozfs_fuse::shared::Writer::Own)
         .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))
 }
 
@@ -744,4 +756,105 @@ fn snapshot(argv: &[String]) -> CmdResult {
         }
     }
     Ok(())
+}
+
+/// Datasets the daemon has mounted, with their mountpoints (empty without a daemon).
+fn daemon_mounts() -> Vec<(String, String)> {
+    static CACHE: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let Some(Ok(r)) = crate::client::call(&serde_json::json!({"cmd": "list_mounts"}))
+            else {
+                return Vec::new();
+            };
+            r.v["mounts"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| {
+                            Some((m[0].as_str()?.to_string(), m[1].as_str()?.to_string()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .clone()
+}
+
+/// `mounted` is `yes` for what the daemon serves.
+fn set_mounted(props: &mut [(String, PropValue, PropSource)], name: &str) {
+    if let Some(p) = props.iter_mut().find(|(n, _, _)| n == "mounted") {
+        if daemon_mounts().iter().any(|(d, _)| d == name) {
+            p.1 = PropValue::Text("yes".into());
+        }
+    }
+}
+
+/// A directory argument made absolute (the daemon has its own cwd).
+fn absolute(p: &str) -> String {
+    std::path::absolute(p)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| p.to_string())
+}
+
+/// `zfs mount`: list the daemon's mounts; `zfs mount -a`: mount every
+/// file system with canmount=on and a mountpoint; `zfs mount FS [DIR]`:
+/// mount one (at its `mountpoint`, or DIR). The daemon is started if needed.
+fn mount(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "avOlf", "o")?;
+    if a.flag('a') {
+        if !a.pos.is_empty() {
+            return Err(Fail::Usage(format!("too many arguments\n{USAGE}")));
+        }
+        return crate::client::call_starting(&serde_json::json!({"cmd": "mount_all"}))
+            .map_err(Fail::Err)?
+            .into_result();
+    }
+    match a.pos.len() {
+        0 => {
+            for (ds, mp) in daemon_mounts() {
+                println!("{ds:<30}  {mp}");
+            }
+            Ok(())
+        }
+        1 | 2 => {
+            let ds = &a.pos[0];
+            let mut req = serde_json::json!({"cmd": "mount", "dataset": ds});
+            if let Some(d) = a.pos.get(1) {
+                req["dir"] = serde_json::Value::String(absolute(d));
+            }
+            crate::client::call_starting(&req)
+                .map_err(Fail::Err)?
+                .into_result()
+        }
+        _ => Err(Fail::Usage(format!("too many arguments\n{USAGE}"))),
+    }
+}
+
+/// `zfs unmount [-a] FS|DIR`: sync, then unmount (through the daemon).
+fn unmount(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "afu", "")?;
+    let req = if a.flag('a') {
+        serde_json::json!({"cmd": "unmount_all"})
+    } else {
+        let [t] = a.pos.as_slice() else {
+            return Err(Fail::Usage(format!(
+                "missing or too many arguments\n{USAGE}"
+            )));
+        };
+        let t = if t.starts_with('/') || t.starts_with('.') || std::path::Path::new(t).is_dir() {
+            absolute(t)
+        } else {
+            t.clone()
+        };
+        serde_json::json!({"cmd": "unmount", "target": t})
+    };
+    match crate::client::call(&req) {
+        Some(r) => r.map_err(Fail::Err)?.into_result(),
+        None if a.flag('a') => Ok(()),
+        None => Err(Fail::Err(format!(
+            "cannot unmount '{}': not currently mounted",
+            a.pos[0]
+        ))),
+    }
 }

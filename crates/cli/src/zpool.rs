@@ -168,6 +168,13 @@ fn import(argv: &[String]) -> CmdResult {
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    if !readonly && !a.flag('N') {
+        // The daemon takes the pool and mounts its file systems.
+        let name = rec.name.clone();
+        return crate::client::call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
+            .map_err(|e| Fail::Err(format!("cannot mount the file systems of '{name}': {e}")))?
+            .into_result();
+    }
     Ok(())
 }
 
@@ -260,6 +267,13 @@ fn export(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     }
     for p in &a.pos {
+        if crate::client::daemon_holds(p) {
+            // The daemon unmounts, syncs and exports it.
+            crate::client::call_starting(&serde_json::json!({"cmd": "export", "pool": p}))
+                .map_err(Fail::Err)?
+                .into_result()?;
+            continue;
+        }
         let rec =
             Record::load(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
         if !rec.readonly {
@@ -642,6 +656,18 @@ fn destroy(argv: &[String]) -> CmdResult {
     };
     let rec =
         Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
+    if crate::client::daemon_holds(name) {
+        // The daemon unmounts and syncs it, then lets go of it.
+        crate::client::call_starting(
+            &serde_json::json!({"cmd": "export", "pool": name, "release": true}),
+        )
+        .map_err(Fail::Err)?
+        .into_result()
+        .map_err(|e| match e {
+            Fail::Err(m) => Fail::Err(m.replace("cannot export", "cannot destroy")),
+            other => other,
+        })?;
+    }
     if !rec.readonly {
         crate::state::lock_pool(name)
             .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;

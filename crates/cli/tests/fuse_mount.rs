@@ -8,7 +8,10 @@
 //! then write/read/append/truncate, mkdir/rmdir, rename (incl. over a file
 //! and into itself), symlinks, hard links, chmod/chown/utimes, xattrs incl.
 //! removal, a char device, an unlinked-but-open file, a 20 MiB file (sha256),
-//! statfs, and `fsx` (if installed: `cargo install fsx`).
+//! a directory removed under an open file (no inode reuse), fallocate and
+//! hole punching, statfs, and `fsx` (if installed: `cargo install fsx`): a
+//! short run with fsx's defaults and a 100,000-operation run of every fsx
+//! operation the mount serves.
 //!
 //! Then: `fusermount -u` ends the server (exit 0); a second mount still
 //! reads the 20 MiB file (cold cache) and a file written just before
@@ -17,138 +20,18 @@
 //! exactly the tree that was seen through ozfs.
 
 mod common;
+mod mcommon;
 mod wcommon;
+use mcommon::{find_fsx, fsx_run, Mounted, FSX_CONFIG};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Instant;
 use wcommon::*;
-
-/// A running `ozfs mount`.
-struct Mounted {
-    child: Option<Child>,
-    mnt: PathBuf,
-    log: PathBuf,
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let want = mnt.to_string_lossy().into_owned();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
-}
-
-impl Mounted {
-    fn start(oz: &Ozfs, dataset: &str, mnt: &Path, log: &Path, extra: &[&str]) -> Mounted {
-        let mnt = mnt.canonicalize().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ozfs"));
-        cmd.arg("mount")
-            .args(extra)
-            .arg(dataset)
-            .arg(&mnt)
-            .env("OZFS_STATE_DIR", oz.state_dir())
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(File::create(log).unwrap())
-            .stderr(File::create(log.with_extension("err")).unwrap());
-        let child = cmd.spawn().expect("spawn ozfs mount");
-        let mut m = Mounted {
-            child: Some(child),
-            mnt,
-            log: log.to_path_buf(),
-        };
-        let t0 = Instant::now();
-        while !is_mounted(&m.mnt) {
-            if let Some(st) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("ozfs mount exited ({st}) before mounting:\n{}", m.output());
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "ozfs mount: not mounted after 30 s:\n{}",
-                m.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "stdout: {}\nstderr: {}",
-            fs::read_to_string(&self.log).unwrap_or_default(),
-            fs::read_to_string(self.log.with_extension("err")).unwrap_or_default()
-        )
-    }
-
-    fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let t0 = Instant::now();
-        let child = self.child.as_mut().unwrap();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                self.child = None;
-                return st;
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "ozfs mount does not exit:\n{}",
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// `fusermount -u`, then the server must exit 0 having printed nothing.
-    fn unmount(mut self) {
-        let st = Command::new("fusermount")
-            .arg("-u")
-            .arg(&self.mnt)
-            .status()
-            .unwrap();
-        assert!(st.success(), "fusermount -u {}", self.mnt.display());
-        let st = self.wait(Duration::from_secs(120));
-        let out = self.output();
-        assert!(st.success(), "ozfs mount after fusermount -u: {st}\n{out}");
-        assert!(
-            !out.contains("panicked") && !out.contains("ozfs mount:"),
-            "ozfs mount printed errors:\n{out}"
-        );
-        assert!(!is_mounted(&self.mnt));
-    }
-
-    /// SIGTERM: sync, unmount, exit 0.
-    fn terminate(mut self) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let st = self.wait(Duration::from_secs(120));
-        assert!(
-            st.success(),
-            "ozfs mount after SIGTERM: {st}\n{}",
-            self.output()
-        );
-        assert!(!is_mounted(&self.mnt), "still mounted after SIGTERM");
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("fusermount")
-                .arg("-u")
-                .arg("-z")
-                .arg(&self.mnt)
-                .status();
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
     match r {
@@ -320,6 +203,48 @@ fn posix_checks(m: &Path) {
     assert_eq!(&back[199_998..], b"\x05\x05more");
     drop(o);
 
+    // a directory removed while a file in it is open: its object number
+    // must not be reused while the kernel still knows the old inode
+    // (new directories would be "dead" to the kernel: ENOENT)
+    fs::create_dir(m.join("ops/gone")).unwrap();
+    fs::write(m.join("ops/gone/f"), b"x").unwrap();
+    let held = File::open(m.join("ops/gone/f")).unwrap();
+    fs::remove_file(m.join("ops/gone/f")).unwrap();
+    fs::remove_dir(m.join("ops/gone")).unwrap();
+    for i in 0..3 {
+        let d = m.join(format!("ops/new{i}"));
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("g"), b"y").unwrap();
+        assert_eq!(fs::read(d.join("g")).unwrap(), b"y");
+    }
+    drop(held);
+
+    // fallocate: mode 0 extends, PUNCH_HOLE zeroes without changing the size
+    let fa = m.join("ops/falloc");
+    fs::write(&fa, vec![7u8; 300_000]).unwrap();
+    let h = OpenOptions::new().read(true).write(true).open(&fa).unwrap();
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: fallocate on an open descriptor.
+    unsafe {
+        assert_eq!(
+            libc::fallocate(h.as_raw_fd(), 0, 0, 400_000),
+            0,
+            "fallocate"
+        );
+        assert_eq!(
+            libc::fallocate(h.as_raw_fd(), punch, 1000, 200_000),
+            0,
+            "punch"
+        );
+    }
+    drop(h);
+    let got = fs::read(&fa).unwrap();
+    assert_eq!(got.len(), 400_000);
+    assert!(got[..1000].iter().all(|&b| b == 7));
+    assert!(got[1000..201_000].iter().all(|&b| b == 0));
+    assert!(got[201_000..300_000].iter().all(|&b| b == 7));
+    assert!(got[300_000..].iter().all(|&b| b == 0));
+
     // a name replaced by rename while open keeps the old contents readable
     fs::write(m.join("ops/old"), b"old contents").unwrap();
     let mut keep = File::open(m.join("ops/old")).unwrap();
@@ -339,48 +264,38 @@ fn posix_checks(m: &Path) {
     assert_eq!(names, vec!["r1".to_string()]);
 }
 
-fn run_fsx(file: &Path, artifacts: &Path) {
-    let Some(fsx) = ozfs_testkit::daemon::find_tool("fsx").or_else(|| {
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cargo/bin/fsx"))
-            .filter(|p| p.is_file())
-    }) else {
+/// fsx: a short run with fsx's defaults (msync after every mapped write),
+/// then the long run (`OZFS_FSX_OPS`, default 100,000 operations) with
+/// [`FSX_CONFIG`].
+fn run_fsx(dir: &Path, artifacts: &Path) {
+    let Some(fsx) = find_fsx() else {
         eprintln!("NOTE: fsx is not installed (cargo install fsx): fsx part skipped");
         return;
     };
-    let ops: u64 = std::env::var("OZFS_FSX_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let t0 = Instant::now();
-    let out = Command::new(&fsx)
-        .arg("-N")
-        .arg(ops.to_string())
-        .arg("-S")
-        .arg("4242")
-        .arg("-P")
-        .arg(artifacts)
-        .arg(file)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let env = |k: &str, d: u64| -> u64 {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    fsx_run(
+        &fsx,
+        &dir.join("fsx-msync.dat"),
+        artifacts,
+        None,
+        env("OZFS_FSX_MSYNC_OPS", 5_000),
+        4242,
     );
-    assert!(
-        out.status.success() && text.contains("All operations completed A-OK"),
-        "fsx failed on the ozfs mount:\n{}",
-        text.lines()
-            .rev()
-            .take(60)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
+    let cfg = artifacts.join("fsx.toml");
+    fs::write(&cfg, FSX_CONFIG).unwrap();
+    fsx_run(
+        &fsx,
+        &dir.join("fsx.dat"),
+        artifacts,
+        Some(&cfg),
+        env("OZFS_FSX_OPS", 100_000),
+        4243,
     );
-    eprintln!("[fuse] fsx: {ops} operations OK in {:.1?}", t0.elapsed());
 }
 
 #[test]
@@ -444,7 +359,7 @@ fn fuse_mount() {
     );
     phase(&format!("{tag}: 20 MiB"), t0);
 
-    run_fsx(&mnt.join("fsx.dat"), &artifacts);
+    run_fsx(&mnt, &artifacts);
     phase(&format!("{tag}: fsx"), t0);
 
     settle_times(&mnt).unwrap();

@@ -53,17 +53,26 @@ fn condense_min_bytes() -> u64 {
         .unwrap_or(4 * SPACE_MAP_BLOCKSIZE)
 }
 
-/// Write policy of the MOS: metadata everywhere, lzjb, fletcher4, three copies.
-pub struct MosPolicy;
+/// Sync pass from which MOS blocks are written uncompressed (as ZFS's
+/// `SYNC_PASS_DONT_COMPRESS`): a block born in this txg can then be
+/// rewritten in place in later passes, since its size no longer changes
+/// with its contents — without this, a block whose compressed size keeps
+/// changing is reallocated every pass and the passes need not converge.
+const SYNC_PASS_DONT_COMPRESS: u64 = 5;
+
+/// Write policy of the MOS: metadata everywhere, lzjb (until
+/// [`SYNC_PASS_DONT_COMPRESS`]), fletcher4, three copies.
+pub struct MosPolicy {
+    pub compress: bool,
+}
 
 impl WritePolicy for MosPolicy {
     fn props(&self, object_type: u8, level: u8) -> BlockProps {
-        let _ = (object_type, level);
         BlockProps {
             object_type,
             level,
             checksum: cksum::FLETCHER4,
-            compress: comp::LZJB,
+            compress: if self.compress { comp::LZJB } else { comp::OFF },
             copies: 3,
         }
     }
@@ -687,7 +696,10 @@ impl PoolWriter {
         loop {
             self.write_space_maps(pass)?;
             if self.mos.is_dirty() {
-                rootbp = self.mos.sync(&mut self.alloc, txg, &MosPolicy, &mut acct)?;
+                let policy = MosPolicy {
+                    compress: pass < SYNC_PASS_DONT_COMPRESS,
+                };
+                rootbp = self.mos.sync(&mut self.alloc, txg, &policy, &mut acct)?;
             }
             if !self.alloc.is_dirty() && !self.mos.is_dirty() {
                 break;

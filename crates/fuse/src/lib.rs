@@ -68,7 +68,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries.
@@ -115,7 +115,7 @@ impl Options {
 /// Everything a mounted file system keeps between requests.
 pub struct State {
     /// The pool's writer (its open txg holds every change not yet synced).
-    pub writer: PoolWriter,
+    pub writer: shared::Writer,
     /// Head dataset (or snapshot, read-only) object.
     pub ds_obj: u64,
     pub recordsize: u64,
@@ -130,7 +130,10 @@ pub struct State {
     opens: HashMap<u64, u32>,
     /// Open handle → object.
     handles: HashMap<u64, u64>,
-    /// Unlinked objects kept alive by open handles.
+    /// Kernel lookup count per object (entries replied minus forgotten):
+    /// an object number the kernel still knows must not be reused.
+    lookups: HashMap<u64, u64>,
+    /// Unlinked objects kept alive by open handles or kernel references.
     orphans: BTreeSet<u64>,
     /// Directory handle → listing taken at opendir / rewind.
     dirs: HashMap<u64, Vec<(u64, FileType, Vec<u8>)>>,
@@ -270,7 +273,17 @@ impl State {
     /// Prepare a mounted file system over `writer`'s dataset `ds_obj`.
     /// Read-write mounts first free the orphans a crash may have left.
     pub fn new(
-        mut writer: PoolWriter,
+        writer: PoolWriter,
+        ds_obj: u64,
+        recordsize: u64,
+        opts: Options,
+    ) -> Result<State, Error> {
+        State::with_writer(shared::Writer::Own(writer), ds_obj, recordsize, opts)
+    }
+
+    /// [`State::new`] over an owned or (held) shared writer.
+    fn with_writer(
+        mut writer: shared::Writer,
         ds_obj: u64,
         recordsize: u64,
         opts: Options,
@@ -292,6 +305,7 @@ impl State {
             dirty_since: None,
             budget: 0,
             opens: HashMap::new(),
+            lookups: HashMap::new(),
             handles: HashMap::new(),
             orphans: BTreeSet::new(),
             dirs: HashMap::new(),
@@ -536,15 +550,33 @@ impl State {
         Ok(())
     }
 
-    /// Remove the non-directory name `name` (object `obj`) from `dir`. If it
-    /// was the last link of an open file, the object stays (links 0, in the
-    /// delete queue) until its last release.
-    fn remove_name(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<(), Error> {
-        let open = self.opens.get(&obj).copied().unwrap_or(0) > 0;
+    /// Whether the kernel or an open handle still refers to `obj`.
+    fn held(&self, obj: u64) -> bool {
+        self.opens.get(&obj).copied().unwrap_or(0) > 0
+            || self.lookups.get(&obj).copied().unwrap_or(0) > 0
+    }
+
+    /// Keep `obj` (links now 0) until the kernel and every handle let go
+    /// of it: it goes into the delete queue and the orphan set.
+    fn orphan(&mut self, obj: u64) -> Result<(), Error> {
         let dq = self.delete_queue;
+        let z = self.z()?;
+        if dq != 0 {
+            zap_tx::add(z.tx, dq, format!("{obj:x}").as_bytes(), 8, &[obj])?;
+        }
+        self.orphans.insert(obj);
+        Ok(())
+    }
+
+    /// Remove the non-directory name `name` (object `obj`) from `dir`. If it
+    /// was the last link of a file that is open or still known to the
+    /// kernel, the object stays (links 0, in the delete queue) until its
+    /// last release / forget (its number must not be reused before).
+    fn remove_name(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<(), Error> {
+        let held = self.held(obj);
         let mut z = self.z()?;
         let mut a = z.attrs(obj)?;
-        if !open || a.links > 1 {
+        if !held || a.links > 1 {
             z.unlink(dir, name)?;
         } else {
             // Hold one extra link across the unlink so nothing is freed.
@@ -554,13 +586,49 @@ impl State {
             let mut a = z.attrs(obj)?;
             a.links = 0;
             z.set_attrs(obj, &a)?;
-            if dq != 0 {
-                zap_tx::add(z.tx, dq, format!("{obj:x}").as_bytes(), 8, &[obj])?;
-            }
-            self.orphans.insert(obj);
+            self.orphan(obj)?;
         }
         self.changed();
         Ok(())
+    }
+
+    /// Remove the empty directory `name` (object `obj`) from `dir`; kept
+    /// as an orphan while the kernel knows it (see [`State::remove_name`]).
+    fn remove_dir_name(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<(), Error> {
+        let held = self.held(obj);
+        let mut z = self.z()?;
+        if !held {
+            z.rmdir(dir, name)?;
+        } else {
+            z.remove_dir_entry(dir, name, obj)?;
+            self.orphan(obj)?;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    fn forget(&mut self, ino: u64, n: u64) {
+        let obj = self.obj(ino);
+        let Some(c) = self.lookups.get_mut(&obj) else {
+            return;
+        };
+        *c = c.saturating_sub(n);
+        if *c > 0 {
+            return;
+        }
+        self.lookups.remove(&obj);
+        if !self.held(obj) && self.orphans.remove(&obj) && !self.closed {
+            if let Err(e) = self.free_object(obj) {
+                log_err(&format!("free unlinked object {obj}"), &e);
+            }
+        }
+    }
+
+    /// An entry for `a` is being replied: the kernel now holds one more lookup.
+    fn looked_up(&mut self, a: &FileAttr) {
+        let obj = self.obj(a.ino);
+        *self.lookups.entry(obj).or_insert(0) += 1;
     }
 
     fn new_handle(&mut self, obj: u64) -> u64 {
@@ -579,7 +647,7 @@ impl State {
         *n = n.saturating_sub(1);
         if *n == 0 {
             self.opens.remove(&obj);
-            if self.orphans.remove(&obj) && !self.closed {
+            if !self.held(obj) && self.orphans.remove(&obj) && !self.closed {
                 self.free_object(obj)
                     .map_err(|e| errno_of(&format!("free unlinked object {obj}"), &e))?;
             }
@@ -787,16 +855,15 @@ impl State {
         if a.mode & S_IFMT != S_IFDIR {
             return Err(ENOTDIR);
         }
-        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
-        if !zap_tx::list(z.tx, obj)
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        if !zap_tx::list(tx, obj)
             .map_err(|e| errno_of("rmdir", &e))?
             .is_empty()
         {
             return Err(ENOTEMPTY);
         }
-        z.rmdir(dir, name).map_err(|e| errno_of("rmdir", &e))?;
-        self.changed();
-        Ok(())
+        self.remove_dir_name(dir, name, obj)
+            .map_err(|e| errno_of("rmdir", &e))
     }
 
     fn do_symlink(
@@ -887,11 +954,13 @@ impl State {
             }
         }
         if let Some(target) = self.lookup_obj(ddir, dname)? {
+            // May be open or known to the kernel: keep it alive if so.
             if self.attrs(target)?.mode & S_IFMT != S_IFDIR {
-                // May be open: keep it alive if so.
                 self.remove_name(ddir, dname, target)
-                    .map_err(|e| errno_of("rename (replace)", &e))?;
+            } else {
+                self.remove_dir_name(ddir, dname, target)
             }
+            .map_err(|e| errno_of("rename (replace)", &e))?;
         }
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.rename(sdir, sname, ddir, dname)
@@ -974,6 +1043,53 @@ impl State {
             self.sync_errno("sync (dirty data limit)")?;
         }
         Ok(data.len() as u32)
+    }
+
+    /// `fallocate`: mode 0 extends the size (no preallocation: ZFS is
+    /// copy-on-write, as OpenZFS does), `KEEP_SIZE` alone changes nothing,
+    /// `PUNCH_HOLE | KEEP_SIZE` zeroes the range; other modes EOPNOTSUPP.
+    fn do_fallocate(&mut self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {
+        self.writable()?;
+        let obj = self.obj(ino);
+        if mode & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let punch = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
+        if punch && mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if offset < 0 || length <= 0 {
+            return Err(EINVAL);
+        }
+        let (off, len) = (offset as u64, length as u64);
+        let end = off.checked_add(len).filter(|e| *e <= i64::MAX as u64);
+        let end = end.ok_or(libc::EFBIG)?;
+        let a = self.attrs(obj)?;
+        match a.mode & S_IFMT {
+            S_IFDIR => return Err(EISDIR),
+            S_IFREG => {}
+            _ => return Err(libc::ENODEV),
+        }
+        if punch {
+            // Partial blocks at both ends are rewritten.
+            self.reserve(2 * self.recordsize)?;
+            let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+            z.punch_hole(obj, off, len)
+                .map_err(|e| errno_of(&format!("punch hole in object {obj}"), &e))?;
+        } else {
+            let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+            if mode & libc::FALLOC_FL_KEEP_SIZE == 0 && end > a.size {
+                z.truncate(obj, end)
+                    .map_err(|e| errno_of(&format!("extend object {obj}"), &e))?;
+            } else {
+                let mut a = a;
+                a.ctime = ozfs_zpl::write::now();
+                z.set_attrs(obj, &a)
+                    .map_err(|e| errno_of(&format!("fallocate object {obj}"), &e))?;
+            }
+        }
+        self.changed();
+        Ok(())
     }
 
     fn do_opendir(&mut self, ino: u64) -> Res<u64> {
@@ -1154,11 +1270,8 @@ impl ZfsFuse {
         ZfsFuse { st }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        match self.st.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+    fn lock(&self) -> shared::Guard<'_> {
+        shared::lock(&self.st)
     }
 }
 
@@ -1176,10 +1289,18 @@ impl Filesystem for ZfsFuse {
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        match self.lock().do_lookup(parent, name) {
-            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        let mut st = self.lock();
+        match st.do_lookup(parent, name) {
+            Ok((a, gen)) => {
+                st.looked_up(&a);
+                reply.entry(&TTL, &a, gen)
+            }
             Err(e) => reply.error(e),
         }
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.lock().forget(ino, nlookup);
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
@@ -1235,11 +1356,12 @@ impl Filesystem for ZfsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        match self
-            .lock()
-            .do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev)
-        {
-            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        let mut st = self.lock();
+        match st.do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev) {
+            Ok((a, gen)) => {
+                st.looked_up(&a);
+                reply.entry(&TTL, &a, gen)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1253,11 +1375,12 @@ impl Filesystem for ZfsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        match self
-            .lock()
-            .do_mkdir(req.uid(), req.gid(), parent, name, mode, umask)
-        {
-            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        let mut st = self.lock();
+        match st.do_mkdir(req.uid(), req.gid(), parent, name, mode, umask) {
+            Ok((a, gen)) => {
+                st.looked_up(&a);
+                reply.entry(&TTL, &a, gen)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1284,11 +1407,12 @@ impl Filesystem for ZfsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        match self
-            .lock()
-            .do_symlink(req.uid(), req.gid(), parent, link_name, target)
-        {
-            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        let mut st = self.lock();
+        match st.do_symlink(req.uid(), req.gid(), parent, link_name, target) {
+            Ok((a, gen)) => {
+                st.looked_up(&a);
+                reply.entry(&TTL, &a, gen)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1320,8 +1444,12 @@ impl Filesystem for ZfsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        match self.lock().do_link(ino, newparent, newname) {
-            Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        let mut st = self.lock();
+        match st.do_link(ino, newparent, newname) {
+            Ok((a, gen)) => {
+                st.looked_up(&a);
+                reply.entry(&TTL, &a, gen)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1397,6 +1525,22 @@ impl Filesystem for ZfsFuse {
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
         match self.lock().sync_errno("fsync") {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        length: i64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self.lock().do_fallocate(ino, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -1539,7 +1683,10 @@ impl Filesystem for ZfsFuse {
                 Ok((a, gen, fh))
             });
         match r {
-            Ok((a, gen, fh)) => reply.created(&TTL, &a, gen, fh, 0),
+            Ok((a, gen, fh)) => {
+                st.looked_up(&a);
+                reply.created(&TTL, &a, gen, fh, 0)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1667,3 +1814,5 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     res
 }
+
+pub mod shared;

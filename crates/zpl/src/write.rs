@@ -441,6 +441,28 @@ impl<'a> ZplTx<'a> {
         self.destroy_object(obj, &a)
     }
 
+    /// Remove the name of the empty directory `obj` from `dir` and set its
+    /// link count to 0, without freeing it (the caller frees it later).
+    pub fn remove_dir_entry(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<()> {
+        let mut a = self.attrs(obj)?;
+        if a.mode & S_IFMT != S_IFDIR {
+            return Err(Error::Invalid(format!(
+                "{}: not a directory",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        if !zap_tx::list(self.tx, obj)?.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: directory not empty",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        self.remove_entry(dir, name, true)?;
+        a.links = 0;
+        a.ctime = now();
+        self.set_attrs(obj, &a)
+    }
+
     /// Rename (replacing a non-directory target, or an empty directory target).
     pub fn rename(&mut self, sdir: u64, sname: &[u8], ddir: u64, dname: &[u8]) -> Result<()> {
         Self::check_name(dname)?;
@@ -568,6 +590,41 @@ impl<'a> ZplTx<'a> {
             }
         }
         a.size = size;
+        let t = now();
+        a.mtime = t;
+        a.ctime = t;
+        self.set_attrs(obj, &a)
+    }
+
+    /// Zero `len` bytes at `offset` of a regular file without changing its
+    /// size (`fallocate(FALLOC_FL_PUNCH_HOLE)`): whole blocks become holes,
+    /// partial blocks are zeroed in place. The range is clipped to the size.
+    pub fn punch_hole(&mut self, obj: u64, offset: u64, len: u64) -> Result<()> {
+        let mut a = self.attrs(obj)?;
+        if a.mode & S_IFMT != S_IFREG {
+            return Err(Error::Invalid(format!(
+                "object {obj} is not a regular file"
+            )));
+        }
+        let end = offset.saturating_add(len).min(a.size);
+        let bs = self.tx.dnode(obj)?.phys.datablksz();
+        let mut pos = offset;
+        while pos < end && bs > 0 {
+            let blkid = pos / bs;
+            let bstart = blkid * bs;
+            let bend = bstart + bs;
+            let (from, to) = ((pos - bstart) as usize, (end.min(bend) - bstart) as usize);
+            if from == 0 && to == bs as usize && blkid > 0 {
+                self.tx.punch_block(obj, blkid);
+            } else if let Some(mut b) = self.tx.read_block(obj, blkid)? {
+                let to = to.min(b.len());
+                if from < to {
+                    b[from..to].fill(0);
+                    self.tx.write_block(obj, blkid, b);
+                }
+            }
+            pos = bend;
+        }
         let t = now();
         a.mtime = t;
         a.ctime = t;

@@ -79,11 +79,15 @@ pub fn oz_rm(oz: &Ozfs, target: &str, recursive: bool) {
     }
 }
 
-/// `ozfs zpool import -d DIR POOL` (read-write), must succeed.
+/// `ozfs zpool import -N -d DIR POOL` (read-write, nothing mounted), must
+/// succeed. `-N`: no daemon takes the pool, so the write tests' commands
+/// act on the pool files themselves (with their own environment, e.g.
+/// `OZFS_FAULT_WRITE_LIMIT`); `daemon.rs` covers imports that mount.
 pub fn oz_import_rw(oz: &Ozfs, dir: &Path, pool: &str) {
     oz.ok(&[
         OsStr::new("zpool"),
         OsStr::new("import"),
+        OsStr::new("-N"),
         OsStr::new("-d"),
         dir.as_os_str(),
         OsStr::new(pool),

@@ -1,0 +1,792 @@
+//! `ozfs daemon [-f]`: the process that owns imported pools and serves
+//! their datasets through FUSE.
+//!
+//! The CLI talks to it over `$OZFS_STATE_DIR/ozfsd.sock` (see
+//! [`crate::client`]): one JSON request per connection, one JSON reply.
+//! Without `-f` the daemon detaches (a new session, output to `ozfsd.log`
+//! in the state directory); the CLI starts it that way on demand (`zpool
+//! import`, `zfs mount`) with `--auto`, which makes it exit once it holds
+//! no pool.
+//!
+//! Invariants:
+//! * one writer per pool: the daemon holds the pool's writer lock (the
+//!   same `flock` every writing ozfs command takes) and ONE
+//!   [`PoolWriter`](ozfs_dsl::sync::PoolWriter), shared by every mounted
+//!   dataset of the pool and by the writing commands the CLI forwards
+//!   ([`SharedWriter`]); lock order: daemon table, then a mounted dataset's
+//!   state, then the writer — nothing waits for the table or a state while
+//!   holding the writer;
+//! * the socket is private: the state directory is made mode 0700, the
+//!   socket 0600 (created under umask 0177), and every connection's peer
+//!   must be root or the daemon's own user (`SO_PEERCRED`);
+//! * a single daemon per state directory (`flock` on `.ozfsd.lock`); a
+//!   socket nobody answers on is stale and replaced;
+//! * SIGTERM, SIGINT, SIGHUP or the socket's removal: every dataset is
+//!   unmounted (a busy one is synced, then detached), every pool synced —
+//!   they stay imported (state files and ACTIVE labels remain) — the
+//!   socket removed, exit 0.
+
+use crate::args::Args;
+use crate::client::socket_path;
+use crate::state::{state_dir, Record};
+use crate::{CmdResult, Fail};
+use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
+use ozfs_fuse::Options;
+use ozfs_spa::Pool;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: ozfs daemon [-f]";
+
+/// One pool the daemon holds.
+struct PoolEntry {
+    rec: Record,
+    pool: Arc<Pool>,
+    sw: SharedWriter,
+    /// The pool's writer lock, released when the entry drops.
+    _lock: std::fs::File,
+}
+
+/// One mounted dataset.
+struct MountEntry {
+    pool: String,
+    dataset: String,
+    m: Mounted,
+}
+
+#[derive(Default)]
+struct Inner {
+    pools: BTreeMap<String, PoolEntry>,
+    mounts: Vec<MountEntry>,
+}
+
+struct Daemon {
+    inner: Mutex<Inner>,
+    auto: bool,
+    last_activity: Mutex<Instant>,
+}
+
+static DAEMON: OnceLock<Arc<Daemon>> = OnceLock::new();
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Is this process the daemon?
+pub fn in_daemon() -> bool {
+    DAEMON.get().is_some()
+}
+
+/// In the daemon: a lease on the writer of `pool` if the daemon holds it
+/// (writing commands forwarded by the CLI use it instead of opening the
+/// pool themselves).
+pub fn lease(pool: &str) -> Option<Result<Lease, Fail>> {
+    let d = DAEMON.get()?;
+    let sw = lock(&d.inner).pools.get(pool).map(|p| p.sw.clone());
+    Some(match sw {
+        Some(sw) => sw
+            .lease()
+            .map_err(|e| Fail::Err(format!("cannot open '{pool}': {e}"))),
+        None => Err(Fail::Err(format!(
+            "cannot open '{pool}': the ozfs daemon does not hold this pool"
+        ))),
+    })
+}
+
+pub fn main(argv: &[String]) -> CmdResult {
+    // --auto is internal (set when the CLI starts the daemon on demand).
+    let auto = argv.iter().any(|a| a == "--auto");
+    let rest: Vec<String> = argv.iter().filter(|a| *a != "--auto").cloned().collect();
+    let a = Args::parse(&rest, "f", "")?;
+    if !a.pos.is_empty() {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    if !a.flag('f') {
+        if std::os::unix::net::UnixStream::connect(socket_path()).is_ok() {
+            return Err(Fail::Err("ozfs daemon: already running".into()));
+        }
+        crate::client::spawn_daemon(auto).map_err(Fail::Err)?;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if UnixStream::connect(socket_path()).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return Err(Fail::Err(format!(
+            "ozfs daemon did not start (see {})",
+            state_dir().join("ozfsd.log").display()
+        )));
+    }
+    foreground(auto)
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn foreground(auto: bool) -> CmdResult {
+    let fail = |m: String| Fail::Err(format!("ozfs daemon: {m}"));
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("create {}: {e}", dir.display())))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| fail(format!("chmod {}: {e}", dir.display())))?;
+    // One daemon per state directory.
+    let lock_path = dir.join(".ozfsd.lock");
+    let lf = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| fail(format!("open {}: {e}", lock_path.display())))?;
+    // SAFETY: flock on a valid descriptor.
+    if unsafe { libc::flock(lf.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(fail("already running".into()));
+    }
+    let sock = socket_path();
+    if sock.exists() {
+        if UnixStream::connect(&sock).is_ok() {
+            return Err(fail("already running".into()));
+        }
+        let _ = std::fs::remove_file(&sock);
+    }
+    // SAFETY: umask only changes this process's file creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let listener = UnixListener::bind(&sock);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = listener.map_err(|e| fail(format!("bind {}: {e}", sock.display())))?;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| fail(format!("chmod {}: {e}", sock.display())))?;
+    let sock_ino = std::fs::metadata(&sock).map(|m| m.ino()).unwrap_or(0);
+
+    let sigset = block_signals();
+    let d = Arc::new(Daemon {
+        inner: Mutex::new(Inner::default()),
+        auto,
+        last_activity: Mutex::new(Instant::now()),
+    });
+    let _ = DAEMON.set(d.clone());
+    eprintln!(
+        "ozfs daemon: pid {} listening on {}",
+        std::process::id(),
+        sock.display()
+    );
+
+    // Termination signals.
+    {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: waits for one of the blocked signals in `sigset`.
+            if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
+                eprintln!("ozfs daemon: signal {sig}: syncing and exiting");
+                d.shutdown();
+            }
+        });
+    }
+    // Watchdog: the socket removed (state directory gone), or idle in auto mode.
+    {
+        let d = d.clone();
+        let sock = sock.clone();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let ino = std::fs::metadata(&sock).map(|m| m.ino()).ok();
+            if ino != Some(sock_ino) {
+                eprintln!("ozfs daemon: socket removed: syncing and exiting");
+                d.shutdown();
+            }
+            if d.auto {
+                let idle = lock(&d.last_activity).elapsed() > Duration::from_secs(5);
+                let inner = lock(&d.inner);
+                if idle && inner.pools.is_empty() {
+                    let _ = std::fs::remove_file(&sock);
+                    eprintln!("ozfs daemon: no pools left: exiting");
+                    std::process::exit(0);
+                }
+            }
+        });
+    }
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        *lock(&d.last_activity) = Instant::now();
+        let d = d.clone();
+        std::thread::spawn(move || d.serve_conn(conn));
+    }
+    Ok(())
+}
+
+use std::os::unix::fs::MetadataExt;
+
+/// Uid of the peer of a Unix socket.
+fn peer_uid(s: &UnixStream) -> Option<u32> {
+    // SAFETY: getsockopt into a properly sized, zeroed ucred.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        let r = libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        );
+        (r == 0).then_some(cred.uid)
+    }
+}
+
+fn ok(out: String) -> Value {
+    json!({"ok": true, "out": out})
+}
+
+fn err(m: String) -> Value {
+    json!({"ok": false, "err": m, "code": 1})
+}
+
+fn from_cmd(r: CmdResult) -> Value {
+    match r {
+        Ok(()) => ok(String::new()),
+        Err(Fail::Usage(m)) => json!({"ok": false, "err": m, "code": 2}),
+        Err(Fail::Err(m)) => err(m),
+    }
+}
+
+/// What to do when an export finds a dataset that will not unmount.
+fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
+}
+
+/// A dataset's mount-relevant properties, from the writer's synced state.
+struct DsMount {
+    name: String,
+    ds_obj: u64,
+    mountpoint: String,
+    canmount: String,
+    readonly: bool,
+    recordsize: u64,
+    is_snapshot: bool,
+}
+
+fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
+    let dsl = w.dsl();
+    let ds = dsl
+        .lookup(name)
+        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let props = dsl
+        .properties(&ds, 0)
+        .map_err(|e| format!("cannot open '{name}': {e}"))?;
+    let text = |k: &str| {
+        props
+            .iter()
+            .find(|(n, _, _)| n == k)
+            .map(|(_, v, _)| v.render(true))
+            .unwrap_or_default()
+    };
+    let recordsize = props
+        .iter()
+        .find(|(n, _, _)| n == "recordsize")
+        .and_then(|(_, v, _)| match v {
+            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+            _ => None,
+        })
+        .unwrap_or(131072);
+    Ok(DsMount {
+        name: name.to_string(),
+        ds_obj: ds.ds_obj,
+        mountpoint: text("mountpoint"),
+        canmount: text("canmount"),
+        readonly: crate::cp::is_readonly(&props),
+        recordsize,
+        is_snapshot: ds.is_snapshot,
+    })
+}
+
+fn pool_of(ds: &str) -> &str {
+    ds.split(['/', '@']).next().unwrap_or("")
+}
+
+impl Daemon {
+    fn serve_conn(&self, mut conn: UnixStream) {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let allowed = matches!(peer_uid(&conn), Some(u) if u == 0 || u == me);
+        let reply = if !allowed {
+            err("ozfs daemon: permission denied".into())
+        } else {
+            let mut line = String::new();
+            let mut r = BufReader::new(&conn);
+            match r.read_line(&mut line) {
+                Ok(_) => match serde_json::from_str::<Value>(&line) {
+                    Ok(req) => self.dispatch(&req),
+                    Err(e) => err(format!("ozfs daemon: bad request: {e}")),
+                },
+                Err(e) => err(format!("ozfs daemon: {e}")),
+            }
+        };
+        let mut s = reply.to_string();
+        s.push('\n');
+        let _ = conn.write_all(s.as_bytes());
+        *lock(&self.last_activity) = Instant::now();
+        if str_field(&reply, "then") == "shutdown" {
+            self.shutdown();
+        }
+    }
+
+    fn dispatch(&self, req: &Value) -> Value {
+        match str_field(req, "cmd") {
+            "ping" => ok(String::new()),
+            "holds" => {
+                let held = lock(&self.inner).pools.contains_key(str_field(req, "pool"));
+                json!({"ok": true, "out": "", "held": held})
+            }
+            "import" => {
+                let pool = str_field(req, "pool");
+                let mut inner = lock(&self.inner);
+                match self.adopt(&mut inner, pool) {
+                    Ok(()) => match self.mount_pool(&mut inner, pool) {
+                        Ok(()) => ok(String::new()),
+                        Err(e) => err(e),
+                    },
+                    Err(e) => err(format!("cannot import '{pool}': {e}")),
+                }
+            }
+            "mount" => {
+                let ds = str_field(req, "dataset");
+                let dir = req["dir"].as_str().map(PathBuf::from);
+                let mut inner = lock(&self.inner);
+                match self.mount_one(&mut inner, ds, dir, true) {
+                    Ok(()) => ok(String::new()),
+                    Err(e) => err(e),
+                }
+            }
+            "mount_all" => {
+                let mut inner = lock(&self.inner);
+                let mut errs = Vec::new();
+                for name in Record::all() {
+                    if inner.pools.contains_key(&name) {
+                        continue;
+                    }
+                    match Record::load(&name) {
+                        Ok(r) if !r.readonly => {
+                            if let Err(e) = self.adopt(&mut inner, &name) {
+                                errs.push(format!("cannot mount '{name}': {e}"));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let pools: Vec<String> = inner.pools.keys().cloned().collect();
+                for p in pools {
+                    if let Err(e) = self.mount_pool(&mut inner, &p) {
+                        errs.push(e);
+                    }
+                }
+                if errs.is_empty() {
+                    ok(String::new())
+                } else {
+                    err(errs.join("\n"))
+                }
+            }
+            "unmount" => {
+                let target = str_field(req, "target");
+                let mut inner = lock(&self.inner);
+                match self.unmount(&mut inner, target) {
+                    Ok(()) => ok(String::new()),
+                    Err(e) => err(e),
+                }
+            }
+            "unmount_all" => {
+                let mut inner = lock(&self.inner);
+                let mut errs = Vec::new();
+                let mut names: Vec<(PathBuf, String)> = inner
+                    .mounts
+                    .iter()
+                    .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+                    .collect();
+                names.sort();
+                for (_, ds) in names.into_iter().rev() {
+                    if let Err(e) = self.unmount(&mut inner, &ds) {
+                        errs.push(e);
+                    }
+                }
+                if errs.is_empty() {
+                    ok(String::new())
+                } else {
+                    err(errs.join("\n"))
+                }
+            }
+            "list_mounts" => {
+                let mut inner = lock(&self.inner);
+                Self::prune(&mut inner);
+                let list: Vec<Value> = inner
+                    .mounts
+                    .iter()
+                    .map(|m| json!([m.dataset, m.m.mountpoint.to_string_lossy()]))
+                    .collect();
+                json!({"ok": true, "out": "", "mounts": list})
+            }
+            "export" => {
+                let pool = str_field(req, "pool");
+                let release = req["release"].as_bool().unwrap_or(false);
+                let mut inner = lock(&self.inner);
+                match self.export(&mut inner, pool, release) {
+                    Ok(()) => ok(String::new()),
+                    Err(e) => err(e),
+                }
+            }
+            "run" => {
+                let argv: Vec<String> = req["argv"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.run_forwarded(&argv)
+            }
+            "shutdown" => json!({"ok": true, "out": "", "then": "shutdown"}),
+            other => err(format!("ozfs daemon: unknown request '{other}'")),
+        }
+    }
+
+    /// Take a pool imported read-write: its writer lock and writer.
+    fn adopt(&self, inner: &mut Inner, name: &str) -> Result<(), String> {
+        if inner.pools.contains_key(name) {
+            return Ok(());
+        }
+        let rec = Record::load(name).map_err(|_| format!("no such pool '{name}'"))?;
+        if rec.readonly {
+            return Err(format!(
+                "pool '{name}' is imported read-only (use 'ozfs mount -o ro')"
+            ));
+        }
+        let lf = crate::state::lock_pool_file(name).map_err(|e| e.to_string())?;
+        let pool = rec.open_rw().map_err(|e| e.to_string())?;
+        let w = ozfs_dsl::sync::PoolWriter::open(pool.clone()).map_err(|e| e.to_string())?;
+        inner.pools.insert(
+            name.to_string(),
+            PoolEntry {
+                rec,
+                pool,
+                sw: SharedWriter::new(w),
+                _lock: lf,
+            },
+        );
+        eprintln!("ozfs daemon: holding pool '{name}'");
+        Ok(())
+    }
+
+    /// Forget mounts whose file system went away (unmounted from outside).
+    fn prune(inner: &mut Inner) {
+        let mut i = 0;
+        while i < inner.mounts.len() {
+            if inner.mounts[i].m.finished() {
+                let mut e = inner.mounts.remove(i);
+                if let Err(err) = e.m.unmount() {
+                    eprintln!("ozfs daemon: {}: {err}", e.dataset);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Mount every file system of `pool` that canmount=on with a mountpoint.
+    fn mount_pool(&self, inner: &mut Inner, pool: &str) -> Result<(), String> {
+        let sw = inner
+            .pools
+            .get(pool)
+            .ok_or_else(|| format!("no such pool '{pool}'"))?
+            .sw
+            .clone();
+        let list: Vec<DsMount> = {
+            let w = sw.lease().map_err(|e| e.to_string())?;
+            let dsl = w.dsl();
+            let root = dsl.root().map_err(|e| e.to_string())?;
+            let all = dsl.list(&root, false, None).map_err(|e| e.to_string())?;
+            all.iter()
+                .filter_map(|d| ds_mount_info(&w, &d.name).ok())
+                .collect()
+        };
+        let mut todo: Vec<&DsMount> = list
+            .iter()
+            .filter(|d| {
+                d.canmount == "on"
+                    && d.mountpoint.starts_with('/')
+                    && !d.is_snapshot
+                    && !inner.mounts.iter().any(|m| m.dataset == d.name)
+            })
+            .collect();
+        // Parents before children.
+        todo.sort_by(|a, b| a.mountpoint.cmp(&b.mountpoint));
+        let mut errs = Vec::new();
+        for d in todo {
+            if let Err(e) = self.mount_one(inner, &d.name, None, false) {
+                errs.push(e);
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs.join("\n"))
+        }
+    }
+
+    fn mount_one(
+        &self,
+        inner: &mut Inner,
+        dataset: &str,
+        dir: Option<PathBuf>,
+        explicit: bool,
+    ) -> Result<(), String> {
+        let fail = |m: &dyn std::fmt::Display| format!("cannot mount '{dataset}': {m}");
+        let pool = pool_of(dataset).to_string();
+        self.adopt(inner, &pool).map_err(|e| fail(&e))?;
+        Self::prune(inner);
+        if inner.mounts.iter().any(|m| m.dataset == dataset) {
+            return Err(fail(&"filesystem already mounted"));
+        }
+        let sw = inner.pools[&pool].sw.clone();
+        let info = {
+            let w = sw.lease().map_err(|e| fail(&e))?;
+            ds_mount_info(&w, dataset)?
+        };
+        if info.is_snapshot {
+            return Err(fail(&"snapshots are mounted with 'ozfs mount'"));
+        }
+        if explicit && info.canmount == "off" {
+            return Err(fail(&"'canmount' property is set to 'off'"));
+        }
+        let dir = match dir {
+            Some(d) => d,
+            None if info.mountpoint == "legacy" => {
+                return Err(fail(
+                    &"legacy mountpoint\nuse mount(8) to mount this filesystem",
+                ))
+            }
+            None if info.mountpoint == "none" || !info.mountpoint.starts_with('/') => {
+                return Err(fail(&"no mountpoint set"))
+            }
+            None => PathBuf::from(&info.mountpoint),
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            fail(&format!(
+                "failed to create mountpoint {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let canon = dir.canonicalize().map_err(|e| fail(&e))?;
+        if inner.mounts.iter().any(|m| m.m.mountpoint == canon) {
+            return Err(fail(&format!(
+                "{} is already a mountpoint of the ozfs daemon",
+                canon.display()
+            )));
+        }
+        let opts = Options {
+            readonly: info.readonly,
+            ..Options::new(dataset)
+        };
+        let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)
+            .map_err(|e| fail(&e))?;
+        let m = ozfs_fuse::shared::spawn(Arc::new(Mutex::new(st)), &canon).map_err(|e| fail(&e))?;
+        eprintln!("ozfs daemon: mounted {dataset} on {}", canon.display());
+        inner.mounts.push(MountEntry {
+            pool,
+            dataset: dataset.to_string(),
+            m,
+        });
+        Ok(())
+    }
+
+    /// Unmount a dataset (by name or mountpoint): sync, then unmount.
+    fn unmount(&self, inner: &mut Inner, target: &str) -> Result<(), String> {
+        Self::prune(inner);
+        let canon = Path::new(target).canonicalize().ok();
+        let Some(i) = inner
+            .mounts
+            .iter()
+            .position(|m| m.dataset == target || Some(&m.m.mountpoint) == canon.as_ref())
+        else {
+            return Err(format!("cannot unmount '{target}': not currently mounted"));
+        };
+        let e = &mut inner.mounts[i];
+        if let Err(err) = e.m.sync() {
+            return Err(format!("cannot unmount '{target}': {err}"));
+        }
+        match e.m.unmount() {
+            Ok(()) => {
+                eprintln!("ozfs daemon: unmounted {}", e.dataset);
+                inner.mounts.remove(i);
+                Ok(())
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => Err(format!(
+                "cannot unmount '{}': pool or dataset is busy",
+                e.m.mountpoint.display()
+            )),
+            Err(err) => {
+                inner.mounts.remove(i);
+                Err(format!("cannot unmount '{target}': {err}"))
+            }
+        }
+    }
+
+    /// Unmount a pool's datasets, then export it (or, with `release`, just
+    /// sync it and let go of it, still imported).
+    fn export(&self, inner: &mut Inner, pool: &str, release: bool) -> Result<(), String> {
+        if !inner.pools.contains_key(pool) {
+            return Err(format!(
+                "cannot export '{pool}': not held by the ozfs daemon"
+            ));
+        }
+        Self::prune(inner);
+        let mut mine: Vec<(PathBuf, String)> = inner
+            .mounts
+            .iter()
+            .filter(|m| m.pool == pool)
+            .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+            .collect();
+        mine.sort();
+        for (_, ds) in mine.into_iter().rev() {
+            self.unmount(inner, &ds)
+                .map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        }
+        let Some(mut entry) = inner.pools.remove(pool) else {
+            return Err(format!("cannot export '{pool}': not held"));
+        };
+        let mut w = entry
+            .sw
+            .retire()
+            .map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        let r = if release { w.sync() } else { w.export() };
+        if let Err(e) = entry.rec.save_counters(&entry.pool) {
+            eprintln!("ozfs daemon: {pool}: could not save error counters: {e}");
+        }
+        r.map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        if !release {
+            Record::remove(pool).map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        }
+        eprintln!(
+            "ozfs daemon: {} pool '{pool}'",
+            if release { "released" } else { "exported" }
+        );
+        Ok(())
+    }
+
+    /// A writing command the CLI forwarded because the daemon holds its pool.
+    fn run_forwarded(&self, argv: &[String]) -> Value {
+        let allowed = matches!(
+            (
+                argv.first().map(String::as_str),
+                argv.get(1).map(String::as_str)
+            ),
+            (Some("cp" | "rm"), _)
+                | (
+                    Some("zfs"),
+                    Some("create" | "destroy" | "set" | "inherit" | "snapshot" | "snap")
+                )
+        );
+        if !allowed {
+            return err("ozfs daemon: this command cannot be forwarded".into());
+        }
+        // Removing files or datasets under a live mount would pull objects
+        // from under the kernel's feet: refuse while mounted.
+        let busy = |name: &str| -> Option<String> {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            inner
+                .mounts
+                .iter()
+                .find(|m| m.dataset == name || m.dataset.starts_with(&format!("{name}/")))
+                .map(|m| m.m.mountpoint.display().to_string())
+        };
+        if argv[0] == "rm" {
+            if let Some(t) = argv[1..].iter().find(|a| !a.starts_with('-')) {
+                let ds = t.split(':').next().unwrap_or("");
+                if let Some(mp) = lock(&self.inner)
+                    .mounts
+                    .iter()
+                    .find(|m| m.dataset == ds)
+                    .map(|m| m.m.mountpoint.display().to_string())
+                {
+                    return err(format!(
+                        "cannot remove '{t}': the dataset is mounted at {mp}; remove it through the mount"
+                    ));
+                }
+            }
+        }
+        if argv.len() > 2 && argv[0] == "zfs" && argv[1] == "destroy" {
+            if let Some(t) = argv[2..].iter().find(|a| !a.starts_with('-')) {
+                if let Some(mp) = busy(t) {
+                    return err(format!(
+                        "cannot destroy '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)"
+                    ));
+                }
+            }
+        }
+        from_cmd(crate::run(argv))
+    }
+
+    /// Unmount everything (busy mounts: sync, detach), sync every pool, exit 0.
+    fn shutdown(&self) -> ! {
+        let _ = std::fs::remove_file(socket_path());
+        let mut inner = lock(&self.inner);
+        Self::prune(&mut inner);
+        inner
+            .mounts
+            .sort_by(|a, b| a.m.mountpoint.cmp(&b.m.mountpoint));
+        while let Some(mut e) = inner.mounts.pop() {
+            if let Err(err) = e.m.sync() {
+                eprintln!("ozfs daemon: sync {}: {err}", e.dataset);
+            }
+            match e.m.unmount() {
+                Ok(()) => eprintln!("ozfs daemon: unmounted {}", e.dataset),
+                Err(err) => {
+                    eprintln!("ozfs daemon: unmount {}: {err}: detaching", e.dataset);
+                    if let Ok(c) =
+                        std::ffi::CString::new(e.m.mountpoint.to_string_lossy().as_bytes())
+                    {
+                        // SAFETY: lazy unmount of our own mount point.
+                        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+                    }
+                    // Its state stays alive (and synced) until exit.
+                    std::mem::forget(e);
+                }
+            }
+        }
+        let mut code = 0;
+        for (name, p) in inner.pools.iter_mut() {
+            match p.sw.lease() {
+                Ok(mut w) => {
+                    if let Err(e) = w.sync() {
+                        eprintln!("ozfs daemon: sync '{name}': {e}");
+                        code = 1;
+                    }
+                }
+                Err(e) => eprintln!("ozfs daemon: '{name}': {e}"),
+            }
+            let _ = p.rec.save_counters(&p.pool);
+        }
+        eprintln!("ozfs daemon: exiting");
+        std::process::exit(code);
+    }
+}

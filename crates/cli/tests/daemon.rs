@@ -1,0 +1,244 @@
+//! (g) The daemon: `zpool import` mounts, `zfs mount`/`unmount`,
+//! forwarded writing commands, `zpool export`, SIGTERM.
+//!
+//! ozfs creates a pool with `-m <work>/mnt` and a child `pool/a`, exports
+//! it; `zpool import` (no `-N`) starts the daemon, which mounts both at
+//! their mountpoints. Files written through both mounts survive `zfs
+//! unmount` + `zfs mount`; `zfs mount` lists the mounts; `zfs create`,
+//! `zfs mount -a` and `ozfs cp` into a dataset go through the daemon (it
+//! holds the pool); `zpool export` unmounts everything and leaves a pool
+//! zfs-fuse's `zdb -bcc` finds clean. Then a file written just before the
+//! daemon's SIGTERM is there after the next `zfs mount -a`.
+
+mod common;
+mod wcommon;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use wcommon::*;
+
+fn mounted_dirs() -> Vec<String> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(String::from))
+        .collect()
+}
+
+fn is_mounted(p: &Path) -> bool {
+    let want = p.to_string_lossy().into_owned();
+    mounted_dirs().contains(&want)
+}
+
+/// The most recent daemon's pid, from its log.
+fn daemon_pid(oz: &Ozfs) -> Option<i32> {
+    let log = fs::read_to_string(oz.state_dir().join("ozfsd.log")).ok()?;
+    log.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("ozfs daemon: pid "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|p| p.parse().ok())
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn wait_gone(pid: i32, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while alive(pid) {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Stops the daemon (shutdown request, else SIGKILL) and unmounts leftovers.
+struct Cleanup<'a> {
+    oz: &'a Ozfs,
+    mnts: Vec<PathBuf>,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let sock = self.oz.state_dir().join("ozfsd.sock");
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+        }
+        if let Some(pid) = daemon_pid(self.oz) {
+            if !wait_gone(pid, Duration::from_secs(30)) {
+                // SAFETY: killing the daemon this test started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                wait_gone(pid, Duration::from_secs(5));
+            }
+        }
+        for m in self.mnts.iter().rev() {
+            if is_mounted(m) {
+                let _ = std::process::Command::new("fusermount")
+                    .arg("-u")
+                    .arg("-z")
+                    .arg(m)
+                    .status();
+            }
+        }
+    }
+}
+
+fn daemon_log(oz: &Ozfs) -> String {
+    fs::read_to_string(oz.state_dir().join("ozfsd.log")).unwrap_or_default()
+}
+
+#[test]
+fn daemon_mounts() {
+    let tag = "daemon";
+    let t0 = Instant::now();
+    let pool = new_devs("ozdmn", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let dev_dir = pool.dev_dir();
+    let oz = ozfs();
+    let work = local_dir(tag);
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let mnt_a = mnt.join("a");
+    let mnt_b = mnt.join("b");
+    let _cleanup = Cleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone(), mnt_a.clone(), mnt_b.clone()],
+    };
+    let ds_a = format!("{name}/a");
+    let ds_b = format!("{name}/b");
+
+    // Create: -m sets the mountpoint; pool/a inherits below it.
+    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(mnt.to_string_lossy().into_owned());
+    args.push(name.clone());
+    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+    oz.ok(&args);
+    let mp = oz.ok(&["zfs", "get", "-H", "-o", "value", "mountpoint", &name]);
+    assert_eq!(mp.trim(), mnt.to_string_lossy(), "zpool create -m");
+    oz.ok(&["zfs", "create", &ds_a]);
+    let mp = oz.ok(&["zfs", "get", "-H", "-o", "value", "mountpoint", &ds_a]);
+    assert_eq!(mp.trim(), mnt_a.to_string_lossy());
+    oz_export(&oz, &name);
+
+    // Import: the daemon mounts both.
+    oz.ok(&["zpool", "import", "-d", &dev_dir.to_string_lossy(), &name]);
+    assert!(
+        is_mounted(&mnt) && is_mounted(&mnt_a),
+        "after import: {:?}\n{}",
+        mounted_dirs(),
+        daemon_log(&oz)
+    );
+    let sock = oz.state_dir().join("ozfsd.sock");
+    let mode = fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode");
+    let mode = fs::metadata(oz.state_dir()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "state directory mode");
+    phase(&format!("{tag}: import mounts"), t0);
+
+    fs::write(mnt.join("top.txt"), b"in the root dataset").unwrap();
+    fs::create_dir(mnt_a.join("dir")).unwrap();
+    fs::write(mnt_a.join("dir/inner.txt"), b"in pool/a").unwrap();
+    let listing = oz.ok(&["zfs", "mount"]);
+    for (ds, m) in [(&name, &mnt), (&ds_a, &mnt_a)] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                    == [ds.as_str(), &*m.to_string_lossy()]),
+            "zfs mount lists {ds} on {}:\n{listing}",
+            m.display()
+        );
+    }
+    let mounted = oz.ok(&["zfs", "get", "-H", "-o", "value", "mounted", &ds_a]);
+    assert_eq!(mounted.trim(), "yes");
+
+    // Unmount: gone from the mount table, data durable; mount again.
+    oz.ok(&["zfs", "unmount", &ds_a]);
+    assert!(!is_mounted(&mnt_a), "pool/a still mounted after unmount");
+    assert!(is_mounted(&mnt), "the root dataset must stay mounted");
+    let mounted = oz.ok(&["zfs", "get", "-H", "-o", "value", "mounted", &ds_a]);
+    assert_eq!(mounted.trim(), "no");
+    // Read-only commands work on the pool files meanwhile.
+    let out = work.path().join("out");
+    oz.ok(&["cp", "-r", &format!("{ds_a}:/dir"), &out.to_string_lossy()]);
+    assert_eq!(fs::read(out.join("inner.txt")).unwrap(), b"in pool/a");
+    oz.ok(&["zfs", "mount", &ds_a]);
+    assert!(is_mounted(&mnt_a));
+    assert_eq!(fs::read(mnt_a.join("dir/inner.txt")).unwrap(), b"in pool/a");
+    phase(&format!("{tag}: unmount/mount"), t0);
+
+    // Writing commands go through the daemon, which holds the pool.
+    oz.ok(&["zfs", "create", &ds_b]);
+    oz.ok(&["zfs", "set", "compression=on", &ds_b]);
+    let src = work.path().join("src.txt");
+    fs::write(&src, b"copied in through the daemon").unwrap();
+    oz.ok(&["cp", &src.to_string_lossy(), &format!("{ds_b}:/copied.txt")]);
+    oz.ok(&["zfs", "mount", "-a"]);
+    assert!(is_mounted(&mnt_b), "zfs mount -a: {:?}", mounted_dirs());
+    assert_eq!(
+        fs::read(mnt_b.join("copied.txt")).unwrap(),
+        b"copied in through the daemon"
+    );
+    let out = oz.fails(&["rm", &format!("{ds_a}:/dir/inner.txt")]);
+    assert!(out.stderr.contains("mounted"), "{}", out.describe());
+    let out = oz.fails(&["mount", &ds_a, &work.path().to_string_lossy()]);
+    assert!(out.stderr.contains("daemon"), "{}", out.describe());
+    phase(&format!("{tag}: forwarded commands"), t0);
+
+    // Export: everything unmounted, pool exported, zdb clean.
+    oz.ok(&["zpool", "export", &name]);
+    for m in [&mnt, &mnt_a, &mnt_b] {
+        assert!(!is_mounted(m), "{} mounted after export", m.display());
+    }
+    let list = oz.run(&["zpool", "list", "-H", "-o", "name"]);
+    assert!(!list.stdout.contains(&name), "{}", list.describe());
+    assert_zdb_clean(&pool, &dev_dir, "after daemon export");
+    phase(&format!("{tag}: export"), t0);
+
+    // SIGTERM: sync, unmount, exit 0; the pool stays imported.
+    oz.ok(&["zpool", "import", "-d", &dev_dir.to_string_lossy(), &name]);
+    assert!(is_mounted(&mnt_a) && is_mounted(&mnt_b));
+    assert_eq!(
+        fs::read(mnt.join("top.txt")).unwrap(),
+        b"in the root dataset"
+    );
+    fs::write(mnt_a.join("late.txt"), b"written before SIGTERM").unwrap();
+    let pid = daemon_pid(&oz).expect("daemon pid in ozfsd.log");
+    // SAFETY: signalling the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(
+        wait_gone(pid, Duration::from_secs(60)),
+        "daemon did not exit after SIGTERM"
+    );
+    for m in [&mnt, &mnt_a, &mnt_b] {
+        assert!(!is_mounted(m), "{} mounted after SIGTERM", m.display());
+    }
+    assert!(!sock.exists(), "socket left after SIGTERM");
+    let log = daemon_log(&oz);
+    assert!(
+        log.contains("exiting") && !log.contains("panicked"),
+        "{log}"
+    );
+    let list = oz.ok(&["zpool", "list", "-H", "-o", "name"]);
+    assert!(list.contains(&name), "still imported after SIGTERM: {list}");
+    oz.ok(&["zfs", "mount", "-a"]);
+    assert_eq!(
+        fs::read(mnt_a.join("late.txt")).unwrap(),
+        b"written before SIGTERM"
+    );
+    oz.ok(&["zpool", "export", &name]);
+    assert!(!is_mounted(&mnt));
+    assert_zdb_clean(&pool, &dev_dir, "after SIGTERM and export");
+    phase(&format!("{tag}: SIGTERM"), t0);
+}

@@ -1,0 +1,359 @@
+//! Several mounted datasets of one pool over ONE [`PoolWriter`] (the daemon).
+//!
+//! A pool has exactly one writer: its open txg holds the changes of every
+//! file system of the pool. [`SharedWriter`] passes that writer around like
+//! a baton: whoever holds a [`Lease`] owns it (by value, moved out of the
+//! shared slot) and everybody else waits until it is put back. A mounted
+//! dataset's [`State`] keeps a `Lease` that is held exactly while a request
+//! runs ([`Guard`], taken after the state's own mutex: lock order is always
+//! *state, then writer*); the daemon's own commands take a `Lease` without
+//! any state lock.
+//!
+//! When another holder synced the pool (the writer's txg moved on) the
+//! state forgets its txg bookkeeping (reserved budget, dirty bytes), since
+//! that sync committed and released everything of the old txg.
+
+use crate::{log_err, State, ZfsFuse};
+use fuser::{MountOption, Session};
+use ozfs_dsl::sync::PoolWriter;
+use ozfs_format::Error;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The writer of a [`State`] (and of the CLI's writing commands): owned by
+/// one process-local user, or leased from a [`SharedWriter`].
+pub enum Writer {
+    Own(PoolWriter),
+    Shared(Lease),
+}
+
+impl Deref for Writer {
+    type Target = PoolWriter;
+    fn deref(&self) -> &PoolWriter {
+        match self {
+            Writer::Own(w) => w,
+            Writer::Shared(l) => l,
+        }
+    }
+}
+
+impl DerefMut for Writer {
+    fn deref_mut(&mut self) -> &mut PoolWriter {
+        match self {
+            Writer::Own(w) => w,
+            Writer::Shared(l) => l,
+        }
+    }
+}
+
+struct Slot {
+    writer: Option<PoolWriter>,
+    /// Set when the pool was exported/released: no more leases.
+    gone: bool,
+}
+
+/// One pool's writer, shared by its mounted datasets and the daemon.
+#[derive(Clone)]
+pub struct SharedWriter(Arc<(Mutex<Slot>, Condvar)>);
+
+fn lock_slot(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl SharedWriter {
+    pub fn new(w: PoolWriter) -> SharedWriter {
+        SharedWriter(Arc::new((
+            Mutex::new(Slot {
+                writer: Some(w),
+                gone: false,
+            }),
+            Condvar::new(),
+        )))
+    }
+
+    /// Wait for the writer and take it (it comes back when the lease drops).
+    fn take(&self) -> Result<PoolWriter, Error> {
+        let (m, cv) = &*self.0;
+        let mut g = lock_slot(m);
+        loop {
+            if g.gone {
+                return Err(Error::Invalid("the pool is no longer imported".into()));
+            }
+            if let Some(w) = g.writer.take() {
+                return Ok(w);
+            }
+            g = match cv.wait(g) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+    }
+
+    fn put(&self, w: PoolWriter) {
+        let (m, cv) = &*self.0;
+        lock_slot(m).writer = Some(w);
+        cv.notify_all();
+    }
+
+    /// A held lease: exclusive use of the writer until it is dropped.
+    pub fn lease(&self) -> Result<Lease, Error> {
+        let w = self.take()?;
+        Ok(Lease {
+            seen_txg: w.txg,
+            sw: self.clone(),
+            w: Some(w),
+        })
+    }
+
+    /// Take the writer for good (export): later leases fail.
+    pub fn retire(&self) -> Result<PoolWriter, Error> {
+        let w = self.take()?;
+        let (m, cv) = &*self.0;
+        lock_slot(m).gone = true;
+        cv.notify_all();
+        Ok(w)
+    }
+}
+
+/// A claim on a [`SharedWriter`]; dereferences to the writer while held.
+pub struct Lease {
+    sw: SharedWriter,
+    w: Option<PoolWriter>,
+    /// The writer's txg when this lease last released it.
+    seen_txg: u64,
+}
+
+impl Lease {
+    /// Take the writer (blocking); true when somebody else synced since
+    /// this lease last held it.
+    fn acquire(&mut self) -> Result<bool, Error> {
+        if self.w.is_some() {
+            return Ok(false);
+        }
+        let w = self.sw.take()?;
+        let moved = w.txg != self.seen_txg;
+        self.w = Some(w);
+        Ok(moved)
+    }
+
+    fn release(&mut self) {
+        if let Some(w) = self.w.take() {
+            self.seen_txg = w.txg;
+            self.sw.put(w);
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Deref for Lease {
+    type Target = PoolWriter;
+    fn deref(&self) -> &PoolWriter {
+        self.w
+            .as_ref()
+            .expect("ozfs-fuse: pool writer used without holding it")
+    }
+}
+
+impl DerefMut for Lease {
+    fn deref_mut(&mut self) -> &mut PoolWriter {
+        self.w
+            .as_mut()
+            .expect("ozfs-fuse: pool writer used without holding it")
+    }
+}
+
+/// A locked [`State`] whose shared writer (if any) is held until the guard drops.
+pub struct Guard<'a>(MutexGuard<'a, State>);
+
+impl<'a> Guard<'a> {
+    pub(crate) fn new(mut g: MutexGuard<'a, State>) -> Guard<'a> {
+        if let Writer::Shared(l) = &mut g.writer {
+            match l.acquire() {
+                Ok(true) => {
+                    // Another holder synced: our txg bookkeeping is void.
+                    g.dirty_bytes = 0;
+                    g.dirty_since = None;
+                    g.budget = 0;
+                }
+                Ok(false) => {}
+                // A closed state (unmounted) never touches the writer.
+                Err(e) if !g.closed => log_err("pool writer", &e),
+                Err(_) => {}
+            }
+        }
+        Guard(g)
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if let Writer::Shared(l) = &mut self.0.writer {
+            l.release();
+        }
+    }
+}
+
+impl Deref for Guard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.0
+    }
+}
+
+/// Lock a state (and its shared writer): for users outside the request loop.
+pub fn lock(st: &Mutex<State>) -> Guard<'_> {
+    Guard::new(match st.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    })
+}
+
+/// A mounted file system over dataset `ds_obj` of the pool `sw` writes.
+pub fn new_state(
+    sw: &SharedWriter,
+    ds_obj: u64,
+    recordsize: u64,
+    opts: crate::Options,
+) -> Result<State, Error> {
+    let lease = sw.lease()?;
+    let mut st = State::with_writer(Writer::Shared(lease), ds_obj, recordsize, opts)?;
+    if let Writer::Shared(l) = &mut st.writer {
+        l.release();
+    }
+    Ok(st)
+}
+
+/// A file system mounted by [`spawn`], served by its own thread.
+pub struct Mounted {
+    pub mountpoint: PathBuf,
+    pub state: Arc<Mutex<State>>,
+    thread: Option<JoinHandle<std::io::Result<()>>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Mount `st`'s file system on `mountpoint` and serve it from a new thread
+/// (plus a timer thread for the periodic txg sync). Signals are left to the
+/// caller.
+pub fn spawn(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<Mounted> {
+    let (readonly, fsname, interval) = {
+        let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
+        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
+    };
+    let mountpoint: PathBuf = mountpoint.canonicalize()?;
+    let opts = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype("ozfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::AllowOther,
+        MountOption::Dev,
+        MountOption::Suid,
+        if readonly {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    let mut session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let st = st.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let tick = (interval / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut g = lock(&st);
+                if !g.closed {
+                    g.sync_if_old();
+                }
+            }
+        });
+    }
+    let thread = {
+        let st = st.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let res = session.run();
+            stop.store(true, Ordering::Relaxed);
+            drop(session); // destroy() → final sync
+            if let Err(e) = lock(&st).close() {
+                log_err("final sync", &e);
+                return Err(std::io::Error::other(e.to_string()));
+            }
+            res
+        })
+    };
+    Ok(Mounted {
+        mountpoint,
+        state: st,
+        thread: Some(thread),
+        stop,
+    })
+}
+
+impl Mounted {
+    /// The serving thread ended (unmounted from outside, or failed).
+    pub fn finished(&self) -> bool {
+        self.thread
+            .as_ref()
+            .map(|t| t.is_finished())
+            .unwrap_or(true)
+    }
+
+    /// Sync the dataset's changes (the whole pool's open txg).
+    pub fn sync(&self) -> Result<(), Error> {
+        lock(&self.state).sync()
+    }
+
+    /// Unmount (EBUSY when in use: then it stays mounted) and wait for the
+    /// final sync. Must not be called while holding the pool's writer.
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        if !self.finished() {
+            let c = std::ffi::CString::new(self.mountpoint.as_os_str().as_bytes())
+                .map_err(std::io::Error::other)?;
+            // SAFETY: unmounting our own mount point by path.
+            if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EPERM) {
+                    return Err(e);
+                }
+                let st = std::process::Command::new("fusermount")
+                    .arg("-u")
+                    .arg(&self.mountpoint)
+                    .status()?;
+                if !st.success() {
+                    return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+                }
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("mount thread panicked"))),
+            None => Ok(()),
+        }
+    }
+}
