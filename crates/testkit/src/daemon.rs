@@ -348,7 +348,13 @@ impl ZfsFuse {
     /// error with the full output.
     pub fn zdb_check(&self, dir: &Path, pool: &str) -> Result<String> {
         let d = dir.to_string_lossy();
-        let out = self.output(&["zdb", "-e", "-p", &d, "-bcc", pool], ZDB_TIMEOUT)?;
+        // `-U` with a cache file that does not exist: zdb must not load the
+        // daemon's zpool.cache, or a pool still listed there makes `-e` fail
+        // with "File exists" instead of checking the devices.
+        let out = self.output(
+            &["zdb", "-U", "/nonexistent/zpool.cache", "-e", "-p", &d, "-bcc", pool],
+            ZDB_TIMEOUT,
+        )?;
         let text = format!("{}\n{}", out.stdout, out.stderr);
         let lower = text.to_lowercase();
         let suspicious: Vec<&str> = text
