@@ -693,6 +693,17 @@ impl PoolWriter {
         };
         let mut rootbp = self.mos.os.bp;
         let mut pass = 1;
+        // Writing a metaslab's space map frees its old block, possibly in
+        // another metaslab whose space map then changes too: such a chain
+        // visits each metaslab at most once (a block born in this txg is
+        // rewritten in place), so allow a pass per metaslab on top.
+        let metaslabs: u64 = self
+            .alloc
+            .groups
+            .iter()
+            .map(|g| g.metaslabs.len() as u64)
+            .sum();
+        let max_passes = (MAX_SYNC_PASSES + metaslabs).min(spacemap::SM_DEBUG_PASS_MAX);
         loop {
             self.write_space_maps(pass)?;
             if self.mos.is_dirty() {
@@ -705,9 +716,9 @@ impl PoolWriter {
                 break;
             }
             pass += 1;
-            if pass > MAX_SYNC_PASSES {
+            if pass > max_passes {
                 return Err(Error::Invalid(format!(
-                    "txg {txg}: sync did not converge after {MAX_SYNC_PASSES} passes"
+                    "txg {txg}: sync did not converge after {max_passes} passes"
                 )));
             }
         }

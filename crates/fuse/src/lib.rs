@@ -32,10 +32,17 @@
 //! open txg, and the pool stays consistent (the uberblock is the only commit
 //! point). `write` never syncs synchronously except at the 64 MiB mark.
 //!
-//! ## Open files that are unlinked
+//! ## Open files that are unlinked; object number reuse
 //! Removing the last name of a file that is open keeps the object with link
 //! count 0, records it in the file system's delete queue (as ZFS does: key
 //! = object number in hex), and frees it when the last handle is released.
+//! The same holds while the kernel still knows the inode (every entry
+//! replied counts as a lookup, `forget` gives them back): a freed object
+//! number may be reused by the next create, and the kernel identifies
+//! inodes by number alone — a new directory that got the number of a
+//! removed one the kernel still caches (e.g. the parent of an open,
+//! unlinked file) would be "dead" to it (ENOENT on every create). So
+//! removed files and directories are freed on the last `forget`/release.
 //! Orphans left by a crash are freed when the file system is next mounted
 //! read-write (here, or by ZFS itself, which drains the same queue).
 //!
@@ -46,7 +53,10 @@
 //!   the whole directory ZAP (fine up to tens of thousands of entries).
 //! * `RENAME_EXCHANGE` and `RENAME_WHITEOUT` are refused with EINVAL;
 //!   `RENAME_NOREPLACE` works. No POSIX locks beyond the kernel's local
-//!   ones; no `fallocate`, no `lseek(SEEK_DATA/SEEK_HOLE)` (ENOSYS).
+//!   ones; no `lseek(SEEK_DATA/SEEK_HOLE)` (ENOSYS). `fallocate` serves
+//!   mode 0 (extends the size, preallocates nothing: copy-on-write, as
+//!   OpenZFS), `KEEP_SIZE` and `PUNCH_HOLE`; other modes EOPNOTSUPP.
+//! * POSIX conformance (pjdfstest) is in docs/POSIX.md.
 //! * The request loop is single-threaded: one request at a time.
 
 use fuser::{

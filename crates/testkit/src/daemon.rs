@@ -352,7 +352,16 @@ impl ZfsFuse {
         // daemon's zpool.cache, or a pool still listed there makes `-e` fail
         // with "File exists" instead of checking the devices.
         let out = self.output(
-            &["zdb", "-U", "/nonexistent/zpool.cache", "-e", "-p", &d, "-bcc", pool],
+            &[
+                "zdb",
+                "-U",
+                "/nonexistent/zpool.cache",
+                "-e",
+                "-p",
+                &d,
+                "-bcc",
+                pool,
+            ],
             ZDB_TIMEOUT,
         )?;
         let text = format!("{}\n{}", out.stdout, out.stderr);
