@@ -13,6 +13,8 @@
 //! objset is the master node, never a file, so nothing else maps to 1). The
 //! generation reported with an entry is the znode's `gen` (the txg that
 //! created it), so a reused object number is a different file to the kernel.
+//! Inodes at or above 2^48 are the read-only `.zfs` directory and the
+//! snapshots under `.zfs/snapshot` (see [`snapdir`]).
 //!
 //! ## Transaction groups and durability
 //! All changes accumulate in the open txg (in memory). The txg is synced
@@ -150,6 +152,8 @@ pub struct State {
     next_fh: u64,
     /// Set once the final sync ran: later requests change nothing.
     closed: bool,
+    /// Snapshots seen through `.zfs/snapshot`.
+    snaps: snapdir::Snaps,
 }
 
 fn log_err(what: &str, e: &Error) {
@@ -321,7 +325,9 @@ impl State {
             dirs: HashMap::new(),
             next_fh: 1,
             closed: false,
+            snaps: snapdir::Snaps::default(),
         };
+        st.snaps.ctime = st.dataset_ctime();
         if !st.opts.readonly && delete_queue != 0 {
             let ents = zap_tx::list(st.tx()?, delete_queue)?;
             if !ents.is_empty() {
@@ -619,6 +625,9 @@ impl State {
 
     /// The kernel forgot `n` lookups of `ino`.
     fn forget(&mut self, ino: u64, n: u64) {
+        if ino >= snapdir::VIRT_MIN {
+            return;
+        }
         let obj = self.obj(ino);
         let Some(c) = self.lookups.get_mut(&obj) else {
             return;
@@ -637,6 +646,9 @@ impl State {
 
     /// An entry for `a` is being replied: the kernel now holds one more lookup.
     fn looked_up(&mut self, a: &FileAttr) {
+        if a.ino >= snapdir::VIRT_MIN {
+            return;
+        }
         let obj = self.obj(a.ino);
         *self.lookups.entry(obj).or_insert(0) += 1;
     }
@@ -667,7 +679,36 @@ impl State {
 
     // ----- operations --------------------------------------------------
 
+    /// Attributes of any inode (live or under `.zfs`).
+    fn do_getattr(&mut self, ino: u64) -> Res<(FileAttr, u64)> {
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_getattr(ino);
+        }
+        let obj = self.obj(ino);
+        self.fattr(obj)
+    }
+
+    /// EROFS for a change under `.zfs`; EEXIST for creating `.zfs` itself
+    /// in the root, EROFS for removing or renaming it.
+    fn check_change(&self, inos: &[u64], names: &[(u64, &OsStr, bool)]) -> Res<()> {
+        for &i in inos {
+            snapdir::not_virtual(i)?;
+        }
+        for &(dir, name, create) in names {
+            if snapdir::is_ctl_name(dir, name) {
+                return Err(if create { EEXIST } else { EROFS });
+            }
+        }
+        Ok(())
+    }
+
     fn do_lookup(&mut self, parent: u64, name: &OsStr) -> Res<(FileAttr, u64)> {
+        if parent >= snapdir::VIRT_MIN {
+            return self.v_lookup(parent, name.as_bytes());
+        }
+        if snapdir::is_ctl_name(parent, name) {
+            return self.v_getattr(snapdir::CTL_INO);
+        }
         let dir = self.obj(parent);
         let name = name.as_bytes();
         if name.len() > 255 {
@@ -694,6 +735,18 @@ impl State {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
     ) -> Res<FileAttr> {
+        if ino >= snapdir::VIRT_MIN {
+            let nothing = mode.is_none()
+                && uid.is_none()
+                && gid.is_none()
+                && size.is_none()
+                && atime.is_none()
+                && mtime.is_none();
+            if nothing {
+                return Ok(self.v_getattr(ino)?.0);
+            }
+            return Err(EROFS);
+        }
         let obj = self.obj(ino);
         if mode.is_none()
             && uid.is_none()
@@ -752,6 +805,9 @@ impl State {
     }
 
     fn do_readlink(&mut self, ino: u64) -> Res<Vec<u8>> {
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_readlink(ino);
+        }
         let obj = self.obj(ino);
         let a = self.attrs(obj)?;
         if a.mode & S_IFMT != S_IFLNK {
@@ -777,6 +833,7 @@ impl State {
         umask: u32,
         rdev: u32,
     ) -> Res<(FileAttr, u64)> {
+        self.check_change(&[parent], &[(parent, name, true)])?;
         self.writable()?;
         let dir = self.obj(parent);
         let name = check_name(name)?;
@@ -812,6 +869,7 @@ impl State {
         mode: u32,
         umask: u32,
     ) -> Res<(FileAttr, u64)> {
+        self.check_change(&[parent], &[(parent, name, true)])?;
         self.writable()?;
         let dir = self.obj(parent);
         let name = check_name(name)?;
@@ -838,6 +896,7 @@ impl State {
     }
 
     fn do_unlink(&mut self, parent: u64, name: &OsStr) -> Res<()> {
+        self.check_change(&[parent], &[(parent, name, false)])?;
         self.writable()?;
         let dir = self.obj(parent);
         let name = name.as_bytes();
@@ -851,6 +910,7 @@ impl State {
     }
 
     fn do_rmdir(&mut self, parent: u64, name: &OsStr) -> Res<()> {
+        self.check_change(&[parent], &[(parent, name, false)])?;
         self.writable()?;
         let dir = self.obj(parent);
         let name = name.as_bytes();
@@ -884,6 +944,7 @@ impl State {
         name: &OsStr,
         target: &Path,
     ) -> Res<(FileAttr, u64)> {
+        self.check_change(&[parent], &[(parent, name, true)])?;
         self.writable()?;
         let dir = self.obj(parent);
         let name = check_name(name)?;
@@ -912,6 +973,10 @@ impl State {
         newname: &OsStr,
         flags: u32,
     ) -> Res<()> {
+        self.check_change(
+            &[parent, newparent],
+            &[(parent, name, false), (newparent, newname, false)],
+        )?;
         self.writable()?;
         const RENAME_NOREPLACE: u32 = 1;
         if flags & !RENAME_NOREPLACE != 0 {
@@ -980,6 +1045,7 @@ impl State {
     }
 
     fn do_link(&mut self, ino: u64, newparent: u64, newname: &OsStr) -> Res<(FileAttr, u64)> {
+        self.check_change(&[ino, newparent], &[(newparent, newname, true)])?;
         self.writable()?;
         let obj = self.obj(ino);
         let dir = self.obj(newparent);
@@ -1003,6 +1069,9 @@ impl State {
     }
 
     fn do_open(&mut self, ino: u64, flags: i32) -> Res<u64> {
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_open(ino, flags);
+        }
         let obj = self.obj(ino);
         let a = self.attrs(obj)?;
         if flags & libc::O_ACCMODE != libc::O_RDONLY {
@@ -1015,6 +1084,9 @@ impl State {
     }
 
     fn do_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_read(ino, offset, size);
+        }
         let obj = self.obj(ino);
         let a = self.attrs(obj)?;
         if a.mode & S_IFMT == S_IFDIR {
@@ -1031,6 +1103,7 @@ impl State {
     }
 
     fn do_write(&mut self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
+        snapdir::not_virtual(ino)?;
         self.writable()?;
         let obj = self.obj(ino);
         if offset < 0 {
@@ -1059,6 +1132,7 @@ impl State {
     /// copy-on-write, as OpenZFS does), `KEEP_SIZE` alone changes nothing,
     /// `PUNCH_HOLE | KEEP_SIZE` zeroes the range; other modes EOPNOTSUPP.
     fn do_fallocate(&mut self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {
+        snapdir::not_virtual(ino)?;
         self.writable()?;
         let obj = self.obj(ino);
         if mode & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) != 0 {
@@ -1103,12 +1177,32 @@ impl State {
     }
 
     fn do_opendir(&mut self, ino: u64) -> Res<u64> {
-        let obj = self.obj(ino);
-        let listing = self.listing(obj)?;
+        let listing = self.listing_ino(ino)?;
         let fh = self.next_fh;
         self.next_fh += 1;
         self.dirs.insert(fh, listing);
         Ok(fh)
+    }
+
+    /// Listing of any directory inode (live or under `.zfs`).
+    fn listing_ino(&mut self, ino: u64) -> Res<Vec<(u64, FileType, Vec<u8>)>> {
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_listing(ino);
+        }
+        let obj = self.obj(ino);
+        let mut l = self.listing(obj)?;
+        if obj == self.root && self.snapdir_visible() {
+            l.retain(|(_, _, n)| n != snapdir::CTL_NAME);
+            l.insert(
+                2,
+                (
+                    snapdir::CTL_INO,
+                    FileType::Directory,
+                    snapdir::CTL_NAME.to_vec(),
+                ),
+            );
+        }
+        Ok(l)
     }
 
     /// `.`, `..` and the entries of a directory.
@@ -1145,6 +1239,14 @@ impl State {
     }
 
     fn get_xattr(&mut self, ino: u64, name: &[u8]) -> Res<Vec<u8>> {
+        if ino >= snapdir::VIRT_MIN {
+            return self
+                .v_xattrs(ino)?
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v)
+                .ok_or(ENODATA);
+        }
         let (_, a) = self.do_xattr_dir(ino)?;
         if a.xattr == 0 {
             return Err(ENODATA);
@@ -1165,6 +1267,14 @@ impl State {
     }
 
     fn list_xattrs(&mut self, ino: u64) -> Res<Vec<u8>> {
+        if ino >= snapdir::VIRT_MIN {
+            let mut out = Vec::new();
+            for (n, _) in self.v_xattrs(ino)? {
+                out.extend_from_slice(&n);
+                out.push(0);
+            }
+            return Ok(out);
+        }
         let (_, a) = self.do_xattr_dir(ino)?;
         let mut out = Vec::new();
         if a.xattr == 0 {
@@ -1179,6 +1289,7 @@ impl State {
     }
 
     fn set_xattr(&mut self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> Res<()> {
+        snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
         if name.is_empty() || name.len() > 255 {
@@ -1215,6 +1326,7 @@ impl State {
     }
 
     fn remove_xattr(&mut self, ino: u64, name: &OsStr) -> Res<()> {
+        snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
         let (obj, a) = self.do_xattr_dir(ino)?;
@@ -1314,9 +1426,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        let mut st = self.lock();
-        let obj = st.obj(ino);
-        match st.fattr(obj) {
+        match self.lock().do_getattr(ino) {
             Ok((a, _)) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
         }
@@ -1574,8 +1684,7 @@ impl Filesystem for ZfsFuse {
         let mut st = self.lock();
         if offset == 0 || !st.dirs.contains_key(&fh) {
             // First read or rewinddir: take a fresh listing.
-            let obj = st.obj(ino);
-            match st.listing(obj) {
+            match st.listing_ino(ino) {
                 Ok(l) => {
                     st.dirs.insert(fh, l);
                 }
@@ -1826,3 +1935,4 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
 }
 
 pub mod shared;
+pub mod snapdir;
