@@ -457,7 +457,7 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
     let root = otx.create_zap(ot::DIRECTORY_CONTENTS, ot::ZNODE, attrs.to_znode(), 0, 1)?;
     let mut a = attrs;
     a.parent = root;
-    otx.set_bonus(root, crate::create::znode_with_acl(&a))?;
+    otx.set_bonus(root, a.to_znode_trivial_acl())?;
     for (k, v) in [
         ("VERSION", ZPL_VERSION),
         ("ROOT", root),
@@ -477,44 +477,6 @@ fn ozfs_zpl_time() -> (u64, u64) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     (d.as_secs(), d.subsec_nanos() as u64)
-}
-
-/// A znode bonus with the trivial ACL for its mode (same encoding the ZPL writer uses).
-pub fn znode_with_acl(a: &ZplAttrs) -> Vec<u8> {
-    let mut b = a.to_znode();
-    let mode = a.mode;
-    let bits = |shift: u32| -> u32 {
-        let m = ((mode >> shift) & 7) as u32;
-        (if m & 4 != 0 { 0x1 } else { 0 })
-            | (if m & 2 != 0 { 0x6 } else { 0 })
-            | (if m & 1 != 0 { 0x20 } else { 0 })
-    };
-    let all = 0x27u32;
-    let (o, g, e) = (bits(6), bits(3), bits(0));
-    let aces: [(u16, u16, u32); 6] = [
-        (1, 0x1000, all & !o),
-        (0, 0x1000, o | 0xc0110),
-        (1, 0x2040, all & !g),
-        (0, 0x2040, g),
-        (1, 0x4000, (all & !e) | 0xc0110),
-        (0, 0x4000, e | 0x120088),
-    ];
-    b[184..188].copy_from_slice(&48u32.to_ne_bytes());
-    b[188..190].copy_from_slice(&1u16.to_ne_bytes());
-    b[190..192].copy_from_slice(&6u16.to_ne_bytes());
-    for (i, (t, f, m)) in aces.iter().enumerate() {
-        let off = 192 + i * 8;
-        b[off..off + 2].copy_from_slice(&t.to_ne_bytes());
-        b[off + 2..off + 4].copy_from_slice(&f.to_ne_bytes());
-        b[off + 4..off + 8].copy_from_slice(&m.to_ne_bytes());
-    }
-    let exec_denied = aces.iter().any(|(t, _, m)| *t == 1 && m & 0x20 != 0);
-    let mut flags: u64 = 0x4 | 0x8_0000_0000 | 0x400_0000_0000 | 0x40;
-    if !exec_denied {
-        flags |= 0x100;
-    }
-    b[120..128].copy_from_slice(&flags.to_ne_bytes());
-    b
 }
 
 /// `zfs create`: a new file system `name` (its parent must exist), with properties.

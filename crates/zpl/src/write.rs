@@ -22,12 +22,7 @@ use ozfs_format::{Error, Result};
 const ZNODE_SIZE: usize = 264;
 /// Longest symlink target kept in the bonus buffer (320 − 264).
 pub const SYMLINK_INLINE_MAX: usize = 56;
-const FLAG_XATTR: u64 = 0x1;
-const FLAG_ACL_TRIVIAL: u64 = 0x4;
-const FLAG_ACL_AUTO_INHERIT: u64 = 0x40;
-const FLAG_NO_EXECS_DENIED: u64 = 0x100;
-const FLAG_ARCHIVE: u64 = 0x8_0000_0000;
-const FLAG_AV_MODIFIED: u64 = 0x400_0000_0000;
+const FLAG_XATTR: u64 = ozfs_format::znode::zflags::XATTR;
 
 /// A file system being written in the open txg.
 pub struct ZplTx<'a> {
@@ -48,56 +43,9 @@ pub fn now() -> (u64, u64) {
     (d.as_secs(), d.subsec_nanos() as u64)
 }
 
-/// The six-entry trivial ACL for `mode` and the matching `zp_flags` bits.
-fn trivial_acl(mode: u64) -> ([u8; 88], u64) {
-    let bits = |shift: u32| -> u32 {
-        let m = ((mode >> shift) & 7) as u32;
-        (if m & 4 != 0 { 0x1 } else { 0 })
-            | (if m & 2 != 0 { 0x6 } else { 0 })
-            | (if m & 1 != 0 { 0x20 } else { 0 })
-    };
-    let all = 0x27u32;
-    let (o, g, e) = (bits(6), bits(3), bits(0));
-    let aces: [(u16, u16, u32); 6] = [
-        (1, 0x1000, all & !o),
-        (0, 0x1000, o | 0xc0110),
-        (1, 0x2040, all & !g),
-        (0, 0x2040, g),
-        (1, 0x4000, (all & !e) | 0xc0110),
-        (0, 0x4000, e | 0x120088),
-    ];
-    let mut acl = [0u8; 88];
-    // z_acl_extern_obj 0, z_acl_size 48, z_acl_version 1, z_acl_count 6.
-    acl[8..12].copy_from_slice(&48u32.to_ne_bytes());
-    acl[12..14].copy_from_slice(&1u16.to_ne_bytes());
-    acl[14..16].copy_from_slice(&6u16.to_ne_bytes());
-    for (i, (t, f, m)) in aces.iter().enumerate() {
-        let o = 16 + i * 8;
-        acl[o..o + 2].copy_from_slice(&t.to_ne_bytes());
-        acl[o + 2..o + 4].copy_from_slice(&f.to_ne_bytes());
-        acl[o + 4..o + 8].copy_from_slice(&m.to_ne_bytes());
-    }
-    let exec_denied = aces.iter().any(|(t, _, m)| *t == 1 && m & 0x20 != 0);
-    let mut flags = FLAG_ACL_TRIVIAL | FLAG_ARCHIVE | FLAG_AV_MODIFIED;
-    if !exec_denied {
-        flags |= FLAG_NO_EXECS_DENIED;
-    }
-    if mode & S_IFMT == S_IFDIR {
-        flags |= FLAG_ACL_AUTO_INHERIT;
-    }
-    (acl, flags)
-}
-
 /// Encode attributes as a znode bonus with a trivial ACL for the mode.
-fn znode_bonus(a: &ZplAttrs, keep_flags: bool) -> Vec<u8> {
-    let (acl, flags) = trivial_acl(a.mode);
-    let mut z = a.clone();
-    if !keep_flags {
-        z.flags = (a.flags & (FLAG_XATTR | 0xffff_0000_0000_0000)) | flags;
-    }
-    let mut b = z.to_znode();
-    b[176..176 + 88].copy_from_slice(&acl);
-    b
+fn znode_bonus(a: &ZplAttrs, _keep_flags: bool) -> Vec<u8> {
+    a.to_znode_trivial_acl()
 }
 
 impl<'a> ZplTx<'a> {
@@ -639,7 +587,7 @@ impl<'a> ZplTx<'a> {
             let (xdir, mut xa) = self.new_znode(obj, S_IFDIR | 0o777, a.uid, a.gid, 0)?;
             xa.flags |= FLAG_XATTR;
             let mut b = znode_bonus(&xa, false);
-            let f = xa.flags | trivial_acl(xa.mode).1;
+            let f = xa.flags | ozfs_format::znode::trivial_acl(xa.mode).1;
             b[120..128].copy_from_slice(&f.to_ne_bytes());
             self.tx.set_bonus(xdir, b)?;
             a.xattr = xdir;
@@ -653,7 +601,7 @@ impl<'a> ZplTx<'a> {
         let mut fa = self.attrs(f)?;
         fa.flags |= FLAG_XATTR;
         let mut b = znode_bonus(&fa, false);
-        let fl = fa.flags | trivial_acl(fa.mode).1;
+        let fl = fa.flags | ozfs_format::znode::trivial_acl(fa.mode).1;
         b[120..128].copy_from_slice(&fl.to_ne_bytes());
         self.tx.set_bonus(f, b)?;
         if !value.is_empty() {
@@ -661,7 +609,7 @@ impl<'a> ZplTx<'a> {
             let mut fa = self.attrs(f)?;
             fa.flags |= FLAG_XATTR;
             let mut b = znode_bonus(&fa, false);
-            let fl = fa.flags | trivial_acl(fa.mode).1;
+            let fl = fa.flags | ozfs_format::znode::trivial_acl(fa.mode).1;
             b[120..128].copy_from_slice(&fl.to_ne_bytes());
             self.tx.set_bonus(f, b)?;
         }
