@@ -23,18 +23,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-cat > "$work/ns.sh" <<'NS'
-#!/bin/bash
-mount --make-rprivate /
-mkdir -p /run/zfs /var/lock/zfs /etc/zfs
-mount -t tmpfs tmpfs /run/zfs; mount -t tmpfs tmpfs /var/lock/zfs; mount -t tmpfs tmpfs /etc/zfs
-exec zfs-fuse --no-daemon
-NS
-chmod +x "$work/ns.sh"
-unshare -m --propagation private "$work/ns.sh" >"$work/daemon.log" 2>&1 &
-pid=$!
-Z() { timeout 600 nsenter -t "$pid" -m "$@"; }
-for _ in $(seq 50); do Z zpool list >/dev/null 2>&1 && break; sleep 0.2; done
+. "$here/scripts/lib/zfs-fuse.sh"
+start_private_zfs_fuse "$work"
+pid=$ZFS_FUSE_PID
 devsize=$((size_mib * 3 + 1024))M
 mkdir -p "$work/zdev" "$work/odev" "$work/zmnt" "$work/omnt"
 truncate -s $devsize "$work/zdev/d0" "$work/odev/d0"
