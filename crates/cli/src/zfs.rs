@@ -253,47 +253,8 @@ fn known(p: &str) -> bool {
                 | "defer_destroy"
                 | "userrefs"
         )
-        || NATIVE_NAMES.contains(&p)
+        || GET_ORDER.contains(&p)
 }
-
-const NATIVE_NAMES: &[&str] = &[
-    "quota",
-    "reservation",
-    "recordsize",
-    "mountpoint",
-    "sharenfs",
-    "checksum",
-    "compression",
-    "atime",
-    "devices",
-    "exec",
-    "setuid",
-    "readonly",
-    "zoned",
-    "snapdir",
-    "aclmode",
-    "aclinherit",
-    "canmount",
-    "xattr",
-    "copies",
-    "sharesmb",
-    "refquota",
-    "refreservation",
-    "primarycache",
-    "secondarycache",
-    "logbias",
-    "dedup",
-    "mlslabel",
-    "sync",
-    "vscan",
-    "nbmand",
-    "usedbysnapshots",
-    "usedbydataset",
-    "usedbychildren",
-    "usedbyrefreservation",
-    "guid",
-    "createtxg",
-];
 
 fn get(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rHp", "odtsS")?;

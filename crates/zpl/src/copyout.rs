@@ -197,7 +197,9 @@ impl Copier<'_> {
                 "block size 0",
             ));
         }
-        let nblocks = a.size.div_ceil(bs);
+        // Past maxblkid there are only holes: a corrupt, huge `size` must not
+        // turn into an endless loop over blocks that cannot exist.
+        let nblocks = a.size.div_ceil(bs).min(dn.phys.maxblkid + 1);
         // Large files: several threads each take every Nth block (read, verify,
         // decompress and write are independent per block); small files: one.
         let threads = if nblocks >= 16 {

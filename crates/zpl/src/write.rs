@@ -368,10 +368,8 @@ impl<'a> ZplTx<'a> {
         self.tx.free_object(obj)
     }
 
-    pub fn rmdir(&mut self, dir: u64, name: &[u8]) -> Result<()> {
-        let obj = self
-            .lookup(dir, name)?
-            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+    /// Attributes of `obj` (named `name`), which must be an empty directory.
+    fn empty_dir_attrs(&self, name: &[u8], obj: u64) -> Result<ZplAttrs> {
         let a = self.attrs(obj)?;
         if a.mode & S_IFMT != S_IFDIR {
             return Err(Error::Invalid(format!(
@@ -385,6 +383,14 @@ impl<'a> ZplTx<'a> {
                 String::from_utf8_lossy(name)
             )));
         }
+        Ok(a)
+    }
+
+    pub fn rmdir(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+        let obj = self
+            .lookup(dir, name)?
+            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+        let a = self.empty_dir_attrs(name, obj)?;
         self.remove_entry(dir, name, true)?;
         self.destroy_object(obj, &a)
     }
@@ -392,19 +398,7 @@ impl<'a> ZplTx<'a> {
     /// Remove the name of the empty directory `obj` from `dir` and set its
     /// link count to 0, without freeing it (the caller frees it later).
     pub fn remove_dir_entry(&mut self, dir: u64, name: &[u8], obj: u64) -> Result<()> {
-        let mut a = self.attrs(obj)?;
-        if a.mode & S_IFMT != S_IFDIR {
-            return Err(Error::Invalid(format!(
-                "{}: not a directory",
-                String::from_utf8_lossy(name)
-            )));
-        }
-        if !zap_tx::list(self.tx, obj)?.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: directory not empty",
-                String::from_utf8_lossy(name)
-            )));
-        }
+        let mut a = self.empty_dir_attrs(name, obj)?;
         self.remove_entry(dir, name, true)?;
         a.links = 0;
         a.ctime = now();
