@@ -482,6 +482,8 @@ impl Daemon {
         }
         let lf = crate::state::lock_pool_file(name).map_err(|e| e.to_string())?;
         let pool = rec.open_rw().map_err(|e| e.to_string())?;
+        pool.cache_data
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let w = ozfs_dsl::sync::PoolWriter::open(pool.clone()).map_err(|e| e.to_string())?;
         inner.pools.insert(
             name.to_string(),

@@ -61,6 +61,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         crate::state::lock_pool(&rec.name).map_err(|e| fail(&e))?;
     }
     let pool = if readonly { rec.open() } else { rec.open_rw() }.map_err(|e| fail(&e))?;
+    pool.cache_data
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let writer = PoolWriter::open(pool.clone()).map_err(|e| fail(&e))?;
     let dsl = writer.dsl();
     let ds = dsl

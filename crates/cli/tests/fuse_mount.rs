@@ -28,7 +28,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Instant;
 use wcommon::*;
@@ -255,6 +255,91 @@ fn posix_checks(m: &Path) {
     assert_eq!(s, "old contents");
     drop(keep);
     assert_eq!(fs::read(m.join("ops/old")).unwrap(), b"new");
+
+    // renameat2(RENAME_EXCHANGE): a file and a directory in different
+    // parents swap names; link counts and ".." follow the directory
+    fs::create_dir_all(m.join("ops/ex1")).unwrap();
+    fs::create_dir_all(m.join("ops/ex2/y")).unwrap();
+    fs::write(m.join("ops/ex1/x"), b"X").unwrap();
+    fs::write(m.join("ops/ex2/y/inner"), b"I").unwrap();
+    let renameat2 = |a: &Path, b: &Path, flags: u32| -> i32 {
+        // SAFETY: two valid C paths relative to the cwd.
+        let r = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                cpath(a).as_ptr(),
+                libc::AT_FDCWD,
+                cpath(b).as_ptr(),
+                flags,
+            )
+        };
+        if r == 0 {
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        }
+    };
+    let (x, y) = (m.join("ops/ex1/x"), m.join("ops/ex2/y"));
+    assert_eq!(renameat2(&x, &y, libc::RENAME_EXCHANGE), 0, "exchange");
+    assert_eq!(fs::read(&y).unwrap(), b"X");
+    assert_eq!(fs::read(x.join("inner")).unwrap(), b"I");
+    assert_eq!(fs::metadata(m.join("ops/ex1")).unwrap().nlink(), 3);
+    assert_eq!(fs::metadata(m.join("ops/ex2")).unwrap().nlink(), 2);
+    assert_eq!(
+        fs::metadata(x.join("..")).unwrap().ino(),
+        fs::metadata(m.join("ops/ex1")).unwrap().ino()
+    );
+    let missing = m.join("ops/ex1/missing");
+    assert_eq!(renameat2(&x, &missing, libc::RENAME_EXCHANGE), libc::ENOENT);
+    let both = libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE;
+    assert_eq!(renameat2(&x, &y, both), libc::EINVAL);
+    assert_eq!(
+        renameat2(&x, &x.join("inner"), libc::RENAME_EXCHANGE),
+        libc::EINVAL,
+        "a directory exchanged into itself"
+    );
+    assert_eq!(renameat2(&x, &y, libc::RENAME_EXCHANGE), 0, "exchange back");
+    assert_eq!(fs::read(&x).unwrap(), b"X");
+    assert_eq!(fs::read(y.join("inner")).unwrap(), b"I");
+    assert_eq!(fs::metadata(m.join("ops/ex1")).unwrap().nlink(), 2);
+    assert_eq!(fs::metadata(m.join("ops/ex2")).unwrap().nlink(), 3);
+
+    // lseek SEEK_DATA / SEEK_HOLE, before and after the txg is synced:
+    // data in record 0, holes in records 1..8, data in record 8
+    let sp = m.join("ops/sparse-seek");
+    let h = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&sp)
+        .unwrap();
+    h.write_all_at(&[1u8; 100], 0).unwrap();
+    h.write_all_at(&[2u8; 10], 1 << 20).unwrap();
+    let size = (1 << 20) + 10;
+    let seek = |off: i64, whence: i32| -> std::result::Result<i64, i32> {
+        // SAFETY: lseek on an open descriptor.
+        let r = unsafe { libc::lseek(h.as_raw_fd(), off, whence) };
+        if r < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(-1))
+        } else {
+            Ok(r)
+        }
+    };
+    for round in 0..2 {
+        assert_eq!(seek(0, libc::SEEK_DATA), Ok(0), "round {round}");
+        assert_eq!(seek(50, libc::SEEK_HOLE), Ok(131072), "round {round}");
+        assert_eq!(seek(131072, libc::SEEK_DATA), Ok(1 << 20), "round {round}");
+        assert_eq!(seek(200_000, libc::SEEK_HOLE), Ok(200_000), "round {round}");
+        assert_eq!(seek(1 << 20, libc::SEEK_HOLE), Ok(size), "round {round}");
+        assert_eq!(
+            seek(size, libc::SEEK_DATA),
+            Err(libc::ENXIO),
+            "round {round}"
+        );
+        h.sync_all().unwrap();
+    }
+    drop(h);
 
     // readdir with . and ..
     let names: Vec<String> = fs::read_dir(m.join("ops/a"))

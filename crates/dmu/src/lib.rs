@@ -15,7 +15,8 @@
 //! * Indices derived from disk (`blkid`, level counts, shifts) are range-checked
 //!   before use; an object whose tree is inconsistent yields an error naming
 //!   the object.
-//! * Indirect and dnode blocks are cached per objset (bounded), data blocks are not.
+//! * Blocks are read through the pool's block cache ([`ozfs_spa::arc`]): indirect
+//!   and dnode blocks always, data blocks when the pool caches data (servers).
 
 pub mod objset;
 pub mod tx;

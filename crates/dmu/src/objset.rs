@@ -6,11 +6,7 @@ use ozfs_format::dnode::{DnodePhys, DNODE_SIZE};
 use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::{BlkPtr, Error, Result};
 use ozfs_spa::Pool;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-/// Cached metadata blocks per objset before the cache is emptied.
-const META_CACHE_MAX: usize = 8192;
+use std::sync::Arc;
 
 /// An open objset.
 pub struct Objset {
@@ -20,7 +16,6 @@ pub struct Objset {
     pub phys: ObjsetPhys,
     /// Byte order of the objset block (applies to its embedded dnodes).
     pub swap: bool,
-    cache: Mutex<HashMap<[u64; 3], Arc<Vec<u8>>>>,
 }
 
 /// One object's dnode, with the byte order of the block it came from.
@@ -46,7 +41,6 @@ impl Objset {
             bp: *bp,
             phys,
             swap,
-            cache: Mutex::new(HashMap::new()),
         })
     }
 
@@ -57,7 +51,6 @@ impl Objset {
             bp,
             phys,
             swap: false,
-            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -70,7 +63,6 @@ impl Objset {
             bp,
             phys,
             swap: swap_of(&bp),
-            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -89,31 +81,16 @@ impl Objset {
         (dn.maxblkid + 1).saturating_mul(dn.datablksz()) / DNODE_SIZE as u64
     }
 
-    /// Read a BP's block through the metadata cache.
+    /// Read a metadata block (indirect or dnode block) through the pool's cache.
     fn read_cached(&self, bp: &BlkPtr) -> Result<Arc<Vec<u8>>> {
-        let d = bp.dvas()[0];
-        let key = [
-            d.vdev ^ ((bp.is_embedded() as u64) << 63),
-            d.offset,
-            bp.birth(),
-        ];
-        if !bp.is_hole() && !bp.is_embedded() {
-            if let Ok(c) = self.cache.lock() {
-                if let Some(b) = c.get(&key) {
-                    return Ok(b.clone());
-                }
-            }
-        }
-        let data = Arc::new(self.pool.read_bp(bp)?);
-        if !bp.is_hole() && !bp.is_embedded() {
-            if let Ok(mut c) = self.cache.lock() {
-                if c.len() >= META_CACHE_MAX {
-                    c.clear();
-                }
-                c.insert(key, data.clone());
-            }
-        }
-        Ok(data)
+        self.pool.read_bp_cached(bp, false)
+    }
+
+    /// Read a level-0 data block through the pool's cache (kept there only
+    /// when the pool caches data).
+    fn read_data(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        let b = self.pool.read_bp_cached(bp, true)?;
+        Ok(Arc::try_unwrap(b).unwrap_or_else(|a| (*a).clone()))
     }
 
     /// The dnode of object `obj`.
@@ -208,8 +185,7 @@ impl Objset {
         match self.block_bp(dn, 0, blkid)? {
             Some(bp) if !bp.is_hole() => {
                 let data = self
-                    .pool
-                    .read_bp(&bp)
+                    .read_data(&bp)
                     .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object)))?;
                 Ok(Some(data))
             }
@@ -223,7 +199,7 @@ impl Objset {
             return Ok(None);
         }
         match self.block_bp(dn, 0, blkid)? {
-            Some(bp) if !bp.is_hole() => Ok(Some((self.pool.read_bp(&bp)?, swap_of(&bp)))),
+            Some(bp) if !bp.is_hole() => Ok(Some((self.read_data(&bp)?, swap_of(&bp)))),
             _ => Ok(None),
         }
     }

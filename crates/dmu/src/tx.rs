@@ -78,7 +78,9 @@ pub struct ObjsetTx {
     pub obj_next: std::cell::Cell<u64>,
     /// ZAP objects decoded for editing, kept between operations (they stay
     /// valid across syncs because this objset has no other writer).
-    pub zap_cache: std::collections::HashMap<u64, ozfs_format::zap_write::ZapObject>,
+    /// Lookups fill it too (through `&self`), hence the `RefCell`.
+    pub zap_cache:
+        std::cell::RefCell<std::collections::HashMap<u64, ozfs_format::zap_write::ZapObject>>,
 }
 
 impl ObjsetTx {
@@ -89,7 +91,7 @@ impl ObjsetTx {
             data: BTreeMap::new(),
             free_trees: BTreeMap::new(),
             objset_size: OBJSET_PHYS_SIZE_V2,
-            zap_cache: std::collections::HashMap::new(),
+            zap_cache: Default::default(),
             obj_next: std::cell::Cell::new(1),
         }
     }
@@ -140,6 +142,59 @@ impl ObjsetTx {
         }
         // A dnode changed in this txg still points at its committed tree.
         self.os.read_block(&dn, blkid)
+    }
+
+    /// The first block at or after `from` (up to `last` inclusive) that holds
+    /// data (`want_data`) or is a hole (`!want_data`), counting this txg's
+    /// changes; None if there is none in the range. Spans under a hole
+    /// indirect block are skipped whole, so a sparse file costs by its data.
+    pub fn next_block(
+        &self,
+        obj: u64,
+        from: u64,
+        last: u64,
+        want_data: bool,
+    ) -> Result<Option<u64>> {
+        let dn = self.dnode(obj)?;
+        let committed_gone = self.free_trees.contains_key(&obj);
+        let epbs = dn.phys.indblkshift.saturating_sub(7).clamp(1, 20) as u32;
+        let mut b = from;
+        while b <= last {
+            let has = match self.data.get(&(obj, b)) {
+                Some(d) => d.is_some(),
+                None if committed_gone || b > dn.phys.maxblkid => false,
+                None => {
+                    // A hole L1 covers 2^epbs blocks: skip the span unless
+                    // this txg changed something inside it.
+                    if dn.phys.nlevels > 1 {
+                        if let Some(l1) = self.os.block_bp(&dn, 1, b >> epbs)? {
+                            if l1.is_hole() {
+                                let end = ((b >> epbs) + 1) << epbs;
+                                let dirty = self
+                                    .data
+                                    .range((obj, b)..(obj, end))
+                                    .find(|(_, d)| d.is_some())
+                                    .map(|((_, k), _)| *k);
+                                if !want_data {
+                                    return Ok(Some(b));
+                                }
+                                match dirty {
+                                    Some(k) => b = k,
+                                    None => b = end,
+                                }
+                                continue;
+                            }
+                        }
+                    }
+                    matches!(self.os.block_bp(&dn, 0, b)?, Some(bp) if !bp.is_hole())
+                }
+            };
+            if has == want_data {
+                return Ok(Some(b));
+            }
+            b += 1;
+        }
+        Ok(None)
     }
 
     /// Replace block `blkid` of `obj` (length must be the object's block size).
@@ -337,7 +392,7 @@ impl ObjsetTx {
 
     /// Free an object: its whole tree goes at sync, its slot becomes free.
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
-        self.zap_cache.remove(&obj);
+        self.zap_cache.get_mut().remove(&obj);
         let committed = match self.os.dnode(obj) {
             Ok(d) => Some(d.phys),
             Err(Error::NotFound(_)) => None,

@@ -84,22 +84,50 @@ fn with_zap<R>(
     obj: u64,
     f: impl FnOnce(&mut ZapObject) -> Result<R>,
 ) -> Result<R> {
-    let mut z = match tx.zap_cache.remove(&obj) {
+    let mut z = match tx.zap_cache.get_mut().remove(&obj) {
         Some(z) => z,
         None => load(tx, obj)?,
     };
     let v = f(&mut z)?;
     store(tx, obj, &mut z)?;
-    if tx.zap_cache.len() >= ZAP_CACHE_MAX {
-        tx.zap_cache.clear();
-    }
-    tx.zap_cache.insert(obj, z);
+    keep(tx, obj, z);
     Ok(v)
+}
+
+/// Put a decoded ZAP into the per-objset cache (emptied when full).
+fn keep(tx: &ObjsetTx, obj: u64, z: ZapObject) {
+    let mut c = tx.zap_cache.borrow_mut();
+    if c.len() >= ZAP_CACHE_MAX {
+        c.clear();
+    }
+    c.insert(obj, z);
+}
+
+/// Run `f` on the decoded ZAP, loading (and caching) it if needed.
+fn with_loaded<R>(tx: &ObjsetTx, obj: u64, f: impl Fn(&ZapObject) -> Result<R>) -> Result<R> {
+    if let Some(z) = tx.zap_cache.borrow().get(&obj) {
+        return f(z);
+    }
+    let z = load(tx, obj)?;
+    let r = f(&z);
+    keep(tx, obj, z);
+    r
 }
 
 /// Add or replace one entry.
 pub fn update(tx: &mut ObjsetTx, obj: u64, name: &str, int_len: u8, value: &[u64]) -> Result<()> {
     with_zap(tx, obj, |z| z.update(name.as_bytes(), int_len, value))
+}
+
+/// Add or replace one entry whose name is raw bytes (directory entries).
+pub fn update_bytes(
+    tx: &mut ObjsetTx,
+    obj: u64,
+    name: &[u8],
+    int_len: u8,
+    value: &[u64],
+) -> Result<()> {
+    with_zap(tx, obj, |z| z.update(name, int_len, value))
 }
 
 /// Add one entry; error if it exists.
@@ -113,10 +141,7 @@ pub fn remove(tx: &mut ObjsetTx, obj: u64, name: &[u8]) -> Result<bool> {
 }
 
 pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> {
-    match tx.zap_cache.get(&obj) {
-        Some(z) => z.lookup(name),
-        None => load(tx, obj)?.lookup(name),
-    }
+    with_loaded(tx, obj, |z| z.lookup(name))
 }
 
 pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
@@ -126,8 +151,5 @@ pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
 }
 
 pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {
-    match tx.zap_cache.get(&obj) {
-        Some(z) => z.list(),
-        None => load(tx, obj)?.list(),
-    }
+    with_loaded(tx, obj, |z| z.list())
 }

@@ -63,8 +63,8 @@
 
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, Session, TimeOrNow,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, Session, TimeOrNow,
 };
 use libc::{c_int, EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EROFS};
 use ozfs_dmu::tx::ObjsetTx;
@@ -979,13 +979,25 @@ impl State {
         )?;
         self.writable()?;
         const RENAME_NOREPLACE: u32 = 1;
-        if flags & !RENAME_NOREPLACE != 0 {
+        const RENAME_EXCHANGE: u32 = 2;
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
             return Err(EINVAL);
         }
         let sdir = self.obj(parent);
         let ddir = self.obj(newparent);
         let sname = name.as_bytes();
         let dname = check_name(newname)?;
+        if flags & RENAME_EXCHANGE != 0 {
+            self.lookup_obj(sdir, sname)?.ok_or(ENOENT)?;
+            self.lookup_obj(ddir, dname)?.ok_or(ENOENT)?;
+            let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+            z.exchange(sdir, sname, ddir, dname)
+                .map_err(|e| errno_of("rename (exchange)", &e))?;
+            self.changed();
+            return Ok(());
+        }
         let obj = self.lookup_obj(sdir, sname)?.ok_or(ENOENT)?;
         self.dir_attrs(ddir)?;
         let a = self.attrs(obj)?;
@@ -1100,6 +1112,45 @@ impl State {
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         tx.read(obj, off, n)
             .map_err(|e| errno_of(&format!("read object {obj}"), &e))
+    }
+
+    /// `lseek` with `SEEK_DATA` / `SEEK_HOLE` (the kernel handles the other
+    /// kinds): the answer follows the file's block pointers at record
+    /// granularity, counting this txg's writes and punched holes; the end of
+    /// the file is a hole. Files under `.zfs` are all data.
+    fn do_lseek(&mut self, ino: u64, offset: i64, whence: i32) -> Res<i64> {
+        let want_data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(EINVAL),
+        };
+        if offset < 0 {
+            return Err(libc::ENXIO);
+        }
+        let off = offset as u64;
+        let (a, _) = self.do_getattr(ino)?;
+        if off >= a.size {
+            return Err(libc::ENXIO);
+        }
+        if ino >= snapdir::VIRT_MIN {
+            return Ok(if want_data { offset } else { a.size as i64 });
+        }
+        let obj = self.obj(ino);
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        let bs = tx
+            .dnode(obj)
+            .map_err(|e| errno_of("lseek", &e))?
+            .phys
+            .datablksz()
+            .max(1);
+        let found = tx
+            .next_block(obj, off / bs, (a.size - 1) / bs, want_data)
+            .map_err(|e| errno_of(&format!("lseek object {obj}"), &e))?;
+        match (found, want_data) {
+            (Some(b), _) => Ok((b.saturating_mul(bs)).max(off).min(a.size) as i64),
+            (None, true) => Err(libc::ENXIO),
+            (None, false) => Ok(a.size as i64),
+        }
     }
 
     fn do_write(&mut self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
@@ -1612,6 +1663,21 @@ impl Filesystem for ZfsFuse {
     ) {
         match self.lock().do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        match self.lock().do_lseek(ino, offset, whence) {
+            Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
         }
     }

@@ -25,6 +25,7 @@
 //! * Every BP is validated (enums, sizes, DVA vdev id and bounds) before I/O.
 //! * Nothing here writes.
 
+pub mod arc;
 pub mod import;
 pub mod label_write;
 pub mod metaslab;

@@ -1,5 +1,6 @@
 //! An opened pool: its vdev tree, the uberblock in use, and block reads.
 
+use crate::arc::{key_of, BlockCache};
 use crate::import::FoundPool;
 use ozfs_codec::checksum;
 use ozfs_codec::compress::decompress;
@@ -51,6 +52,12 @@ pub struct Pool {
     pub readonly: bool,
     /// Paths of the devices in use.
     pub device_paths: Vec<String>,
+    /// Verified blocks kept in memory (metadata always, data when
+    /// [`cache_data`](Self::cache_data) is set).
+    pub cache: BlockCache,
+    /// Whether level-0 data blocks go through the cache too (long-lived
+    /// servers: the daemon and mounts; one-shot commands read data once).
+    pub cache_data: std::sync::atomic::AtomicBool,
 }
 
 fn swap_of(bp: &BlkPtr) -> bool {
@@ -194,6 +201,8 @@ impl Pool {
                 .iter()
                 .map(|d| d.path.display().to_string())
                 .collect(),
+            cache: BlockCache::new(BlockCache::default_budget()),
+            cache_data: Default::default(),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
         for u in ubs {
@@ -347,6 +356,24 @@ impl Pool {
             ));
         }
         Ok(data)
+    }
+
+    /// Read a block through the cache: a hit costs no I/O; a miss reads,
+    /// verifies and keeps the block. `data` says a level-0 data block (kept
+    /// only when [`cache_data`](Self::cache_data) is on).
+    pub fn read_bp_cached(&self, bp: &BlkPtr, data: bool) -> Result<Arc<Vec<u8>>> {
+        let use_cache = !data || self.cache_data.load(std::sync::atomic::Ordering::Relaxed);
+        let key = if use_cache { key_of(bp) } else { None };
+        if let Some(k) = &key {
+            if let Some(b) = self.cache.get(k) {
+                return Ok(b);
+            }
+        }
+        let b = Arc::new(self.read_bp(bp)?);
+        if let Some(k) = key {
+            self.cache.insert(k, b.clone());
+        }
+        Ok(b)
     }
 
     /// Read a block's logical contents (exactly LSIZE bytes).

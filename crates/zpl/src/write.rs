@@ -444,6 +444,65 @@ impl<'a> ZplTx<'a> {
         self.set_attrs(obj, &a)
     }
 
+    /// Swap two existing names atomically (`RENAME_EXCHANGE`): each name
+    /// then refers to the other's object. Directories swapped between
+    /// different parents get their parent pointers and the parents' link
+    /// counts fixed. Refuses to put a directory under itself.
+    pub fn exchange(&mut self, adir: u64, aname: &[u8], bdir: u64, bname: &[u8]) -> Result<()> {
+        let missing = |n: &[u8]| Error::NotFound(String::from_utf8_lossy(n).into_owned());
+        let a = self.lookup(adir, aname)?.ok_or_else(|| missing(aname))?;
+        let b = self.lookup(bdir, bname)?.ok_or_else(|| missing(bname))?;
+        if a == b {
+            return Ok(());
+        }
+        let mut aa = self.attrs(a)?;
+        let mut ba = self.attrs(b)?;
+        let a_dir = aa.mode & S_IFMT == S_IFDIR;
+        let b_dir = ba.mode & S_IFMT == S_IFDIR;
+        // a moves under bdir, b under adir: neither may land inside itself.
+        for (obj, is_dir, dest) in [(a, a_dir, bdir), (b, b_dir, adir)] {
+            if !is_dir || adir == bdir {
+                continue;
+            }
+            let mut p = dest;
+            for _ in 0..4096 {
+                if p == obj {
+                    return Err(Error::Invalid("cannot move a directory into itself".into()));
+                }
+                if p == self.root {
+                    break;
+                }
+                p = self.attrs(p)?.parent;
+            }
+        }
+        let entry = |obj: u64, mode: u64| obj | (((mode & S_IFMT) >> 12) << 60);
+        zap_tx::update_bytes(self.tx, adir, aname, 8, &[entry(b, ba.mode)])?;
+        zap_tx::update_bytes(self.tx, bdir, bname, 8, &[entry(a, aa.mode)])?;
+        let t = now();
+        if adir != bdir && a_dir != b_dir {
+            // The parent that gained a subdirectory gains its ".." link.
+            let (gain, lose) = if a_dir { (bdir, adir) } else { (adir, bdir) };
+            let mut g = self.dir_attrs(gain)?;
+            g.links += 1;
+            self.set_attrs(gain, &g)?;
+            let mut l = self.dir_attrs(lose)?;
+            l.links = l.links.saturating_sub(1).max(2);
+            self.set_attrs(lose, &l)?;
+        }
+        for d in [adir, bdir] {
+            let mut da = self.dir_attrs(d)?;
+            da.mtime = t;
+            da.ctime = t;
+            self.set_attrs(d, &da)?;
+        }
+        aa.parent = bdir;
+        aa.ctime = t;
+        ba.parent = adir;
+        ba.ctime = t;
+        self.set_attrs(a, &aa)?;
+        self.set_attrs(b, &ba)
+    }
+
     fn blksz_for(&self, size: u64) -> u64 {
         if size <= self.recordsize {
             size.max(1).div_ceil(512) * 512
