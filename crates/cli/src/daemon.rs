@@ -745,7 +745,132 @@ impl Daemon {
                 }
             }
         }
-        from_cmd(crate::run(argv))
+        let res = from_cmd(crate::run(argv));
+        if res.get("ok").and_then(Value::as_bool) == Some(true) {
+            if let Err(e) = self.after_forwarded(argv) {
+                return err(e);
+            }
+        }
+        res
+    }
+
+    /// Mount those of `names` that are not mounted and whose properties
+    /// say so (canmount=on, an absolute mountpoint).
+    fn mount_if_on(&self, inner: &mut Inner, names: &[String]) -> Result<(), String> {
+        let mut errs = Vec::new();
+        for name in names {
+            let pool = pool_of(name).to_string();
+            let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
+                continue;
+            };
+            if inner.mounts.iter().any(|m| &m.dataset == name) {
+                continue;
+            }
+            let info = {
+                let w = sw.lease().map_err(|e| e.to_string())?;
+                ds_mount_info(&w, name)
+            };
+            match info {
+                Ok(i) if i.canmount == "on" && i.mountpoint.starts_with('/') && !i.is_snapshot => {
+                    if let Err(e) = self.mount_one(inner, name, None, false) {
+                        errs.push(e);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs.join("\n"))
+        }
+    }
+
+    /// Mount what a successful `zfs create` made (unless `-u`), and follow a
+    /// `zfs set`/`inherit` of `mountpoint` or `canmount`: mounts whose
+    /// place or permission changed are unmounted, then the pool's file
+    /// systems are mounted where they now say — as ZFS does.
+    fn after_forwarded(&self, argv: &[String]) -> Result<(), String> {
+        if argv.first().map(String::as_str) != Some("zfs") || argv.len() < 3 {
+            return Ok(());
+        }
+        let opts: Vec<&str> = argv[2..]
+            .iter()
+            .filter(|a| a.starts_with('-'))
+            .map(String::as_str)
+            .collect();
+        let pos: Vec<&str> = argv[2..]
+            .iter()
+            .filter(|a| !a.starts_with('-'))
+            .map(String::as_str)
+            .collect();
+        match argv[1].as_str() {
+            "create" => {
+                if opts.iter().any(|o| o.contains('u') || o.contains('V')) {
+                    return Ok(());
+                }
+                // The dataset is the last positional (after any -o values).
+                let Some(ds) = pos.last() else { return Ok(()) };
+                let mut inner = lock(&self.inner);
+                if !inner.pools.contains_key(pool_of(ds)) {
+                    return Ok(());
+                }
+                self.mount_if_on(&mut inner, &[ds.to_string()])
+            }
+            "set" | "inherit" => {
+                let touches = pos.iter().any(|p| {
+                    let k = p.split('=').next().unwrap_or("");
+                    k == "mountpoint" || k == "canmount"
+                });
+                let Some(ds) = pos.last() else { return Ok(()) };
+                if !touches {
+                    return Ok(());
+                }
+                let pool = pool_of(ds).to_string();
+                let mut inner = lock(&self.inner);
+                let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
+                    return Ok(());
+                };
+                Self::prune(&mut inner);
+                let stale: Vec<String> = {
+                    let w = sw.lease().map_err(|e| e.to_string())?;
+                    inner
+                        .mounts
+                        .iter()
+                        .filter(|m| pool_of(&m.dataset) == pool)
+                        .filter(|m| match ds_mount_info(&w, &m.dataset) {
+                            Ok(i) => {
+                                i.canmount == "off"
+                                    || !i.mountpoint.starts_with('/')
+                                    || std::path::Path::new(&i.mountpoint)
+                                        .canonicalize()
+                                        .map(|c| c != m.m.mountpoint)
+                                        .unwrap_or(true)
+                            }
+                            Err(_) => true,
+                        })
+                        .map(|m| m.dataset.clone())
+                        .collect()
+                };
+                let mut errs = Vec::new();
+                for d in stale.iter().rev() {
+                    if let Err(e) = self.unmount(&mut inner, d) {
+                        errs.push(e);
+                    }
+                }
+                let mut again = stale;
+                again.push(ds.to_string());
+                if let Err(e) = self.mount_if_on(&mut inner, &again) {
+                    errs.push(e);
+                }
+                if errs.is_empty() {
+                    Ok(())
+                } else {
+                    Err(errs.join("\n"))
+                }
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Unmount everything (busy mounts: sync, detach), sync every pool, exit 0.

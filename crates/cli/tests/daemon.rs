@@ -4,7 +4,9 @@
 //! ozfs creates a pool with `-m <work>/mnt` and a child `pool/a`, exports
 //! it; `zpool import` (no `-N`) starts the daemon, which mounts both at
 //! their mountpoints. Files written through both mounts survive `zfs
-//! unmount` + `zfs mount`; `zfs mount` lists the mounts; `zfs create`,
+//! unmount` + `zfs mount`; `zfs mount` lists the mounts; `zfs create`
+//! (which mounts the new file system), `zfs set`/`inherit` of mountpoint and
+//! canmount (which move or unmount it at once),
 //! `zfs mount -a` and `ozfs cp` into a dataset go through the daemon (it
 //! holds the pool); `zpool export` unmounts everything and leaves a pool
 //! zfs-fuse's `zdb -bcc` finds clean. Then a file written just before the
@@ -180,6 +182,11 @@ fn daemon_mounts() {
 
     // Writing commands go through the daemon, which holds the pool.
     oz.ok(&["zfs", "create", &ds_b]);
+    assert!(
+        is_mounted(&mnt_b),
+        "zfs create mounts: {:?}",
+        mounted_dirs()
+    );
     oz.ok(&["zfs", "set", "compression=on", &ds_b]);
     let src = work.path().join("src.txt");
     fs::write(&src, b"copied in through the daemon").unwrap();
@@ -189,6 +196,31 @@ fn daemon_mounts() {
     assert_eq!(
         fs::read(mnt_b.join("copied.txt")).unwrap(),
         b"copied in through the daemon"
+    );
+    // Mount properties are followed at once: a new mountpoint moves the
+    // mount, canmount=off unmounts, inheriting the mountpoint moves it back.
+    let elsewhere = work.path().join("elsewhere");
+    let mp = format!("mountpoint={}", elsewhere.display());
+    oz.ok(&["zfs", "set", &mp, &ds_b]);
+    assert!(!is_mounted(&mnt_b), "{:?}", mounted_dirs());
+    assert!(is_mounted(&elsewhere), "{:?}", mounted_dirs());
+    assert_eq!(
+        fs::read(elsewhere.join("copied.txt")).unwrap(),
+        b"copied in through the daemon"
+    );
+    oz.ok(&["zfs", "set", "canmount=off", &ds_b]);
+    assert!(
+        !is_mounted(&elsewhere),
+        "canmount=off: {:?}",
+        mounted_dirs()
+    );
+    oz.ok(&["zfs", "set", "canmount=on", &ds_b]);
+    assert!(is_mounted(&elsewhere), "canmount=on: {:?}", mounted_dirs());
+    oz.ok(&["zfs", "inherit", "mountpoint", &ds_b]);
+    assert!(
+        is_mounted(&mnt_b) && !is_mounted(&elsewhere),
+        "{:?}",
+        mounted_dirs()
     );
     let out = oz.fails(&["rm", &format!("{ds_a}:/dir/inner.txt")]);
     assert!(out.stderr.contains("mounted"), "{}", out.describe());

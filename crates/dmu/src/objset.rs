@@ -8,7 +8,8 @@ use ozfs_format::{BlkPtr, Error, Result};
 use ozfs_spa::Pool;
 use std::sync::Arc;
 
-/// An open objset.
+/// An open objset (cheap to clone: the pool is shared).
+#[derive(Clone)]
 pub struct Objset {
     pub pool: Arc<Pool>,
     /// The BP of the objset block (hole for a dataset without one).

@@ -197,6 +197,14 @@ impl ObjsetTx {
         Ok(None)
     }
 
+    /// Whether `obj` is unchanged in this txg: its committed dnode and
+    /// blocks are then current, and may be read without this tx.
+    pub fn is_clean(&self, obj: u64) -> bool {
+        !self.dnodes.contains_key(&obj)
+            && !self.free_trees.contains_key(&obj)
+            && self.data.range((obj, 0)..=(obj, u64::MAX)).next().is_none()
+    }
+
     /// Replace block `blkid` of `obj` (length must be the object's block size).
     pub fn write_block(&mut self, obj: u64, blkid: u64, data: Vec<u8>) {
         self.data.insert((obj, blkid), Some(data));

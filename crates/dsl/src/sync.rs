@@ -665,6 +665,9 @@ impl PoolWriter {
 
     /// Commit the open txg.
     pub fn sync(&mut self) -> Result<()> {
+        // Wait for readers of committed blocks (see `Pool::io_hold`): the
+        // session thread holds the writer, so no new hold starts meanwhile.
+        self.pool.wait_io();
         let txg = self.txg;
         // MOS space of the previous txg, charged to $MOS (and the root as CHILD).
         let pending = std::mem::take(&mut self.mos_pending);

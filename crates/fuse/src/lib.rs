@@ -1095,6 +1095,44 @@ impl State {
         Ok(self.new_handle(obj))
     }
 
+    /// Plan a read: small reads and reads of objects changed in the open
+    /// txg are done here, under the state lock; large reads of unchanged
+    /// objects come back as the committed objset and dnode, to be read by a
+    /// request thread without the lock ([`ReadPlan::Committed`]).
+    fn plan_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<ReadPlan> {
+        if size < OFFLOAD_MIN || ino >= snapdir::VIRT_MIN {
+            return self.do_read(ino, offset, size).map(ReadPlan::Done);
+        }
+        let obj = self.obj(ino);
+        let a = self.attrs(obj)?;
+        if a.mode & S_IFMT == S_IFDIR {
+            return Err(EISDIR);
+        }
+        let off = offset.max(0) as u64;
+        if off >= a.size {
+            return Ok(ReadPlan::Done(Vec::new()));
+        }
+        let n = (a.size - off).min(size as u64) as usize;
+        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
+        if !tx.is_clean(obj) {
+            return tx
+                .read(obj, off, n)
+                .map(ReadPlan::Done)
+                .map_err(|e| errno_of(&format!("read object {obj}"), &e));
+        }
+        let dn = tx
+            .os
+            .dnode(obj)
+            .map_err(|e| errno_of(&format!("read object {obj}"), &e))?;
+        Ok(ReadPlan::Committed(Box::new(CommittedRead {
+            hold: tx.os.pool.hold_io(),
+            os: tx.os.clone(),
+            dn,
+            off,
+            len: n,
+        })))
+    }
+
     fn do_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
         if ino >= snapdir::VIRT_MIN {
             return self.v_read(ino, offset, size);
@@ -1433,14 +1471,112 @@ impl State {
     }
 }
 
+/// Reads at least this large (the kernel's readahead and large `read`s)
+/// may be served by a request thread.
+const OFFLOAD_MIN: u32 = 64 * 1024;
+
+/// What [`State::plan_read`] decided.
+enum ReadPlan {
+    Done(Vec<u8>),
+    Committed(Box<CommittedRead>),
+}
+
+/// A read of committed blocks, for a request thread.
+struct CommittedRead {
+    hold: ozfs_spa::pool::IoToken,
+    os: ozfs_dmu::objset::Objset,
+    dn: ozfs_dmu::objset::Dnode,
+    off: u64,
+    len: usize,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Request threads: large reads of committed data run here, several at
+/// once, while the session thread goes on taking requests. A job holds
+/// the pool's `io_hold` for reading, so a sync cannot free and reuse the
+/// blocks it follows.
+struct Workers {
+    tx: Option<std::sync::mpsc::Sender<Job>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    fn new(n: usize) -> Workers {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n)
+            .map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("ozfs-read-{i}"))
+                    .spawn(move || loop {
+                        let job = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(j) => j(),
+                            Err(_) => return,
+                        }
+                    })
+            })
+            .filter_map(|t| t.ok())
+            .collect();
+        Workers {
+            tx: Some(tx),
+            threads,
+        }
+    }
+
+    /// Run `job` on a request thread (or here if there is none).
+    fn run(&self, job: Job) {
+        match &self.tx {
+            Some(tx) if !self.threads.is_empty() => {
+                if let Err(e) = tx.send(job) {
+                    (e.0)();
+                }
+            }
+            _ => job(),
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.tx = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Number of request threads: `OZFS_FUSE_THREADS`, else the CPU count
+/// (2 to 8).
+fn worker_count() -> usize {
+    std::env::var("OZFS_FUSE_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+                .clamp(2, 8)
+        })
+}
+
 /// The FUSE file system: shares its [`State`] with the timer and signal threads.
 pub struct ZfsFuse {
     st: Arc<Mutex<State>>,
+    workers: Workers,
 }
 
 impl ZfsFuse {
     pub fn new(st: Arc<Mutex<State>>) -> ZfsFuse {
-        ZfsFuse { st }
+        ZfsFuse {
+            st,
+            workers: Workers::new(worker_count()),
+        }
     }
 
     fn lock(&self) -> shared::Guard<'_> {
@@ -1643,8 +1779,24 @@ impl Filesystem for ZfsFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        match self.lock().do_read(ino, offset, size) {
-            Ok(d) => reply.data(&d),
+        let plan = self.lock().plan_read(ino, offset, size);
+        match plan {
+            Ok(ReadPlan::Done(d)) => reply.data(&d),
+            Ok(ReadPlan::Committed(r)) => self.workers.run(Box::new(move || {
+                let CommittedRead {
+                    hold,
+                    os,
+                    dn,
+                    off,
+                    len,
+                } = *r;
+                let _hold = hold;
+                let mut out = vec![0u8; len];
+                match os.read_into(&dn, off, &mut out) {
+                    Ok(()) => reply.data(&out),
+                    Err(e) => reply.error(errno_of(&format!("read object {}", dn.object), &e)),
+                }
+            })),
             Err(e) => reply.error(e),
         }
     }

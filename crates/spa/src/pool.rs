@@ -58,6 +58,49 @@ pub struct Pool {
     /// Whether level-0 data blocks go through the cache too (long-lived
     /// servers: the daemon and mounts; one-shot commands read data once).
     pub cache_data: std::sync::atomic::AtomicBool,
+    /// Readers outside the writer's lock (FUSE request threads) take an
+    /// [`IoToken`] while they follow committed blocks; a sync waits until
+    /// none is out ([`Pool::wait_io`]), so no block such a reader follows
+    /// can be freed, reused and overwritten under it.
+    pub io_hold: IoHold,
+}
+
+/// Count of [`IoToken`]s out, with a condition to wait for zero.
+#[derive(Debug, Default)]
+pub struct IoHold {
+    n: std::sync::Mutex<usize>,
+    zero: std::sync::Condvar,
+}
+
+/// A hold on the pool's committed blocks (see [`Pool::io_hold`]); released on drop.
+pub struct IoToken(Arc<Pool>);
+
+impl Drop for IoToken {
+    fn drop(&mut self) {
+        let h = &self.0.io_hold;
+        let mut n = h.n.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            h.zero.notify_all();
+        }
+    }
+}
+
+impl Pool {
+    /// Take a hold on the committed blocks (never blocks).
+    pub fn hold_io(self: &Arc<Pool>) -> IoToken {
+        *self.io_hold.n.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        IoToken(self.clone())
+    }
+
+    /// Wait until no [`IoToken`] is out.
+    pub fn wait_io(&self) {
+        let h = &self.io_hold;
+        let mut n = h.n.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            n = h.zero.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 fn swap_of(bp: &BlkPtr) -> bool {
@@ -203,6 +246,7 @@ impl Pool {
                 .collect(),
             cache: BlockCache::new(BlockCache::default_budget()),
             cache_data: Default::default(),
+            io_hold: Default::default(),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
         for u in ubs {
