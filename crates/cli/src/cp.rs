@@ -517,6 +517,13 @@ fn remove_tree(
 }
 
 /// Whether a dataset's `readonly` property is on.
+/// The `atime` property is not `off`.
+pub fn atime_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
+    !props
+        .iter()
+        .any(|(n, v, _)| n == "atime" && *v == ozfs_dsl::PropValue::Text("off".into()))
+}
+
 pub fn is_readonly(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
     props
         .iter()

@@ -282,6 +282,7 @@ struct DsMount {
     mountpoint: String,
     canmount: String,
     readonly: bool,
+    atime: bool,
     recordsize: u64,
     is_snapshot: bool,
 }
@@ -315,6 +316,7 @@ fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, 
         mountpoint: text("mountpoint"),
         canmount: text("canmount"),
         readonly: crate::cp::is_readonly(&props),
+        atime: crate::cp::atime_on(&props),
         recordsize,
         is_snapshot: ds.is_snapshot,
     })
@@ -606,6 +608,7 @@ impl Daemon {
         }
         let opts = Options {
             readonly: info.readonly,
+            atime: info.atime,
             ..Options::new(dataset)
         };
         let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)

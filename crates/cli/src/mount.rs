@@ -89,8 +89,13 @@ pub fn main(argv: &[String]) -> CmdResult {
                 })
         })
         .unwrap_or(131072);
+    let atime = dsl
+        .properties(&ds, 0)
+        .map(|p| crate::cp::atime_on(&p))
+        .unwrap_or(true);
     let opts = Options {
         readonly,
+        atime,
         ..Options::new(ds_name)
     };
     let st = State::new(writer, ds.ds_obj, recordsize, opts).map_err(|e| fail(&e))?;

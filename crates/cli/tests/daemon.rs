@@ -14,9 +14,9 @@
 
 mod common;
 mod wcommon;
-use std::fs;
+use std::fs::{self, File};
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -178,6 +178,45 @@ fn daemon_mounts() {
     oz.ok(&["zfs", "mount", &ds_a]);
     assert!(is_mounted(&mnt_a));
     assert_eq!(fs::read(mnt_a.join("dir/inner.txt")).unwrap(), b"in pool/a");
+
+    // atime=on (the default here): a read or a listing records the access when
+    // the access time is older than the last change (relatime rule); a
+    // fresh access time is left alone
+    let at = mnt_a.join("atime");
+    fs::create_dir_all(&at).unwrap();
+    fs::write(at.join("f"), b"read me").unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    let newer = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2_000_000);
+    for p in [at.join("f"), at.clone()] {
+        let f = File::open(&p).unwrap();
+        f.set_times(fs::FileTimes::new().set_accessed(old).set_modified(newer))
+            .unwrap();
+    }
+    assert_eq!(fs::metadata(at.join("f")).unwrap().atime(), 1_000_000);
+    assert_eq!(fs::read(at.join("f")).unwrap(), b"read me");
+    let _ = fs::read_dir(&at).unwrap().count();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for p in [at.join("f"), at.clone()] {
+        let a = fs::metadata(&p).unwrap().atime();
+        assert!(
+            (now - a).abs() < 60,
+            "{}: atime {a}, now {now}",
+            p.display()
+        );
+    }
+    let md = fs::metadata(at.join("f")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(fs::read(at.join("f")).unwrap(), b"read me");
+    let md2 = fs::metadata(at.join("f")).unwrap();
+    assert_eq!(
+        (md2.atime(), md2.atime_nsec()),
+        (md.atime(), md.atime_nsec()),
+        "an access time newer than the last change stays (relatime)"
+    );
+
     phase(&format!("{tag}: unmount/mount"), t0);
 
     // Writing commands go through the daemon, which holds the pool.

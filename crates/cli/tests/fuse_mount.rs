@@ -341,6 +341,16 @@ fn posix_checks(m: &Path) {
     }
     drop(h);
 
+    // atime=off (this pool's setting): reads leave the access time alone
+    let f = m.join("ops/file.txt");
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    File::open(&f)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_accessed(old))
+        .unwrap();
+    let _ = fs::read(&f).unwrap();
+    assert_eq!(fs::metadata(&f).unwrap().atime(), 1_000_000, "atime=off");
+
     // readdir with . and ..
     let names: Vec<String> = fs::read_dir(m.join("ops/a"))
         .unwrap()

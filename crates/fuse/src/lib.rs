@@ -106,6 +106,10 @@ pub struct Options {
     pub txg_interval: Duration,
     /// `fsname` shown in /proc/mounts.
     pub fsname: String,
+    /// The `atime` property: reads and listings update the access time
+    /// (relatime rule: only when it is not newer than the last change, or
+    /// a day old — strict atime would turn every read into a write).
+    pub atime: bool,
 }
 
 impl Options {
@@ -120,6 +124,7 @@ impl Options {
                 .unwrap_or(64 << 20),
             txg_interval: Duration::from_secs(5),
             fsname: fsname.to_string(),
+            atime: true,
         }
     }
 }
@@ -457,6 +462,26 @@ impl State {
             Error::NotFound(_) => ENOENT,
             e => errno_of(&format!("attributes of object {obj}"), &e),
         })
+    }
+
+    /// Record an access (read, listing) under the atime property's rule.
+    /// Best effort: a failure to record it never fails the read.
+    fn touch_atime(&mut self, obj: u64) {
+        if !self.opts.atime || self.opts.readonly || self.closed {
+            return;
+        }
+        let Ok(mut a) = self.attrs(obj) else { return };
+        let now = ozfs_zpl::write::now();
+        let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.0 >= a.atime.0 + 86_400;
+        if !stale {
+            return;
+        }
+        a.atime = now;
+        if let Ok(mut z) = self.z() {
+            if z.set_attrs(obj, &a).is_ok() {
+                self.changed();
+            }
+        }
     }
 
     /// FUSE attributes of an object, plus its generation.
@@ -1113,6 +1138,7 @@ impl State {
             return Ok(ReadPlan::Done(Vec::new()));
         }
         let n = (a.size - off).min(size as u64) as usize;
+        self.touch_atime(obj);
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         if !tx.is_clean(obj) {
             return tx
@@ -1147,6 +1173,7 @@ impl State {
             return Ok(Vec::new());
         }
         let n = (a.size - off).min(size as u64) as usize;
+        self.touch_atime(obj);
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         tx.read(obj, off, n)
             .map_err(|e| errno_of(&format!("read object {obj}"), &e))
@@ -1267,6 +1294,9 @@ impl State {
 
     fn do_opendir(&mut self, ino: u64) -> Res<u64> {
         let listing = self.listing_ino(ino)?;
+        if ino < snapdir::VIRT_MIN {
+            self.touch_atime(self.obj(ino));
+        }
         let fh = self.next_fh;
         self.next_fh += 1;
         self.dirs.insert(fh, listing);
