@@ -178,6 +178,8 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zfs"), Some("inherit")) => pos("rS", "", 2).get(1).map(|d| pool_of(d)),
         (Some("zfs"), Some("snapshot" | "snap")) => pos("r", "o", 2).first().map(|d| pool_of(d)),
         (Some("rm"), _) => pos("rRf", "", 1).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("scrub")) => pos("spwe", "", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
         (Some("cp"), _) => {
             // Copy in: SRC POOL/DATASET:PATH.
             let p = pos("rRapv", "", 1);
@@ -211,9 +213,19 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
     } else {
         argv.to_vec()
     };
-    Some(match call(&json!({"cmd": "run", "argv": argv})) {
+    let r = match call(&json!({"cmd": "run", "argv": argv})) {
         Some(Ok(r)) => r.into_result(),
         Some(Err(e)) => Err(Fail::Err(e)),
         None => Err(Fail::Err("the ozfs daemon went away".into())),
-    })
+    };
+    // `zpool scrub -w`: the daemon scrubs in the background; wait here.
+    if r.is_ok() && argv.len() > 2 && argv[0] == "zpool" && argv[1] == "scrub" {
+        let a = crate::args::Args::parse(&argv[2..], "spwe", "").ok();
+        if let Some(a) = a.filter(|a| a.flag('w') && !a.flag('s') && !a.flag('p')) {
+            for p in &a.pos {
+                crate::scan::wait_done(p);
+            }
+        }
+    }
+    Some(r)
 }

@@ -82,6 +82,62 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// In the daemon: start a scrub of `pool` in a thread of its own (see
+/// [`crate::scan`]); the error counters are saved when it ends.
+pub fn start_scrub(pool: &str) -> Result<(), String> {
+    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
+    let sw = lock(&d.inner)
+        .pools
+        .get(pool)
+        .map(|p| p.sw.clone())
+        .ok_or_else(|| format!("cannot scrub '{pool}': the ozfs daemon does not hold it"))?;
+    let name = pool.to_string();
+    // Visible at once to `zpool status` and `zpool scrub -w`.
+    crate::scan::ScanState {
+        state: "scanning".into(),
+        start: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        ..Default::default()
+    }
+    .save(pool);
+    std::thread::spawn(move || {
+        let r = crate::scan::run_scrub(&name, &|f| {
+            let mut l = sw.lease().map_err(|e| e.to_string())?;
+            f(&mut l);
+            Ok(())
+        });
+        if let Err(e) = r {
+            eprintln!("ozfs daemon: {e}");
+            if let Some(mut s) = crate::scan::ScanState::load(&name) {
+                s.state = "canceled".into();
+                s.save(&name);
+            }
+        }
+        let mut inner = lock(&d.inner);
+        if let Some(p) = inner.pools.get_mut(&name) {
+            if let Err(e) = p.rec.save_counters(&p.pool) {
+                eprintln!("ozfs daemon: '{name}': saving error counters: {e}");
+            }
+        }
+    });
+    Ok(())
+}
+
+/// In the daemon: zero the error counters of `pool` (all devices, or the
+/// one whose path or guid is `dev`), in memory and in its record.
+pub fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
+    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
+    let mut inner = lock(&d.inner);
+    let p = inner
+        .pools
+        .get_mut(pool)
+        .ok_or_else(|| format!("cannot clear errors for {pool}: no such pool"))?;
+    crate::zpool::zero_counters(&p.pool, dev)?;
+    p.rec.save_counters(&p.pool).map_err(|e| e.to_string())
+}
+
 /// Is this process the daemon?
 pub fn in_daemon() -> bool {
     DAEMON.get().is_some()
@@ -664,6 +720,10 @@ impl Daemon {
             ));
         }
         Self::prune(inner);
+        // A running scrub stops first (it needs only the writer to finish).
+        if crate::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+            crate::scan::cancel_and_wait(pool);
+        }
         let mut mine: Vec<(PathBuf, String)> = inner
             .mounts
             .iter()
@@ -709,6 +769,7 @@ impl Daemon {
                     Some("zfs"),
                     Some("create" | "destroy" | "set" | "inherit" | "snapshot" | "snap")
                 )
+                | (Some("zpool"), Some("scrub" | "clear"))
         );
         if !allowed {
             return err("ozfs daemon: this command cannot be forwarded".into());

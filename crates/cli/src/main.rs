@@ -19,6 +19,7 @@ mod cp;
 mod daemon;
 mod mount;
 mod output;
+mod scan;
 mod state;
 mod zdb;
 mod zfs;

@@ -19,7 +19,9 @@ const USAGE: &str = "usage: zpool <command>
 	import [-d dir]... [-o property=value]... [-N] [-f] [pool | id] [newpool]
 	export [-f] <pool>
 	list [-H] [-p] [-o field[,...]] [pool] ...
-	status [-v] [-x] [pool] ...";
+	status [-v] [-x] [pool] ...
+	scrub [-s | -p] [-w] <pool> ...
+	clear <pool> [device]";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -33,6 +35,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "export" => export(rest),
         "list" => list(rest),
         "status" => status(rest),
+        "scrub" => crate::scan::scrub_cmd(rest),
+        "clear" => clear(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -444,11 +448,11 @@ fn status(argv: &[String]) -> CmdResult {
             println!("status: One or more devices has experienced an unrecoverable error.  An\n\tattempt was made to correct the error.  Applications are unaffected.");
             println!("action: Determine if the device needs to be replaced, and clear the errors\n\tusing 'zpool clear' or replace the device with 'zpool replace'.");
         }
-        println!("  scan: none requested");
+        println!("{}", crate::scan::status_lines(&name));
         println!("config:\n");
         print_tree(&pool.root, &name, true);
         println!();
-        println!("errors: No known data errors");
+        println!("{}", crate::scan::error_lines(&name, a.flag('v')));
     }
     if first && a.flag('x') && !failed {
         println!("all pools are healthy");
@@ -457,6 +461,51 @@ fn status(argv: &[String]) -> CmdResult {
         return Err(Fail::Err(String::new()));
     }
     Ok(())
+}
+
+/// Zero the error counters of every vdev, or of the one whose path or
+/// guid is `dev` (and, for an interior vdev, everything below it).
+pub fn zero_counters(pool: &Pool, dev: Option<&str>) -> Result<(), String> {
+    let mut found = dev.is_none();
+    let zero = |v: &Vdev| {
+        v.walk(0, &mut |c, _| c.stats.set(0, 0, 0));
+    };
+    match dev {
+        None => zero(&pool.root),
+        Some(d) => pool.root.walk(0, &mut |v, _| {
+            let by_path = v.path.as_deref().is_some_and(|p| {
+                p == d || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(d)
+            });
+            if by_path || v.guid.to_string() == d || v.display_name() == d {
+                found = true;
+                zero(v);
+            }
+        }),
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot clear errors for {}: no such device in pool",
+            dev.unwrap_or("")
+        ))
+    }
+}
+
+/// `zpool clear pool [device]`: forget the error counters.
+fn clear(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "nFX", "")?;
+    let Some(name) = a.pos.first() else {
+        return Err(Fail::Usage(format!("missing pool name\n{USAGE}")));
+    };
+    let dev = a.pos.get(1).map(String::as_str);
+    if crate::daemon::in_daemon() {
+        return crate::daemon::clear_counters(name, dev).map_err(Fail::Err);
+    }
+    let (mut rec, pool) = open_imported(name)?;
+    zero_counters(&pool, dev).map_err(Fail::Err)?;
+    rec.save_counters(&pool)
+        .map_err(|e| Fail::Err(format!("cannot clear errors for {name}: {e}")))
 }
 
 #[allow(dead_code)]
@@ -684,5 +733,6 @@ fn destroy(argv: &[String]) -> CmdResult {
             .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
     }
     Record::remove(name).map_err(|e| Fail::Err(e.to_string()))?;
+    crate::scan::ScanState::remove(name);
     Ok(())
 }

@@ -20,6 +20,7 @@ pub mod create;
 pub mod destroy;
 pub mod pool;
 pub mod props;
+pub mod scrub;
 pub mod snapshot;
 pub mod sync;
 

@@ -665,9 +665,6 @@ impl PoolWriter {
 
     /// Commit the open txg.
     pub fn sync(&mut self) -> Result<()> {
-        // Wait for readers of committed blocks (see `Pool::io_hold`): the
-        // session thread holds the writer, so no new hold starts meanwhile.
-        self.pool.wait_io();
         let txg = self.txg;
         // MOS space of the previous txg, charged to $MOS (and the root as CHILD).
         let pending = std::mem::take(&mut self.mos_pending);
@@ -753,7 +750,7 @@ impl PoolWriter {
             self.pool.flush_all()?;
             self.config_dirty = false;
         }
-        self.alloc.sync_done(txg)?;
+        self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;
         Ok(())
@@ -839,7 +836,7 @@ impl PoolWriter {
         self.pool.flush_all()?;
         self.pool.write_uberblock(&ub)?;
         self.pool.flush_all()?;
-        self.alloc.sync_done(txg)?;
+        self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;
         Ok(())

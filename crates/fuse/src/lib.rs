@@ -34,6 +34,17 @@
 //! open txg, and the pool stays consistent (the uberblock is the only commit
 //! point). `write` never syncs synchronously except at the 64 MiB mark.
 //!
+//! ## Request threads
+//! The session thread takes every request under the state lock. A read of
+//! at least 64 KiB of an object the open txg has not changed is only
+//! *planned* there — the committed objset, the dnode and an I/O hold on the
+//! pool ([`ozfs_spa::pool::Pool::hold_io`]) — and a request thread reads,
+//! verifies and replies while the session takes the next request. Blocks
+//! come through the pool's block cache, so re-reads do not reach the
+//! devices. While the hold is out, space freed after the held txg is not
+//! made allocatable again: blocks a planned read follows cannot be reused
+//! and overwritten under it (syncs go on).
+//!
 //! ## Open files that are unlinked; object number reuse
 //! Removing the last name of a file that is open keeps the object with link
 //! count 0, records it in the file system's delete queue (as ZFS does: key
@@ -1139,6 +1150,7 @@ impl State {
         }
         let n = (a.size - off).min(size as u64) as usize;
         self.touch_atime(obj);
+        let synced = self.writer.txg.saturating_sub(1);
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         if !tx.is_clean(obj) {
             return tx
@@ -1151,7 +1163,7 @@ impl State {
             .dnode(obj)
             .map_err(|e| errno_of(&format!("read object {obj}"), &e))?;
         Ok(ReadPlan::Committed(Box::new(CommittedRead {
-            hold: tx.os.pool.hold_io(),
+            hold: tx.os.pool.hold_io(synced),
             os: tx.os.clone(),
             dn,
             off,
@@ -1523,9 +1535,9 @@ struct CommittedRead {
 type Job = Box<dyn FnOnce() + Send>;
 
 /// Request threads: large reads of committed data run here, several at
-/// once, while the session thread goes on taking requests. A job holds
-/// the pool's `io_hold` for reading, so a sync cannot free and reuse the
-/// blocks it follows.
+/// once, while the session thread goes on taking requests. A job carries
+/// an I/O hold on the synced txg it reads, so the space of the blocks it
+/// follows cannot be reused meanwhile.
 struct Workers {
     tx: Option<std::sync::mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,

@@ -401,8 +401,9 @@ impl Metaslab {
         v
     }
 
-    /// End of txg `txg`: its frees become deferred; frees of txgs `<= txg - 2` are released.
-    fn sync_done(&mut self, txg: u64) -> Result<()> {
+    /// End of txg `txg`: its frees become deferred; frees of txgs `<= txg - 2`
+    /// (and `<= keep_after`, if given) are released.
+    fn sync_done(&mut self, txg: u64, keep_after: Option<u64>) -> Result<()> {
         if self.is_dirty() {
             return Err(Error::Invalid(format!(
                 "metaslab {}: sync_done({txg}) with changes not returned by sync_entries",
@@ -418,6 +419,7 @@ impl Metaslab {
                 .map_err(internal)?;
         }
         if let Some(limit) = txg.checked_sub(TXG_DEFER_SIZE) {
+            let limit = keep_after.map_or(limit, |k| limit.min(k));
             let ready: Vec<u64> = self.deferred.range(..=limit).map(|(&k, _)| k).collect();
             for k in ready {
                 if let Some(set) = self.deferred.remove(&k) {
@@ -908,6 +910,13 @@ impl Allocator {
     /// of txgs `<= txg - 2` become allocatable (so space freed in `T` is
     /// reusable from txg `T + 3`).
     pub fn sync_done(&mut self, txg: u64) -> Result<()> {
+        self.sync_done_keeping(txg, None)
+    }
+
+    /// [`sync_done`](Self::sync_done), but frees of txgs after `keep_after`
+    /// stay deferred: readers still follow blocks of the tree synced in
+    /// `keep_after` (see `Pool::io_hold`), so that space must not be reused.
+    pub fn sync_done_keeping(&mut self, txg: u64, keep_after: Option<u64>) -> Result<()> {
         if matches!(self.open_txg, Some(t) if t != txg) || txg <= self.synced_txg {
             return Err(Error::Invalid(format!(
                 "sync_done({txg}) but the open txg is {:?} (last synced {})",
@@ -921,7 +930,7 @@ impl Allocator {
         }
         for g in &mut self.groups {
             for ms in &mut g.metaslabs {
-                ms.sync_done(txg)?;
+                ms.sync_done(txg, keep_after)?;
             }
         }
         self.synced_txg = txg;

@@ -4,15 +4,16 @@ use crate::arc::{key_of, BlockCache};
 use crate::import::FoundPool;
 use ozfs_codec::checksum;
 use ozfs_codec::compress::decompress;
-use ozfs_format::blkptr::BLKPTR_SIZE;
+use ozfs_format::blkptr::{Dva, BLKPTR_SIZE};
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
 use ozfs_format::label::{parse_eck, with_verifier, Uberblock};
 use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::types::{cksum, comp};
 use ozfs_format::{BlkPtr, Error, NvList, Result};
 use ozfs_vdev::labels::FoundUberblock;
-use ozfs_vdev::{BlockDevice, Vdev, VdevKind, VdevState};
+use ozfs_vdev::{BlockDevice, ReadCtx, Vdev, VdevKind, VdevState};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Highest SPA version ozfs reads.
@@ -58,48 +59,68 @@ pub struct Pool {
     /// Whether level-0 data blocks go through the cache too (long-lived
     /// servers: the daemon and mounts; one-shot commands read data once).
     pub cache_data: std::sync::atomic::AtomicBool,
-    /// Readers outside the writer's lock (FUSE request threads) take an
-    /// [`IoToken`] while they follow committed blocks; a sync waits until
-    /// none is out ([`Pool::wait_io`]), so no block such a reader follows
-    /// can be freed, reused and overwritten under it.
+    /// Readers outside the writer's lock (FUSE request threads, scrub) take
+    /// an [`IoToken`] naming the synced txg whose tree they follow; while
+    /// one is out, space freed after that txg is not made allocatable again
+    /// (the writer asks [`Pool::oldest_hold`]), so no block such a reader
+    /// follows can be reused and overwritten under it. Syncs go on.
     pub io_hold: IoHold,
+    /// Rewrite copies proven wrong as reads find them (self-healing). Only
+    /// the pool's single writer turns this on: a repair must never race a
+    /// free and reuse of the same space.
+    pub heal: std::sync::atomic::AtomicBool,
+    /// Bytes rewritten by self-healing reads since open.
+    pub repaired: AtomicU64,
 }
 
-/// Count of [`IoToken`]s out, with a condition to wait for zero.
+/// The [`IoToken`]s out, counted per synced txg.
 #[derive(Debug, Default)]
 pub struct IoHold {
-    n: std::sync::Mutex<usize>,
-    zero: std::sync::Condvar,
+    held: std::sync::Mutex<std::collections::BTreeMap<u64, usize>>,
 }
 
-/// A hold on the pool's committed blocks (see [`Pool::io_hold`]); released on drop.
-pub struct IoToken(Arc<Pool>);
+/// A hold on the tree synced in a txg (see [`Pool::io_hold`]); released on drop.
+pub struct IoToken(Arc<Pool>, u64);
 
 impl Drop for IoToken {
     fn drop(&mut self) {
-        let h = &self.0.io_hold;
-        let mut n = h.n.lock().unwrap_or_else(|p| p.into_inner());
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            h.zero.notify_all();
+        let mut h = self
+            .0
+            .io_hold
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = h.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&self.1);
+            }
         }
     }
 }
 
 impl Pool {
-    /// Take a hold on the committed blocks (never blocks).
-    pub fn hold_io(self: &Arc<Pool>) -> IoToken {
-        *self.io_hold.n.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        IoToken(self.clone())
+    /// Hold the blocks of the tree synced in `synced_txg` (never blocks).
+    pub fn hold_io(self: &Arc<Pool>, synced_txg: u64) -> IoToken {
+        *self
+            .io_hold
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(synced_txg)
+            .or_default() += 1;
+        IoToken(self.clone(), synced_txg)
     }
 
-    /// Wait until no [`IoToken`] is out.
-    pub fn wait_io(&self) {
-        let h = &self.io_hold;
-        let mut n = h.n.lock().unwrap_or_else(|p| p.into_inner());
-        while *n > 0 {
-            n = h.zero.wait(n).unwrap_or_else(|p| p.into_inner());
-        }
+    /// The oldest synced txg some reader still follows.
+    pub fn oldest_hold(&self) -> Option<u64> {
+        self.io_hold
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .next()
+            .copied()
     }
 }
 
@@ -247,6 +268,8 @@ impl Pool {
             cache: BlockCache::new(BlockCache::default_budget()),
             cache_data: Default::default(),
             io_hold: Default::default(),
+            heal: Default::default(),
+            repaired: Default::default(),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
         for u in ubs {
@@ -311,6 +334,24 @@ impl Pool {
     /// Read and verify the physical (PSIZE, still compressed) bytes of a non-hole, non-embedded BP,
     /// trying each DVA in turn.
     pub fn read_physical(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        let ctx = ReadCtx {
+            heal: self.heal.load(std::sync::atomic::Ordering::Relaxed),
+            log: true,
+            ..Default::default()
+        };
+        let r = self.read_physical_with(bp, &ctx);
+        let n = ctx.repaired.load(std::sync::atomic::Ordering::Relaxed);
+        if n > 0 {
+            self.repaired
+                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Read and verify a block's physical bytes as `ctx` says (healing,
+    /// scrubbing). Ditto copies: a DVA whose copy failed is rewritten from
+    /// the verified one when healing; a scrub reads and checks every DVA.
+    pub fn read_physical_with(&self, bp: &BlkPtr, ctx: &ReadCtx) -> Result<Vec<u8>> {
         bp.validate("block pointer")?;
         let psize = bp.psize();
         let swap = swap_of(bp);
@@ -323,7 +364,12 @@ impl Pool {
             matches!(checksum::compute(ck, d, swap), Ok(c) if c == expected)
         };
         let mut last: Option<Error> = None;
+        let mut good: Option<Vec<u8>> = None;
+        let mut bad: Vec<Dva> = Vec::new();
         for dva in bp.dvas().iter().filter(|d| !d.is_empty()) {
+            if good.is_some() && !ctx.scrub {
+                break;
+            }
             let top = match self.top(dva.vdev) {
                 Ok(t) => t,
                 Err(e) => {
@@ -344,14 +390,50 @@ impl Pool {
             let r = if dva.gang {
                 self.read_gang(top, dva.vdev, dva.offset, bp, &verify)
             } else {
-                top.read_block(dva.offset, psize, &verify)
+                top.read_block_with(dva.offset, psize, &verify, ctx)
             };
             match r {
-                Ok(d) => return Ok(d),
-                Err(e) => last = Some(e),
+                Ok(d) => {
+                    if good.is_none() {
+                        good = Some(d);
+                    }
+                }
+                Err(e) => {
+                    if !dva.gang {
+                        bad.push(*dva);
+                    }
+                    last = Some(e);
+                }
             }
         }
-        Err(last.unwrap_or_else(|| Error::corrupt("block pointer", "no DVA")))
+        let Some(good) = good else {
+            return Err(last.unwrap_or_else(|| Error::corrupt("block pointer", "no DVA")));
+        };
+        if ctx.heal {
+            for d in bad {
+                let Ok(top) = self.top(d.vdev) else { continue };
+                let unit = 1u64 << top.ashift;
+                let mut buf = good.clone();
+                buf.resize(
+                    (buf.len() as u64).div_ceil(unit).saturating_mul(unit) as usize,
+                    0,
+                );
+                match top.write_block(d.offset, &buf) {
+                    Ok(()) => {
+                        ctx.repaired
+                            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        if ctx.log {
+                            eprintln!(
+                                "ozfs: repaired ditto copy <{}:{:#x}:{:#x}>",
+                                d.vdev, d.offset, d.asize
+                            );
+                        }
+                    }
+                    Err(e) => eprintln!("ozfs: repair of <{}:{:#x}> failed: {e}", d.vdev, d.offset),
+                }
+            }
+        }
+        Ok(good)
     }
 
     fn read_gang(
@@ -422,6 +504,16 @@ impl Pool {
 
     /// Read a block's logical contents (exactly LSIZE bytes).
     pub fn read_bp(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        self.read_bp_inner(bp, None)
+    }
+
+    /// Scrub one block: every copy read and verified (and, with
+    /// `ctx.heal`, repaired); returns the logical contents.
+    pub fn scrub_bp(&self, bp: &BlkPtr, ctx: &ReadCtx) -> Result<Vec<u8>> {
+        self.read_bp_inner(bp, Some(ctx))
+    }
+
+    fn read_bp_inner(&self, bp: &BlkPtr, ctx: Option<&ReadCtx>) -> Result<Vec<u8>> {
         let lsize = bp.lsize() as usize;
         if bp.is_embedded() {
             bp.validate("embedded block pointer")?;
@@ -433,7 +525,10 @@ impl Pool {
         if bp.is_hole() {
             return Ok(vec![0u8; lsize]);
         }
-        let phys = self.read_physical(bp)?;
+        let phys = match ctx {
+            Some(ctx) => self.read_physical_with(bp, ctx)?,
+            None => self.read_physical(bp)?,
+        };
         let c = bp.compression();
         if is_uncompressed(c) {
             if phys.len() != lsize {

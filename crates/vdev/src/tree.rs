@@ -39,6 +39,19 @@ impl VdevStats {
     }
 }
 
+/// How a read treats the copies it finds wrong (see [`Vdev::read_block_with`]).
+#[derive(Debug, Default)]
+pub struct ReadCtx {
+    /// Rewrite copies proven wrong with the verified data.
+    pub heal: bool,
+    /// Read and check every copy, not just until one verifies.
+    pub scrub: bool,
+    /// Log each repair on stderr.
+    pub log: bool,
+    /// Bytes rewritten by repairs.
+    pub repaired: AtomicU64,
+}
+
 /// What kind of node a vdev is.
 pub enum VdevKind {
     Root,
@@ -459,6 +472,22 @@ impl Vdev {
         psize: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>> {
+        self.read_block_with(offset, psize, verify, &ReadCtx::default())
+    }
+
+    /// [`read_block`](Self::read_block) with self-healing and scrub
+    /// behaviour as `ctx` says: with `heal`, every copy proven wrong (a
+    /// mirror side or a RAID-Z column that failed verification or could not
+    /// be read) is rewritten in place with the verified data; with `scrub`,
+    /// every copy is read and checked even when the first one verifies
+    /// (all mirror sides; RAID-Z parity against the data).
+    pub fn read_block_with(
+        &self,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+        ctx: &ReadCtx,
+    ) -> Result<Vec<u8>> {
         match &self.kind {
             VdevKind::Leaf(_) => {
                 let data = self.read_phys(offset, psize)?;
@@ -471,15 +500,39 @@ impl Vdev {
             }
             VdevKind::Mirror => {
                 let mut last = None;
-                for c in &self.children {
-                    match c.read_block(offset, psize, verify) {
-                        Ok(b) => return Ok(b),
-                        Err(e) => last = Some(e),
+                let mut bad: Vec<&Vdev> = Vec::new();
+                let mut good = None;
+                let mut rest = self.children.iter();
+                for c in rest.by_ref() {
+                    match c.read_block_with(offset, psize, verify, ctx) {
+                        Ok(b) => {
+                            good = Some(b);
+                            break;
+                        }
+                        Err(e) => {
+                            bad.push(c);
+                            last = Some(e);
+                        }
                     }
                 }
-                Err(last.unwrap_or_else(|| self.cksum_error(offset, psize)))
+                let Some(good) = good else {
+                    return Err(last.unwrap_or_else(|| self.cksum_error(offset, psize)));
+                };
+                if ctx.scrub {
+                    for c in rest {
+                        if c.read_block_with(offset, psize, verify, ctx).is_err() {
+                            bad.push(c);
+                        }
+                    }
+                }
+                if ctx.heal {
+                    for c in bad {
+                        c.repair(offset, &good, ctx);
+                    }
+                }
+                Ok(good)
             }
-            VdevKind::Raidz { nparity } => self.raidz_read(*nparity, offset, psize, verify),
+            VdevKind::Raidz { nparity } => self.raidz_read(*nparity, offset, psize, verify, ctx),
             VdevKind::Hole | VdevKind::Root => Err(Error::corrupt(
                 format!("vdev {}", self.display_name()),
                 "block pointer refers to a vdev that holds no data",
@@ -499,12 +552,48 @@ impl Vdev {
         )
     }
 
+    /// Rewrite `data` at `offset` of this vdev (a mirror side or a RAID-Z
+    /// column) because its copy was proven wrong; counted and logged.
+    /// Missing devices are skipped (nothing to repair on them).
+    fn repair(&self, offset: u64, data: &[u8], ctx: &ReadCtx) {
+        if !self.present() {
+            return;
+        }
+        match self.write_block(offset, data) {
+            Ok(()) => {
+                ctx.repaired.fetch_add(data.len() as u64, Ordering::Relaxed);
+                if ctx.log {
+                    eprintln!(
+                        "ozfs: repaired {} bytes on {} at offset {:#x}",
+                        data.len(),
+                        self.display_name(),
+                        offset
+                    );
+                }
+            }
+            Err(e) => eprintln!(
+                "ozfs: repair of {} at offset {offset:#x} failed: {e}",
+                self.display_name()
+            ),
+        }
+    }
+
+    /// Whether every leaf below is present (a repair can be written).
+    fn present(&self) -> bool {
+        match &self.kind {
+            VdevKind::Leaf(d) => d.is_some(),
+            VdevKind::Hole => false,
+            _ => self.children.iter().all(|c| c.present()),
+        }
+    }
+
     fn raidz_read(
         &self,
         nparity: usize,
         offset: u64,
         psize: u64,
         verify: &dyn Fn(&[u8]) -> bool,
+        ctx: &ReadCtx,
     ) -> Result<Vec<u8>> {
         let dcols = self.children.len();
         let map = RaidzMap::new(offset, psize, self.ashift as u32, dcols, nparity);
@@ -541,6 +630,9 @@ impl Vdev {
         if failed.is_empty() {
             let data = assemble(&cols);
             if verify(&data) {
+                if ctx.scrub {
+                    self.raidz_check_parity(nparity, &map, &mut cols, ctx);
+                }
                 return Ok(data);
             }
         }
@@ -592,9 +684,16 @@ impl Vdev {
             });
             if let Some((trial, missing)) = found {
                 for &m in &missing {
-                    if !failed.contains(&m) && trial[m] != cols[m] {
+                    let wrong = !failed.contains(&m) && trial[m] != cols[m];
+                    if wrong {
                         if let Some(child) = self.children.get(map.cols[m].dev) {
                             child.charge_cksum();
+                        }
+                    }
+                    // Proven wrong, or unreadable on a present device: heal.
+                    if ctx.heal && (wrong || failed.contains(&m)) && map.cols[m].size > 0 {
+                        if let Some(child) = self.children.get(map.cols[m].dev) {
+                            child.repair(map.cols[m].offset, &trial[m], ctx);
                         }
                     }
                 }
@@ -603,6 +702,44 @@ impl Vdev {
         }
         self.stats.add_cksum();
         Err(self.cksum_error(offset, psize))
+    }
+
+    /// Scrub of a RAID-Z block whose data verified: the parity columns on
+    /// the devices must equal the parity of the data; a column that does
+    /// not is charged a checksum error and (healing) rewritten.
+    fn raidz_check_parity(
+        &self,
+        nparity: usize,
+        map: &RaidzMap,
+        cols: &mut [Vec<u8>],
+        ctx: &ReadCtx,
+    ) {
+        let mut want: Vec<Vec<u8>> = cols.to_vec();
+        for (c, w) in want.iter_mut().enumerate().take(nparity) {
+            *w = vec![0u8; map.cols[c].size as usize];
+        }
+        ozfs_codec::raidz::generate_parity(nparity, &mut want);
+        for (c, want_c) in want.iter().enumerate().take(nparity) {
+            let col = map.cols[c];
+            if col.size == 0 {
+                continue;
+            }
+            let Some(child) = self.children.get(col.dev) else {
+                continue;
+            };
+            let ok = match child.read_phys(col.offset, col.size) {
+                Ok(b) => b == *want_c,
+                Err(_) => false,
+            };
+            if !ok {
+                if child.present() {
+                    child.charge_cksum();
+                }
+                if ctx.heal {
+                    child.repair(col.offset, want_c, ctx);
+                }
+            }
+        }
     }
 
     /// Charge a checksum error to this vdev (and, for a mirror-like child, its first present leaf).

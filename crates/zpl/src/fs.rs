@@ -118,6 +118,30 @@ impl Zpl {
             .map(|v| v & ((1 << 48) - 1)))
     }
 
+    /// The path of an object, found through its parent pointers and the
+    /// parents' entries (for `zpool status -v`); None if the chain breaks
+    /// (an unlinked file, a damaged directory) or runs too deep.
+    pub fn path_of(&self, obj: u64) -> Option<String> {
+        let mut parts: Vec<String> = Vec::new();
+        let mut cur = obj;
+        for _ in 0..MAX_PATH_DEPTH {
+            if cur == self.root {
+                parts.reverse();
+                return Some(format!("/{}", parts.join("/")));
+            }
+            let (_, a) = self.attrs(cur).ok()?;
+            let (pdn, _) = self.attrs(a.parent).ok()?;
+            let e = self
+                .readdir(&pdn)
+                .ok()?
+                .into_iter()
+                .find(|e| e.object == cur)?;
+            parts.push(String::from_utf8_lossy(&e.name).into_owned());
+            cur = a.parent;
+        }
+        None
+    }
+
     /// Resolve an absolute path inside the file system (no symlinks followed).
     pub fn resolve(&self, path: &str) -> Result<u64> {
         let mut obj = self.root;

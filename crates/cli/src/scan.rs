@@ -1,0 +1,401 @@
+//! `zpool scrub` and the scan state `zpool status` reports.
+//!
+//! A scrub runs where the pool's writer is: in the daemon (a thread of its
+//! own; the command returns at once, `-w` waits) or, when no daemon holds
+//! the pool, in the command itself (in the foreground, as with `-w`). It
+//! follows the tree synced when it starts (an I/O hold keeps that tree's
+//! space from reuse; writes and syncs go on) and repairs what it finds
+//! wrong (the writer is the only process writing the pool).
+//!
+//! Its state is a small JSON file beside the pool's record
+//! (`<state dir>/<pool>.scan.json`), rewritten about once a second, so any
+//! `zpool status` sees progress, rate and time left. `zpool scrub -s` / `-p`
+//! ask a running scrub to stop or pause through `<pool>.scan-ctl`, which the
+//! scrub polls. ozfs does not write scan state into the pool (zfs-fuse
+//! would try to resume a scan it finds there); a paused scrub starts over
+//! when resumed.
+
+use crate::state::{state_dir, Record};
+use crate::{CmdResult, Fail};
+use ozfs_dsl::scrub::{BlockRef, Progress};
+use ozfs_dsl::sync::PoolWriter;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What `zpool status` shows on its `scan:` line.
+#[derive(Debug, Clone, Default)]
+pub struct ScanState {
+    /// "scanning", "finished", "canceled" or "paused".
+    pub state: String,
+    pub start: u64,
+    pub end: u64,
+    pub examined: u64,
+    pub issued: u64,
+    pub to_examine: u64,
+    pub repaired: u64,
+    pub errors: u64,
+    /// Files (or metadata objects) with blocks no copy of which verified.
+    pub files: Vec<String>,
+}
+
+fn scan_file(pool: &str) -> PathBuf {
+    state_dir().join(format!("{pool}.scan.json"))
+}
+
+fn ctl_file(pool: &str) -> PathBuf {
+    state_dir().join(format!("{pool}.scan-ctl"))
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl ScanState {
+    pub fn load(pool: &str) -> Option<ScanState> {
+        let s = std::fs::read_to_string(scan_file(pool)).ok()?;
+        let v: Value = serde_json::from_str(&s).ok()?;
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        Some(ScanState {
+            state: v["state"].as_str()?.to_string(),
+            start: n("start"),
+            end: n("end"),
+            examined: n("examined"),
+            issued: n("issued"),
+            to_examine: n("to_examine"),
+            repaired: n("repaired"),
+            errors: n("errors"),
+            files: v["files"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|f| f.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    pub fn save(&self, pool: &str) {
+        let v = json!({
+            "state": self.state, "start": self.start, "end": self.end,
+            "examined": self.examined, "issued": self.issued,
+            "to_examine": self.to_examine, "repaired": self.repaired,
+            "errors": self.errors, "files": self.files,
+        });
+        let dir = state_dir();
+        let tmp = dir.join(format!(".{pool}.scan.tmp"));
+        if std::fs::write(&tmp, v.to_string()).is_ok() {
+            let _ = std::fs::rename(&tmp, scan_file(pool));
+        }
+    }
+
+    pub fn remove(pool: &str) {
+        let _ = std::fs::remove_file(scan_file(pool));
+        let _ = std::fs::remove_file(ctl_file(pool));
+    }
+}
+
+/// Human bytes as zpool prints them (1.50M, 0B).
+fn nice(n: u64) -> String {
+    if n < 1024 {
+        format!("{n}B")
+    } else {
+        ozfs_dsl::props::nicenum(n)
+    }
+}
+
+fn date(t: u64) -> String {
+    let t = t as libc::time_t;
+    // SAFETY: localtime_r/strftime on a local buffer.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 64];
+        let fmt = c"%a %b %e %H:%M:%S %Y";
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+fn hms(secs: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// The `scan:` lines of `zpool status`.
+pub fn status_lines(pool: &str) -> String {
+    let Some(s) = ScanState::load(pool) else {
+        return "  scan: none requested".into();
+    };
+    match s.state.as_str() {
+        "scanning" => {
+            let el = now().saturating_sub(s.start).max(1);
+            let rate = s.issued / el;
+            let left = match s.to_examine.saturating_sub(s.issued).checked_div(rate) {
+                Some(t) => hms(t),
+                None => "no estimated completion time".into(),
+            };
+            let pct = if s.to_examine > 0 {
+                100.0 * s.issued as f64 / s.to_examine as f64
+            } else {
+                0.0
+            };
+            format!(
+                "  scan: scrub in progress since {}\n\t{} scanned at {}/s, {} issued at {}/s, {} total\n\t{} repaired, {:.2}% done, {} to go",
+                date(s.start),
+                nice(s.examined),
+                nice(s.examined / el),
+                nice(s.issued),
+                nice(rate),
+                nice(s.to_examine),
+                nice(s.repaired),
+                pct.min(100.0),
+                left
+            )
+        }
+        "canceled" => format!("  scan: scrub canceled on {}", date(s.end)),
+        "paused" => format!(
+            "  scan: scrub paused since {}\n\tscrub started on {}\n\t{} scanned, {} issued, {} total",
+            date(s.end),
+            date(s.start),
+            nice(s.examined),
+            nice(s.issued),
+            nice(s.to_examine)
+        ),
+        _ => format!(
+            "  scan: scrub repaired {} in {} with {} errors on {}",
+            nice(s.repaired),
+            hms(s.end.saturating_sub(s.start)),
+            s.errors,
+            date(s.end)
+        ),
+    }
+}
+
+/// The `errors:` lines of `zpool status` (`-v` lists the files).
+pub fn error_lines(pool: &str, verbose: bool) -> String {
+    let files = ScanState::load(pool).map(|s| s.files).unwrap_or_default();
+    if files.is_empty() {
+        return "errors: No known data errors".into();
+    }
+    if !verbose {
+        return format!("errors: {} data errors, use '-v' for a list", files.len());
+    }
+    let mut out =
+        String::from("errors: Permanent errors have been detected in the following files:\n");
+    for f in files {
+        out.push_str(&format!("\n        {f}"));
+    }
+    out
+}
+
+/// Name the damaged blocks as `zpool status -v` does: `pool/ds:/path` for
+/// files, `pool/ds:<0xobj>` when the path cannot be found, and
+/// `<metadata>:<0xobj>` for the MOS.
+fn name_errors(w: &PoolWriter, bad: &[BlockRef]) -> Vec<String> {
+    let dsl = w.dsl();
+    let all = dsl
+        .root()
+        .and_then(|r| dsl.list(&r, true, None))
+        .unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for b in bad {
+        if !seen.insert((b.objset, b.object)) {
+            continue;
+        }
+        if b.objset == 0 {
+            out.push(format!("<metadata>:<{:#x}>", b.object));
+            continue;
+        }
+        let Some(ds) = all.iter().find(|d| d.ds_obj == b.objset) else {
+            out.push(format!("<{:#x}>:<{:#x}>", b.objset, b.object));
+            continue;
+        };
+        let path = dsl
+            .objset(ds)
+            .ok()
+            .and_then(|os| ozfs_zpl::Zpl::open(os, &ds.name).ok())
+            .and_then(|z| z.path_of(b.object));
+        out.push(match path {
+            Some(p) if b.object < u64::MAX - 3 => format!("{}:{p}", ds.name),
+            _ => format!("{}:<{:#x}>", ds.name, b.object),
+        });
+    }
+    out
+}
+
+/// Runs a closure on the pool's writer (owned, or leased in the daemon).
+pub type WithWriter<'a> = dyn Fn(&mut dyn FnMut(&mut PoolWriter)) -> Result<(), String> + 'a;
+
+/// Run a scrub over the pool `w` writes (taken for as long as `lease`
+/// says: the closure is called briefly at the start and at the end).
+/// Returns the final state.
+pub fn run_scrub(pool_name: &str, with_writer: &WithWriter<'_>) -> Result<ScanState, String> {
+    let _ = std::fs::remove_file(ctl_file(pool_name));
+    let mut start: Option<(
+        std::sync::Arc<ozfs_spa::Pool>,
+        ozfs_format::BlkPtr,
+        u64,
+        u64,
+    )> = None;
+    with_writer(&mut |w| {
+        let synced = w.txg.saturating_sub(1);
+        let to_examine = w.dsl().space().map(|s| s.alloc).unwrap_or(0);
+        start = Some((w.pool.clone(), w.mos.os.bp, synced, to_examine));
+    })?;
+    let Some((pool, rootbp, synced, to_examine)) = start else {
+        return Err("cannot scrub: no writer".into());
+    };
+    let hold = pool.hold_io(synced);
+    let mut st = ScanState {
+        state: "scanning".into(),
+        start: now(),
+        to_examine,
+        ..Default::default()
+    };
+    st.save(pool_name);
+    let stop = AtomicBool::new(false);
+    let base = st.clone();
+    let report = |p: &Progress| {
+        let mut s = base.clone();
+        s.examined = p.examined;
+        s.issued = p.issued;
+        s.repaired = p.repaired;
+        s.errors = p.errors;
+        s.save(pool_name);
+        if std::fs::metadata(ctl_file(pool_name)).is_ok() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let heal = !pool.readonly;
+    let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, heal, &stop, &report)
+        .map_err(|e| format!("scrub of '{pool_name}' failed: {e}"))?;
+    drop(hold);
+    let ctl = std::fs::read_to_string(ctl_file(pool_name)).unwrap_or_default();
+    let _ = std::fs::remove_file(ctl_file(pool_name));
+    st.examined = res.progress.examined;
+    st.issued = res.progress.issued;
+    st.repaired = res.progress.repaired;
+    st.errors = res.progress.errors;
+    st.end = now();
+    st.state = if !res.stopped {
+        "finished".into()
+    } else if ctl.trim() == "pause" {
+        "paused".into()
+    } else {
+        "canceled".into()
+    };
+    let mut files = Vec::new();
+    with_writer(&mut |w| files = name_errors(w, &res.bad))?;
+    st.files = files;
+    st.save(pool_name);
+    Ok(st)
+}
+
+/// `zpool scrub [-s | -p] [-w] pool ...`
+pub fn scrub_cmd(argv: &[String]) -> CmdResult {
+    let a = crate::args::Args::parse(argv, "spwe", "")?;
+    if a.pos.is_empty() {
+        return Err(Fail::Usage(
+            "missing pool name argument\nusage:\n\tscrub [-s | -p] [-w] <pool> ...".into(),
+        ));
+    }
+    let mut failed = false;
+    for name in &a.pos {
+        let r = if a.flag('s') || a.flag('p') {
+            request(name, if a.flag('p') { "pause" } else { "stop" })
+        } else {
+            start(name, a.flag('w'))
+        };
+        if let Err(m) = r {
+            eprintln!("{m}");
+            failed = true;
+        }
+    }
+    if failed {
+        Err(Fail::Err(String::new()))
+    } else {
+        Ok(())
+    }
+}
+
+fn request(pool: &str, what: &str) -> Result<(), String> {
+    Record::load(pool).map_err(|_| format!("cannot open '{pool}': no such pool"))?;
+    let running = ScanState::load(pool).is_some_and(|s| s.state == "scanning");
+    if !running {
+        return Err(if what == "pause" {
+            format!("cannot pause scrubbing {pool}: there is no active scrub")
+        } else {
+            format!("cannot cancel scrubbing {pool}: there is no active scrub")
+        });
+    }
+    std::fs::write(ctl_file(pool), what).map_err(|e| format!("cannot signal the scrub: {e}"))?;
+    // Wait until it took notice (the scrub polls about twice a second).
+    for _ in 0..600 {
+        if ScanState::load(pool).is_none_or(|s| s.state != "scanning") {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "cannot cancel scrubbing {pool}: the scrub did not stop"
+    ))
+}
+
+/// Ask a running scrub to stop and wait until it has.
+pub fn cancel_and_wait(pool: &str) {
+    let _ = std::fs::write(ctl_file(pool), "stop");
+    wait_done(pool);
+}
+
+/// Wait until the pool's scrub is no longer running.
+pub fn wait_done(pool: &str) {
+    while ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn start(pool: &str, _wait: bool) -> Result<(), String> {
+    let mut rec = Record::load(pool).map_err(|_| format!("cannot open '{pool}': no such pool"))?;
+    if rec.readonly {
+        return Err(format!(
+            "cannot scrub {pool}: pool is read-only (imported with readonly=on)"
+        ));
+    }
+    if ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+        return Err(format!(
+            "cannot scrub {pool}: currently scrubbing; use 'zpool scrub -s' to cancel the current scrub"
+        ));
+    }
+    if crate::daemon::in_daemon() {
+        return crate::daemon::start_scrub(pool);
+    }
+    // No daemon holds the pool: this command is its writer.
+    let w = crate::zfs::writer_for(pool).map_err(|e| match e {
+        Fail::Err(m) | Fail::Usage(m) => m,
+    })?;
+    let cell = std::cell::RefCell::new(w);
+    let st = run_scrub(pool, &|f| {
+        let mut g = cell.borrow_mut();
+        f(&mut g);
+        Ok(())
+    })?;
+    let w = cell.into_inner();
+    if let Err(e) = rec.save_counters(&w.pool) {
+        eprintln!("warning: could not save error counters: {e}");
+    }
+    // As zpool: a scrub that found unrecoverable errors still succeeded;
+    // `zpool status -v` tells what was lost.
+    let _ = st;
+    Ok(())
+}
