@@ -71,6 +71,37 @@ fn exchange(s: &mut UnixStream, req: &Value) -> Result<Reply, String> {
 }
 
 /// Is a daemon running and holding `pool`?
+/// When the daemon holds `pool`: apply its live device states and error
+/// counters (by guid) to `root`, a tree this process opened itself.
+pub fn apply_vdev_state(pool: &str, root: &ozfs_vdev::Vdev) {
+    if crate::daemon::in_daemon() {
+        return;
+    }
+    let Some(Ok(r)) = call(&json!({"cmd": "vdev_state", "pool": pool})) else {
+        return;
+    };
+    let Some(list) = r.v["vdevs"].as_array() else {
+        return;
+    };
+    let mut by_guid = std::collections::HashMap::new();
+    for e in list {
+        if let Some(g) = e[0].as_str().and_then(|g| g.parse::<u64>().ok()) {
+            by_guid.insert(g, e.clone());
+        }
+    }
+    root.walk(0, &mut |v, _| {
+        if let Some(e) = by_guid.get(&v.guid) {
+            let n = |i: usize| e[i].as_u64().unwrap_or(0);
+            let b = |i: usize| e[i].as_bool().unwrap_or(false);
+            v.stats.set(n(1), n(2), n(3));
+            let o = std::sync::atomic::Ordering::Relaxed;
+            v.stats.faulted.store(b(4), o);
+            v.stats.offline.store(b(5), o);
+            v.stats.resilvering.store(b(6), o);
+        }
+    });
+}
+
 pub fn daemon_holds(pool: &str) -> bool {
     matches!(
         call(&json!({"cmd": "holds", "pool": pool})),
@@ -180,6 +211,8 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("rm"), _) => pos("rRf", "", 1).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("scrub")) => pos("spwe", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
+
         (Some("cp"), _) => {
             // Copy in: SRC POOL/DATASET:PATH.
             let p = pos("rRapv", "", 1);
@@ -219,6 +252,14 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
         None => Err(Fail::Err("the ozfs daemon went away".into())),
     };
     // `zpool scrub -w`: the daemon scrubs in the background; wait here.
+    if r.is_ok() && argv.len() > 2 && argv[0] == "zpool" && argv[1] == "replace" {
+        let a = crate::args::Args::parse(&argv[2..], "fsw", "o").ok();
+        if let Some(a) = a.filter(|a| a.flag('w')) {
+            if let Some(p) = a.pos.first() {
+                crate::scan::wait_done(p);
+            }
+        }
+    }
     if r.is_ok() && argv.len() > 2 && argv[0] == "zpool" && argv[1] == "scrub" {
         let a = crate::args::Args::parse(&argv[2..], "spwe", "").ok();
         if let Some(a) = a.filter(|a| a.flag('w') && !a.flag('s') && !a.flag('p')) {

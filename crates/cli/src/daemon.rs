@@ -84,7 +84,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// In the daemon: start a scrub of `pool` in a thread of its own (see
 /// [`crate::scan`]); the error counters are saved when it ends.
-pub fn start_scrub(pool: &str) -> Result<(), String> {
+pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), String> {
     let d = DAEMON.get().ok_or("not in the daemon")?.clone();
     let sw = lock(&d.inner)
         .pools
@@ -94,6 +94,11 @@ pub fn start_scrub(pool: &str) -> Result<(), String> {
     let name = pool.to_string();
     // Visible at once to `zpool status` and `zpool scrub -w`.
     crate::scan::ScanState {
+        func: if mode == ozfs_dsl::scrub::ScanMode::Resilver {
+            "resilver".into()
+        } else {
+            "scrub".into()
+        },
         state: "scanning".into(),
         start: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -103,10 +108,15 @@ pub fn start_scrub(pool: &str) -> Result<(), String> {
     }
     .save(pool);
     std::thread::spawn(move || {
-        let r = crate::scan::run_scrub(&name, &|f| {
+        let r = crate::scan::run_scrub(&name, mode, &|f| {
             let mut l = sw.lease().map_err(|e| e.to_string())?;
             f(&mut l);
             Ok(())
+        })
+        .and_then(|_| {
+            // Commit the end of a resilver (labels without the flag).
+            let mut l = sw.lease().map_err(|e| e.to_string())?;
+            l.sync().map_err(|e| e.to_string())
         });
         if let Err(e) = r {
             eprintln!("ozfs daemon: {e}");
@@ -123,6 +133,30 @@ pub fn start_scrub(pool: &str) -> Result<(), String> {
         }
     });
     Ok(())
+}
+
+/// In the daemon: `zpool replace` — swap the device in (under a lease on
+/// the writer), record it, and start the resilver in the background.
+pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
+    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
+    let sw = lock(&d.inner)
+        .pools
+        .get(pool)
+        .map(|p| p.sw.clone())
+        .ok_or_else(|| format!("cannot replace in '{pool}': the ozfs daemon does not hold it"))?;
+    let old_path = {
+        let mut l = sw.lease().map_err(|e| e.to_string())?;
+        crate::scan::replace_in(&mut l, old, new)?
+    };
+    {
+        let mut inner = lock(&d.inner);
+        if let Some(p) = inner.pools.get_mut(pool) {
+            p.rec.devices.retain(|x| *x != old_path);
+            p.rec.devices.push(new.to_string());
+            p.rec.save().map_err(|e| e.to_string())?;
+        }
+    }
+    start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
 }
 
 /// In the daemon: zero the error counters of `pool` (all devices, or the
@@ -492,6 +526,32 @@ impl Daemon {
                     err(errs.join("\n"))
                 }
             }
+            "vdev_state" => {
+                // Live device states and counters of a held pool (for
+                // `zpool status` run outside the daemon).
+                let pool = str_field(req, "pool");
+                let inner = lock(&self.inner);
+                let Some(p) = inner.pools.get(pool) else {
+                    return err(format!("pool '{pool}' is not held"));
+                };
+                let mut list = Vec::new();
+                p.pool.root.walk(0, &mut |v, _| {
+                    let (r, w, c) = v.stats.get();
+                    let f = |b: &std::sync::atomic::AtomicBool| {
+                        b.load(std::sync::atomic::Ordering::Relaxed)
+                    };
+                    list.push(json!([
+                        v.guid.to_string(),
+                        r,
+                        w,
+                        c,
+                        f(&v.stats.faulted),
+                        f(&v.stats.offline),
+                        f(&v.stats.resilvering)
+                    ]));
+                });
+                json!({"ok": true, "out": "", "vdevs": list})
+            }
             "list_mounts" => {
                 let mut inner = lock(&self.inner);
                 Self::prune(&mut inner);
@@ -769,7 +829,7 @@ impl Daemon {
                     Some("zfs"),
                     Some("create" | "destroy" | "set" | "inherit" | "snapshot" | "snap")
                 )
-                | (Some("zpool"), Some("scrub" | "clear"))
+                | (Some("zpool"), Some("scrub" | "clear" | "replace"))
         );
         if !allowed {
             return err("ozfs daemon: this command cannot be forwarded".into());

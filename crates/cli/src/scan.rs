@@ -17,7 +17,7 @@
 
 use crate::state::{state_dir, Record};
 use crate::{CmdResult, Fail};
-use ozfs_dsl::scrub::{BlockRef, Progress};
+use ozfs_dsl::scrub::{BlockRef, Progress, ScanMode};
 use ozfs_dsl::sync::PoolWriter;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -27,6 +27,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// What `zpool status` shows on its `scan:` line.
 #[derive(Debug, Clone, Default)]
 pub struct ScanState {
+    /// "scrub" or "resilver".
+    pub func: String,
     /// "scanning", "finished", "canceled" or "paused".
     pub state: String,
     pub start: u64,
@@ -61,6 +63,7 @@ impl ScanState {
         let v: Value = serde_json::from_str(&s).ok()?;
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
         Some(ScanState {
+            func: v["func"].as_str().unwrap_or("scrub").to_string(),
             state: v["state"].as_str()?.to_string(),
             start: n("start"),
             end: n("end"),
@@ -82,7 +85,7 @@ impl ScanState {
 
     pub fn save(&self, pool: &str) {
         let v = json!({
-            "state": self.state, "start": self.start, "end": self.end,
+            "func": self.func, "state": self.state, "start": self.start, "end": self.end,
             "examined": self.examined, "issued": self.issued,
             "to_examine": self.to_examine, "repaired": self.repaired,
             "errors": self.errors, "files": self.files,
@@ -150,7 +153,8 @@ pub fn status_lines(pool: &str) -> String {
                 0.0
             };
             format!(
-                "  scan: scrub in progress since {}\n\t{} scanned at {}/s, {} issued at {}/s, {} total\n\t{} repaired, {:.2}% done, {} to go",
+                "  scan: {} in progress since {}\n\t{} scanned at {}/s, {} issued at {}/s, {} total\n\t{} {}, {:.2}% done, {} to go",
+                s.func,
                 date(s.start),
                 nice(s.examined),
                 nice(s.examined / el),
@@ -158,11 +162,16 @@ pub fn status_lines(pool: &str) -> String {
                 nice(rate),
                 nice(s.to_examine),
                 nice(s.repaired),
+                if s.func == "resilver" {
+                    "resilvered"
+                } else {
+                    "repaired"
+                },
                 pct.min(100.0),
                 left
             )
         }
-        "canceled" => format!("  scan: scrub canceled on {}", date(s.end)),
+        "canceled" => format!("  scan: {} canceled on {}", s.func, date(s.end)),
         "paused" => format!(
             "  scan: scrub paused since {}\n\tscrub started on {}\n\t{} scanned, {} issued, {} total",
             date(s.end),
@@ -172,7 +181,12 @@ pub fn status_lines(pool: &str) -> String {
             nice(s.to_examine)
         ),
         _ => format!(
-            "  scan: scrub repaired {} in {} with {} errors on {}",
+            "  scan: {} {} in {} with {} errors on {}",
+            if s.func == "resilver" {
+                "resilvered"
+            } else {
+                "scrub repaired"
+            },
             nice(s.repaired),
             hms(s.end.saturating_sub(s.start)),
             s.errors,
@@ -240,7 +254,11 @@ pub type WithWriter<'a> = dyn Fn(&mut dyn FnMut(&mut PoolWriter)) -> Result<(), 
 /// Run a scrub over the pool `w` writes (taken for as long as `lease`
 /// says: the closure is called briefly at the start and at the end).
 /// Returns the final state.
-pub fn run_scrub(pool_name: &str, with_writer: &WithWriter<'_>) -> Result<ScanState, String> {
+pub fn run_scrub(
+    pool_name: &str,
+    mode: ScanMode,
+    with_writer: &WithWriter<'_>,
+) -> Result<ScanState, String> {
     let _ = std::fs::remove_file(ctl_file(pool_name));
     let mut start: Option<(
         std::sync::Arc<ozfs_spa::Pool>,
@@ -258,6 +276,11 @@ pub fn run_scrub(pool_name: &str, with_writer: &WithWriter<'_>) -> Result<ScanSt
     };
     let hold = pool.hold_io(synced);
     let mut st = ScanState {
+        func: if mode == ScanMode::Resilver {
+            "resilver".into()
+        } else {
+            "scrub".into()
+        },
         state: "scanning".into(),
         start: now(),
         to_examine,
@@ -278,8 +301,13 @@ pub fn run_scrub(pool_name: &str, with_writer: &WithWriter<'_>) -> Result<ScanSt
         }
     };
     let heal = !pool.readonly;
-    let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, heal, &stop, &report)
-        .map_err(|e| format!("scrub of '{pool_name}' failed: {e}"))?;
+    let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, mode, heal, &stop, &report)
+        .map_err(|e| format!("scan of '{pool_name}' failed: {e}"))?;
+    if mode == ScanMode::Resilver && !res.stopped {
+        pool.resilver_done();
+        // The next sync records the device as whole again.
+        with_writer(&mut |w| w.config_dirty = true)?;
+    }
     drop(hold);
     let ctl = std::fs::read_to_string(ctl_file(pool_name)).unwrap_or_default();
     let _ = std::fs::remove_file(ctl_file(pool_name));
@@ -378,14 +406,14 @@ fn start(pool: &str, _wait: bool) -> Result<(), String> {
         ));
     }
     if crate::daemon::in_daemon() {
-        return crate::daemon::start_scrub(pool);
+        return crate::daemon::start_scrub(pool, ScanMode::Scrub);
     }
     // No daemon holds the pool: this command is its writer.
     let w = crate::zfs::writer_for(pool).map_err(|e| match e {
         Fail::Err(m) | Fail::Usage(m) => m,
     })?;
     let cell = std::cell::RefCell::new(w);
-    let st = run_scrub(pool, &|f| {
+    let st = run_scrub(pool, ScanMode::Scrub, &|f| {
         let mut g = cell.borrow_mut();
         f(&mut g);
         Ok(())
@@ -397,5 +425,86 @@ fn start(pool: &str, _wait: bool) -> Result<(), String> {
     // As zpool: a scrub that found unrecoverable errors still succeeded;
     // `zpool status -v` tells what was lost.
     let _ = st;
+    Ok(())
+}
+
+/// Put device `new` in the place of leaf `old` of the pool `w` writes (the
+/// new leaf starts resilvering) and sync, so every label carries the new
+/// configuration. Returns the replaced leaf's path.
+pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<String, String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| format!("cannot replace {old} with {new}: {m}");
+    let leaf = pool
+        .find_leaf(old)
+        .ok_or_else(|| fail(&"no such device in pool"))?;
+    let (old_guid, old_path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
+    let same = std::fs::canonicalize(&old_path).ok() == std::fs::canonicalize(new).ok();
+    if same && leaf.state() == ozfs_vdev::VdevState::Online {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    if pool.find_leaf(new).is_some() && !same {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    let dev =
+        ozfs_vdev::FileDevice::open_mode(std::path::Path::new(new), true).map_err(|e| fail(&e))?;
+    pool.replace_leaf(
+        old_guid,
+        std::sync::Arc::new(dev),
+        new,
+        ozfs_dmu::tx::random_u64() | 1,
+    )
+    .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    Ok(old_path)
+}
+
+/// `zpool replace [-f] [-w] pool old [new]`
+pub fn replace_cmd(argv: &[String]) -> CmdResult {
+    let a = crate::args::Args::parse(argv, "fsw", "o")?;
+    if a.pos.len() < 2 || a.pos.len() > 3 {
+        return Err(Fail::Usage(
+            "usage:\n\treplace [-f] [-w] <pool> <device> [new-device]".into(),
+        ));
+    }
+    let (pool, old) = (&a.pos[0], &a.pos[1]);
+    let new = a.pos.get(2).unwrap_or(old);
+    let new = std::fs::canonicalize(new)
+        .map_err(|e| Fail::Err(format!("cannot open '{new}': {e}")))?
+        .to_string_lossy()
+        .into_owned();
+    if ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+        cancel_and_wait(pool);
+    }
+    if crate::daemon::in_daemon() {
+        return crate::daemon::replace_device(pool, old, &new).map_err(Fail::Err);
+    }
+    let mut rec =
+        Record::load(pool).map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+    let w = crate::zfs::writer_for(pool)?;
+    let cell = std::cell::RefCell::new(w);
+    let old_path = replace_in(&mut cell.borrow_mut(), old, &new).map_err(Fail::Err)?;
+    rec.devices.retain(|d| *d != old_path);
+    rec.devices.push(new.clone());
+    rec.save()
+        .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
+    // No daemon: this command resilvers in the foreground.
+    run_scrub(pool, ScanMode::Resilver, &|f| {
+        let mut g = cell.borrow_mut();
+        f(&mut g);
+        Ok(())
+    })
+    .map_err(Fail::Err)?;
+    let mut w = cell.into_inner();
+    w.sync()
+        .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+    rec.save_counters(&w.pool)
+        .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))?;
     Ok(())
 }

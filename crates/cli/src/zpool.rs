@@ -21,7 +21,8 @@ const USAGE: &str = "usage: zpool <command>
 	list [-H] [-p] [-o field[,...]] [pool] ...
 	status [-v] [-x] [pool] ...
 	scrub [-s | -p] [-w] <pool> ...
-	clear <pool> [device]";
+	clear <pool> [device]
+	replace [-f] [-w] <pool> <device> [new-device]";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -37,6 +38,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "status" => status(rest),
         "scrub" => crate::scan::scrub_cmd(rest),
         "clear" => clear(rest),
+        "replace" => crate::scan::replace_cmd(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -426,6 +428,8 @@ fn status(argv: &[String]) -> CmdResult {
             }
             Err(e) => return Err(e),
         };
+        // The daemon's live view of the devices, when it holds the pool.
+        crate::client::apply_vdev_state(&name, &pool.root);
         let st = pool.state();
         let mut errs = 0;
         pool.root.walk(0, &mut |v, _| {

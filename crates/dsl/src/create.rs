@@ -178,7 +178,7 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         name: name.to_string(),
         guid: pool_guid,
         config: cfg,
-        root,
+        root: ozfs_vdev::VdevCell::new(root),
         uberblock: Default::default(),
         uberblock_found: ozfs_vdev::labels::FoundUberblock {
             ub: Default::default(),

@@ -96,12 +96,23 @@ fn swap_of(bp: &BlkPtr) -> bool {
     bp.little_endian() != HOST_LITTLE_ENDIAN
 }
 
-/// Scrub the pool whose MOS is at `rootbp`. `heal` rewrites bad copies;
+/// What a scan does with each block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanMode {
+    /// Read and check every copy; repair the bad ones.
+    Scrub,
+    /// Read each block once; every leaf being resilvered gets its copy
+    /// (reads skip such leaves and heal onto them).
+    Resilver,
+}
+
+/// Scan the pool whose MOS is at `rootbp`. `heal` rewrites bad copies;
 /// `report` is called about once a second with the counters; `stop` ends
-/// the scrub early (the result says so).
+/// the scan early (the result says so).
 pub fn scrub(
     pool: &Arc<Pool>,
     rootbp: &BlkPtr,
+    mode: ScanMode,
     heal: bool,
     stop: &AtomicBool,
     report: &(dyn Fn(&Progress) + Sync),
@@ -110,7 +121,8 @@ pub fn scrub(
         pool,
         ctx: ReadCtx {
             heal,
-            scrub: true,
+            scrub: mode == ScanMode::Scrub,
+            all_dvas: true,
             log: false,
             repaired: AtomicU64::new(0),
         },

@@ -30,9 +30,12 @@ pub fn seal_region(region: &mut [u8], offset: u64) {
     set_eck(region, c.0);
 }
 
-fn leaf_devs(v: &Vdev, out: &mut Vec<(u64, Arc<dyn BlockDevice>)>) {
+/// Present leaves in service (faulted and offline ones get no labels).
+fn leaf_devs<'a>(v: &'a Vdev, out: &mut Vec<(&'a Vdev, Arc<dyn BlockDevice>)>) {
     if let VdevKind::Leaf(Some(d)) = &v.kind {
-        out.push((v.guid, d.clone()));
+        if v.usable() {
+            out.push((v, d.clone()));
+        }
     }
     for c in &v.children {
         leaf_devs(c, out);
@@ -100,8 +103,8 @@ impl Pool {
         for top in &self.root.children {
             let mut leaves = Vec::new();
             leaf_devs(top, &mut leaves);
-            for (guid, dev) in leaves {
-                let nv = self.label_nvlist(top, guid, txg, state, version);
+            for (leaf, dev) in leaves {
+                let nv = self.label_nvlist(top, leaf.guid, txg, state, version);
                 let packed = nv.pack_xdr();
                 if packed.len() > VDEV_PHYS_SIZE - ZIO_ECK_SIZE {
                     return Err(Error::Invalid(format!(
@@ -115,7 +118,11 @@ impl Pool {
                     region[..packed.len()].copy_from_slice(&packed);
                     let off = label_offset(psize, l, VDEV_PHYS_OFFSET);
                     seal_region(&mut region, off);
-                    dev.write_at(&region, off)?;
+                    // A failing device is faulted; the others carry the pool.
+                    if let Err(e) = dev.write_at(&region, off) {
+                        leaf.note_write_error(&e);
+                        break;
+                    }
                 }
             }
         }
@@ -147,7 +154,7 @@ impl Pool {
             let slot = (ub.txg % count as u64) as usize;
             let mut leaves = Vec::new();
             leaf_devs(top, &mut leaves);
-            for (_, dev) in leaves {
+            for (leaf, dev) in leaves {
                 let psize = aligned_psize(dev.size());
                 for l in 0..4 {
                     let off =
@@ -157,7 +164,10 @@ impl Pool {
                     seal_region(&mut region, off);
                     match dev.write_at(&region, off) {
                         Ok(()) => written += 1,
-                        Err(e) => last_err = Some(e),
+                        Err(e) => {
+                            leaf.note_write_error(&e);
+                            last_err = Some(e);
+                        }
                     }
                 }
             }

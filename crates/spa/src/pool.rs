@@ -11,7 +11,7 @@ use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::types::{cksum, comp};
 use ozfs_format::{BlkPtr, Error, NvList, Result};
 use ozfs_vdev::labels::FoundUberblock;
-use ozfs_vdev::{BlockDevice, ReadCtx, Vdev, VdevKind, VdevState};
+use ozfs_vdev::{BlockDevice, ReadCtx, Vdev, VdevCell, VdevKind, VdevState};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -45,7 +45,8 @@ pub struct Pool {
     pub guid: u64,
     /// The label config of the newest label (top-level keys).
     pub config: NvList,
-    pub root: Vdev,
+    /// The vdev tree (replaceable in use: `zpool replace`).
+    pub root: VdevCell,
     /// The uberblock in use and where it was found.
     pub uberblock: Uberblock,
     pub uberblock_found: FoundUberblock,
@@ -250,7 +251,7 @@ impl Pool {
             name: name.clone(),
             guid: found.guid,
             config: found.config.clone(),
-            root,
+            root: VdevCell::new(root),
             uberblock: Uberblock::default(),
             uberblock_found: FoundUberblock {
                 ub: Uberblock::default(),
@@ -367,7 +368,7 @@ impl Pool {
         let mut good: Option<Vec<u8>> = None;
         let mut bad: Vec<Dva> = Vec::new();
         for dva in bp.dvas().iter().filter(|d| !d.is_empty()) {
-            if good.is_some() && !ctx.scrub {
+            if good.is_some() && !ctx.scrub && !ctx.all_dvas {
                 break;
             }
             let top = match self.top(dva.vdev) {

@@ -79,6 +79,7 @@ fn device_size(file: &File) -> std::io::Result<u64> {
 
 impl BlockDevice for FileDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        fault::gone(&self.name)?;
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.size) {
             return Err(Error::io(
@@ -110,6 +111,7 @@ impl BlockDevice for FileDevice {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         fault::check(&self.name, offset)?;
+        fault::gone(&self.name)?;
         if !self.writable {
             return Err(Error::Invalid(format!(
                 "{}: device is open read-only",
@@ -142,6 +144,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn flush(&self) -> Result<()> {
+        fault::gone(&self.name)?;
         if self.writable {
             self.file
                 .sync_data()
@@ -164,6 +167,25 @@ pub mod fault {
     use std::sync::OnceLock;
 
     static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static GONE: OnceLock<Option<String>> = OnceLock::new();
+
+    /// With `OZFS_FAULT_GONE=<marker file>`: once the marker exists, every
+    /// I/O to the device whose path is written in it fails with ENXIO, as a
+    /// disk that was pulled out.
+    pub fn gone(name: &str) -> Result<()> {
+        let marker = GONE.get_or_init(|| std::env::var("OZFS_FAULT_GONE").ok());
+        if let Some(m) = marker {
+            if let Ok(s) = std::fs::read_to_string(m) {
+                if s.lines().any(|l| l.trim() == name) {
+                    return Err(Error::io(
+                        format!("{name}: injected fault"),
+                        std::io::Error::from_raw_os_error(6),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
     static WRITES: AtomicU64 = AtomicU64::new(0);
 
     /// Fail if the write budget is spent.

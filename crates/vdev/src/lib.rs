@@ -29,4 +29,4 @@ pub mod tree;
 
 pub use device::{BlockDevice, FileDevice};
 pub use labels::{read_labels, LabelSet};
-pub use tree::{ReadCtx, Vdev, VdevKind, VdevState, VdevStats};
+pub use tree::{ReadCtx, Vdev, VdevCell, VdevKind, VdevState, VdevStats};

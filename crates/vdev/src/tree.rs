@@ -14,6 +14,13 @@ pub struct VdevStats {
     pub read_errors: AtomicU64,
     pub write_errors: AtomicU64,
     pub cksum_errors: AtomicU64,
+    /// A leaf taken out of service: too many I/O errors, or gone.
+    pub faulted: std::sync::atomic::AtomicBool,
+    /// A leaf taken offline by `zpool offline`.
+    pub offline: std::sync::atomic::AtomicBool,
+    /// A leaf being resilvered: it holds no valid copy of blocks born
+    /// before the resilver, so reads skip it and heal onto it.
+    pub resilvering: std::sync::atomic::AtomicBool,
 }
 
 impl VdevStats {
@@ -39,6 +46,45 @@ impl VdevStats {
     }
 }
 
+/// I/O errors after which a leaf is faulted.
+pub const FAULT_AFTER_ERRORS: u64 = 10;
+
+/// The root of a pool's vdev tree, replaceable while the pool is in use
+/// (`zpool replace` swaps a leaf): readers get the current tree through
+/// `Deref`. Every tree ever installed stays alive as long as the cell, so a
+/// reference taken before a swap stays valid (the trees are small).
+pub struct VdevCell {
+    cur: std::sync::atomic::AtomicPtr<Vdev>,
+    all: std::sync::Mutex<Vec<Arc<Vdev>>>,
+}
+
+impl VdevCell {
+    pub fn new(v: Vdev) -> VdevCell {
+        let a = Arc::new(v);
+        VdevCell {
+            cur: std::sync::atomic::AtomicPtr::new(Arc::as_ptr(&a) as *mut Vdev),
+            all: std::sync::Mutex::new(vec![a]),
+        }
+    }
+
+    /// Install a new tree; later derefs see it.
+    pub fn replace(&self, v: Vdev) {
+        let a = Arc::new(v);
+        let p = Arc::as_ptr(&a) as *mut Vdev;
+        self.all.lock().unwrap_or_else(|e| e.into_inner()).push(a);
+        self.cur.store(p, Ordering::Release);
+    }
+}
+
+impl std::ops::Deref for VdevCell {
+    type Target = Vdev;
+    fn deref(&self) -> &Vdev {
+        // SAFETY: `cur` always points into an `Arc<Vdev>` held in `all`,
+        // which only grows and lives as long as `self`.
+        unsafe { &*self.cur.load(Ordering::Acquire) }
+    }
+}
+
 /// How a read treats the copies it finds wrong (see [`Vdev::read_block_with`]).
 #[derive(Debug, Default)]
 pub struct ReadCtx {
@@ -46,6 +92,9 @@ pub struct ReadCtx {
     pub heal: bool,
     /// Read and check every copy, not just until one verifies.
     pub scrub: bool,
+    /// Visit every DVA of a block (resilver: each ditto copy may have a
+    /// column on the leaf being rebuilt).
+    pub all_dvas: bool,
     /// Log each repair on stderr.
     pub log: bool,
     /// Bytes rewritten by repairs.
@@ -218,21 +267,33 @@ impl Vdev {
         }
     }
 
-    /// Health, derived from which leaves are present.
+    /// Whether this vdev or a leaf below is being resilvered.
+    pub fn resilvering(&self) -> bool {
+        self.stats.resilvering.load(Ordering::Relaxed)
+            || self.children.iter().any(|c| c.resilvering())
+    }
+
+    /// Health, derived from which leaves are present and in service.
     pub fn state(&self) -> VdevState {
         match &self.kind {
+            VdevKind::Leaf(Some(_)) if self.stats.offline.load(Ordering::Relaxed) => {
+                VdevState::Offline
+            }
+            VdevKind::Leaf(Some(_)) if self.stats.faulted.load(Ordering::Relaxed) => {
+                VdevState::Faulted
+            }
             VdevKind::Leaf(Some(_)) => VdevState::Online,
             VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
             VdevKind::Mirror => {
                 let bad = self
                     .children
                     .iter()
-                    .filter(|c| c.state() == VdevState::Unavail)
+                    .filter(|c| !matches!(c.state(), VdevState::Online | VdevState::Degraded))
                     .count();
                 let deg = self
                     .children
                     .iter()
-                    .filter(|c| c.state() != VdevState::Online)
+                    .filter(|c| c.state() != VdevState::Online || c.resilvering())
                     .count();
                 if bad == self.children.len() {
                     VdevState::Unavail
@@ -246,12 +307,12 @@ impl Vdev {
                 let bad = self
                     .children
                     .iter()
-                    .filter(|c| c.state() == VdevState::Unavail)
+                    .filter(|c| !matches!(c.state(), VdevState::Online | VdevState::Degraded))
                     .count();
                 let deg = self
                     .children
                     .iter()
-                    .filter(|c| c.state() != VdevState::Online)
+                    .filter(|c| c.state() != VdevState::Online || c.resilvering())
                     .count();
                 if bad > *nparity {
                     VdevState::Unavail
@@ -339,6 +400,9 @@ impl Vdev {
     pub fn read_phys(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
         match &self.kind {
             VdevKind::Leaf(Some(dev)) => {
+                if !self.usable() || self.stats.resilvering.load(Ordering::Relaxed) {
+                    return Err(self.unavailable());
+                }
                 let dev_off = offset
                     .checked_add(VDEV_LABEL_START_SIZE)
                     .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
@@ -347,6 +411,7 @@ impl Vdev {
                     Ok(()) => Ok(buf),
                     Err(e) => {
                         self.stats.add_read();
+                        self.io_failed(&e);
                         Err(e)
                     }
                 }
@@ -378,11 +443,15 @@ impl Vdev {
     pub fn write_block(&self, offset: u64, data: &[u8]) -> Result<()> {
         match &self.kind {
             VdevKind::Leaf(Some(dev)) => {
+                if !self.usable() {
+                    return Err(self.unavailable());
+                }
                 let dev_off = offset
                     .checked_add(VDEV_LABEL_START_SIZE)
                     .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
-                dev.write_at(data, dev_off).inspect_err(|_| {
+                dev.write_at(data, dev_off).inspect_err(|e| {
                     self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                    self.io_failed(e);
                 })
             }
             VdevKind::Leaf(None) | VdevKind::Hole => Err(Error::Io {
@@ -451,17 +520,30 @@ impl Vdev {
         }
     }
 
-    /// Flush every present leaf below this vdev.
+    /// Flush every present leaf in service below this vdev. A leaf whose
+    /// flush fails is charged (and faulted if it went away); the flush
+    /// fails only if no leaf could be flushed.
     pub fn flush(&self) -> Result<()> {
-        let mut res = Ok(());
+        let mut ok = 0;
+        let mut last = None;
         for l in self.leaves() {
             if let VdevKind::Leaf(Some(dev)) = &l.kind {
-                if let Err(e) = dev.flush() {
-                    res = Err(e);
+                if !l.usable() {
+                    continue;
+                }
+                match dev.flush() {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        l.note_write_error(&e);
+                        last = Some(e);
+                    }
                 }
             }
         }
-        res
+        match last {
+            Some(e) if ok == 0 => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Read a block of `psize` bytes at DVA `offset`, returning the first
@@ -524,6 +606,9 @@ impl Vdev {
                             bad.push(c);
                         }
                     }
+                } else {
+                    // Sides being resilvered get their copy too.
+                    bad.extend(rest.filter(|c| c.resilvering()));
                 }
                 if ctx.heal {
                     for c in bad {
@@ -578,10 +663,48 @@ impl Vdev {
         }
     }
 
+    /// A leaf that is neither faulted nor offline (interior vdevs: true).
+    pub fn usable(&self) -> bool {
+        !self.stats.faulted.load(Ordering::Relaxed) && !self.stats.offline.load(Ordering::Relaxed)
+    }
+
+    /// A write to this leaf outside the block path (labels) failed.
+    pub fn note_write_error(&self, e: &Error) {
+        self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        self.io_failed(e);
+    }
+
+    fn unavailable(&self) -> Error {
+        Error::Io {
+            what: format!("vdev {}", self.display_name()),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "device unavailable"),
+        }
+    }
+
+    /// An I/O error on this leaf: a device that went away, or one that
+    /// keeps failing ([`FAULT_AFTER_ERRORS`]), is faulted — no more I/O
+    /// goes to it and the pool runs degraded while its redundancy allows.
+    fn io_failed(&self, e: &Error) {
+        let gone = matches!(e, Error::Io { source, .. }
+            // ENXIO, ENODEV: the device went away.
+            if matches!(source.raw_os_error(), Some(6) | Some(19))
+                || source.kind() == std::io::ErrorKind::NotFound);
+        let (r, w, _) = self.stats.get();
+        if (gone || r + w >= FAULT_AFTER_ERRORS)
+            && !self.stats.faulted.swap(true, Ordering::Relaxed)
+        {
+            eprintln!(
+                "ozfs: device {} faulted ({}): {e}",
+                self.display_name(),
+                if gone { "gone" } else { "too many I/O errors" }
+            );
+        }
+    }
+
     /// Whether every leaf below is present (a repair can be written).
     fn present(&self) -> bool {
         match &self.kind {
-            VdevKind::Leaf(d) => d.is_some(),
+            VdevKind::Leaf(d) => d.is_some() && self.usable(),
             VdevKind::Hole => false,
             _ => self.children.iter().all(|c| c.present()),
         }
@@ -630,7 +753,13 @@ impl Vdev {
         if failed.is_empty() {
             let data = assemble(&cols);
             if verify(&data) {
-                if ctx.scrub {
+                // Scrub: check the parity. Resilver: a leaf being rebuilt
+                // may hold a parity column of this block.
+                let parity_resilvering = ctx.heal
+                    && map.cols[..nparity].iter().any(|c| {
+                        c.size > 0 && self.children.get(c.dev).is_some_and(|ch| ch.resilvering())
+                    });
+                if ctx.scrub || parity_resilvering {
                     self.raidz_check_parity(nparity, &map, &mut cols, ctx);
                 }
                 return Ok(data);
@@ -732,7 +861,7 @@ impl Vdev {
                 Err(_) => false,
             };
             if !ok {
-                if child.present() {
+                if child.present() && !child.resilvering() {
                     child.charge_cksum();
                 }
                 if ctx.heal {

@@ -1,0 +1,228 @@
+//! (i) A device removed under a steady write load, replaced and resilvered
+//! (issue 5).
+//!
+//! ozfs creates a two-way mirror and a raidz1 pool; the daemon imports and
+//! mounts each with deterministic fault injection armed
+//! (`OZFS_FAULT_GONE=<marker>`: once the marker names a device, every I/O
+//! to it fails with ENXIO, as a pulled disk). A thread writes files through
+//! the mount (fsync every few files) the whole time. Mid-way one device is
+//! pulled: the pool must go DEGRADED with that device FAULTED while writes
+//! go on; `zpool replace -w POOL OLD NEW` puts a fresh file in its place
+//! and resilvers; the pool is ONLINE again, a scrub afterwards finds
+//! nothing to repair (the resilver was complete), every file written
+//! before, during and after verifies, and after export (and the pulled
+//! device file removed) zfs-fuse's `zdb -bcc` is clean.
+
+mod common;
+mod wcommon;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wcommon::*;
+
+fn is_mounted(p: &Path) -> bool {
+    let want = p.to_string_lossy().into_owned();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Stops the daemon this test started and unmounts leftovers.
+struct Cleanup<'a> {
+    oz: &'a Ozfs,
+    mnt: PathBuf,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let sock = self.oz.state_dir().join("ozfsd.sock");
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if is_mounted(&self.mnt) {
+            let _ = std::process::Command::new("fusermount")
+                .args(["-u", "-z"])
+                .arg(&self.mnt)
+                .status();
+        }
+    }
+}
+
+fn content(i: usize) -> Vec<u8> {
+    let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let len = 16 * 1024 + (i % 7) * 14_000;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn state_of(status: &str, dev: &Path) -> Option<String> {
+    let rows = parse_status(status);
+    status_row(&rows, dev).map(|r| r.state.clone())
+}
+
+fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
+    let t0 = Instant::now();
+    let pool = new_devs(&format!("ozrsv{tag}"), layout, ndev, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir(tag);
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let _cleanup = Cleanup {
+        oz: &oz,
+        mnt: mnt.clone(),
+    };
+    let marker = work.path().join("pulled");
+    let env = [("OZFS_FAULT_GONE", marker.to_string_lossy().into_owned())];
+    let spare = pool.dev_dir().join("new0");
+    fs::File::create(&spare)
+        .unwrap()
+        .set_len(128 * MIB)
+        .unwrap();
+
+    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(mnt.to_string_lossy().into_owned());
+    args.push(name.clone());
+    args.push(pool.layout().keyword().unwrap().into());
+    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+    oz.ok(&args);
+    oz_export(&oz, &name);
+    // The import starts the daemon (with the fault injection armed) and mounts.
+    let r = oz.run_env(
+        &env,
+        &[
+            "zpool",
+            "import",
+            "-d",
+            &pool.dev_dir().to_string_lossy(),
+            &name,
+        ],
+    );
+    assert!(r.success(), "{}", r.describe());
+    assert!(is_mounted(&mnt), "not mounted after import");
+    phase(&format!("{tag}: imported and mounted"), t0);
+
+    // A steady write load.
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (stop, written, dir) = (stop.clone(), written.clone(), mnt.join("load"));
+        std::thread::spawn(move || {
+            fs::create_dir_all(&dir).unwrap();
+            let mut i = 0;
+            // At most 500 files (about 29 MiB): the devices are small.
+            while (!stop.load(Ordering::Relaxed) || i < 60) && i < 500 {
+                let p = dir.join(format!("f{i:05}"));
+                let mut f = fs::File::create(&p).unwrap_or_else(|e| panic!("create {i}: {e}"));
+                f.write_all(&content(i))
+                    .unwrap_or_else(|e| panic!("write {i}: {e}"));
+                if i % 5 == 4 {
+                    f.sync_all().unwrap_or_else(|e| panic!("fsync {i}: {e}"));
+                }
+                i += 1;
+                written.store(i, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    while written.load(Ordering::Relaxed) < 20 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Pull a disk.
+    let pulled = pool.devs()[0].clone();
+    fs::write(&marker, format!("{}\n", pulled.display())).unwrap();
+    let before = written.load(Ordering::Relaxed);
+    let t = Instant::now();
+    let status = loop {
+        let s = oz.ok(&["zpool", "status", &name]);
+        if state_of(&s, &pulled).as_deref() == Some("FAULTED") {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "device never faulted:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.contains("state: DEGRADED"), "{status}");
+    while written.load(Ordering::Relaxed) < before + 20 {
+        assert!(!writer.is_finished(), "the writer died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    phase(&format!("{tag}: degraded, writes go on"), t0);
+
+    // Replace it with a fresh device and resilver.
+    oz.ok(&[
+        "zpool",
+        "replace",
+        "-w",
+        &name,
+        &pulled.to_string_lossy(),
+        &spare.to_string_lossy(),
+    ]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("state: ONLINE"), "{st}");
+    assert!(st.contains("resilvered"), "{st}");
+    assert_eq!(state_of(&st, &spare).as_deref(), Some("ONLINE"), "{st}");
+    assert!(state_of(&st, &pulled).is_none(), "{st}");
+    phase(&format!("{tag}: replaced and resilvered"), t0);
+    let during = written.load(Ordering::Relaxed);
+    while written.load(Ordering::Relaxed) < during + 10 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer thread");
+    let n = written.load(Ordering::Relaxed);
+
+    // Nothing left for a scrub to repair; every file verifies.
+    oz.ok(&["zpool", "scrub", "-w", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "scrub after the resilver:\n{st}"
+    );
+    let rows = parse_status(&st);
+    assert!(
+        rows.iter().all(|r| r.cksum == 0),
+        "checksum errors after the resilver:\n{st}"
+    );
+    for i in 0..n {
+        let got = fs::read(mnt.join(format!("load/f{i:05}"))).unwrap();
+        assert!(got == content(i), "load/f{i:05} differs");
+    }
+    phase(&format!("{tag}: {n} files verified"), t0);
+
+    oz.ok(&["zpool", "export", &name]);
+    assert!(!is_mounted(&mnt));
+    fs::remove_file(&pulled).unwrap();
+    assert_zdb_clean(&pool, &pool.dev_dir(), &format!("{tag}: after resilver"));
+    phase(&format!("{tag}: done"), t0);
+}
+
+#[test]
+fn pulled_disk_mirror() {
+    pulled_disk(Layout::Mirror, 2, "mirror");
+}
+
+#[test]
+fn pulled_disk_raidz1() {
+    pulled_disk(Layout::Raidz1, 3, "raidz1");
+}

@@ -1,0 +1,175 @@
+//! Device management on an open pool: replacing a leaf (`zpool replace`)
+//! and taking leaves offline and online.
+//!
+//! Theory. The vdev tree is rebuilt from the configuration nvlists with the
+//! change applied (a leaf's guid and path swapped for the new device's), the
+//! existing devices are handed to the new tree by guid, error counters and
+//! states carry over, and the new tree is installed in the pool's
+//! [`VdevCell`](ozfs_vdev::VdevCell): I/O already under way finishes on the
+//! old tree, new I/O sees the new one. The next sync writes the new
+//! configuration into every label (and the new device gets its labels and
+//! uberblocks then).
+//!
+//! A replacing leaf starts *resilvering*: it holds none of the blocks born
+//! before it arrived, so reads never use it and every read that passes a
+//! block heals the leaf's copy (a mirror side, a RAID-Z column); the
+//! resilver is a walk of every allocated block doing just that, after which
+//! the flag is cleared. Blocks written meanwhile go to it like to any leaf.
+//!
+//! Invariants: the top-level geometry (ashift, asize, children count) never
+//! changes here, so allocations and DVAs stay valid; a leaf is only replaced
+//! where the redundancy can rebuild it (mirror, RAID-Z).
+
+use crate::Pool;
+use ozfs_format::{Error, NvList, NvValue, Result};
+use ozfs_vdev::{BlockDevice, Vdev, VdevKind};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Replace, in a copy of the config `nv`, the leaf whose guid is `old` by
+/// one with `guid`/`path`. True if found.
+fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
+    if nv.get_u64("guid") == Some(old) && nv.get_nvlist_array("children").is_none() {
+        nv.set("guid", NvValue::Uint64(guid));
+        nv.set("path", NvValue::String(path.to_string()));
+        for k in ["devid", "phys_path", "DTL", "offline", "faulted", "removed"] {
+            nv.remove(k);
+        }
+        return true;
+    }
+    let Some(kids) = nv.get_nvlist_array("children") else {
+        return false;
+    };
+    let mut kids = kids.to_vec();
+    let mut found = false;
+    for k in kids.iter_mut() {
+        found |= swap_leaf(k, old, guid, path);
+    }
+    if found {
+        nv.set("children", NvValue::NvListArray(kids));
+    }
+    found
+}
+
+fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
+    if let VdevKind::Leaf(Some(d)) = &v.kind {
+        devs.insert(v.guid, (d.clone(), v.path.clone().unwrap_or_default()));
+    }
+    for c in &v.children {
+        collect(c, devs);
+    }
+}
+
+fn copy_state(from: &Vdev, to: &Vdev) {
+    let (r, w, c) = from.stats.get();
+    to.stats.set(r, w, c);
+    for (a, b) in [
+        (&from.stats.faulted, &to.stats.faulted),
+        (&from.stats.offline, &to.stats.offline),
+        (&from.stats.resilvering, &to.stats.resilvering),
+    ] {
+        b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+impl Pool {
+    /// Find a leaf by path (full or file name), guid, or display name.
+    pub fn find_leaf(&self, name: &str) -> Option<&Vdev> {
+        let mut found = None;
+        self.root.walk(0, &mut |v, _| {
+            if found.is_some() || !matches!(v.kind, VdevKind::Leaf(_)) {
+                return;
+            }
+            let by_path = v.path.as_deref().is_some_and(|p| {
+                p == name
+                    || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(name)
+            });
+            if by_path || v.guid.to_string() == name {
+                found = Some(v);
+            }
+        });
+        found
+    }
+
+    /// The top-level vdev a leaf belongs to, and whether that top has the
+    /// redundancy to rebuild it.
+    fn top_of(&self, guid: u64) -> Option<(&Vdev, bool)> {
+        self.root.children.iter().find_map(|t| {
+            let mut has = false;
+            t.walk(0, &mut |v, _| has |= v.guid == guid);
+            has.then_some((
+                t,
+                matches!(t.kind, VdevKind::Mirror | VdevKind::Raidz { .. }),
+            ))
+        })
+    }
+
+    /// Put `dev` (at `path`, new leaf guid `guid`) in the place of leaf
+    /// `old`; the new leaf starts resilvering. Returns the new guid.
+    pub fn replace_leaf(
+        &self,
+        old: u64,
+        dev: Arc<dyn BlockDevice>,
+        path: &str,
+        guid: u64,
+    ) -> Result<()> {
+        let (top, redundant) = self
+            .top_of(old)
+            .ok_or_else(|| Error::NotFound(format!("device {old} in pool '{}'", self.name)))?;
+        if !redundant {
+            return Err(Error::unsupported(
+                "zpool replace",
+                "replacing a device that is not part of a mirror or raidz",
+            ));
+        }
+        let need = match top.kind {
+            VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
+            _ => top.asize,
+        };
+        if dev.size() < need + (4 << 20) + (512 << 10) {
+            return Err(Error::Invalid(format!(
+                "{path}: device is too small ({} bytes, at least {} needed)",
+                dev.size(),
+                need + (4 << 20) + (512 << 10)
+            )));
+        }
+        let mut devs = HashMap::new();
+        collect(&self.root, &mut devs);
+        devs.remove(&old);
+        devs.insert(guid, (dev, path.to_string()));
+        let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
+        let mut tops = Vec::new();
+        for t in &self.root.children {
+            let mut nv = t.config.clone();
+            swap_leaf(&mut nv, old, guid, path);
+            let mut nt = Vdev::from_config(&nv, &mut opener)?;
+            nt.aux = t.aux.clone();
+            tops.push(nt);
+        }
+        let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
+        root.children = tops;
+        // Carry counters and states over by guid; the new leaf resilvers.
+        let mut olds: HashMap<u64, &Vdev> = HashMap::new();
+        self.root.walk(0, &mut |v, _| {
+            olds.insert(v.guid, v);
+        });
+        root.walk(0, &mut |v, _| {
+            if let Some(o) = olds.get(&v.guid) {
+                copy_state(o, v);
+            }
+            if v.guid == guid {
+                v.stats.resilvering.store(true, Ordering::Relaxed);
+            }
+        });
+        self.root.replace(root);
+        Ok(())
+    }
+
+    /// End a resilver: every leaf holds its copies again.
+    pub fn resilver_done(&self) {
+        self.root.walk(0, &mut |v, _| {
+            v.stats.resilvering.store(false, Ordering::Relaxed);
+        });
+    }
+}
