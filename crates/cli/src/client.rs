@@ -212,6 +212,9 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("scrub")) => pos("spwe", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("offline" | "online")) => {
+            pos("tfe", "", 2).first().map(|d| pool_of(d))
+        }
 
         (Some("cp"), _) => {
             // Copy in: SRC POOL/DATASET:PATH.

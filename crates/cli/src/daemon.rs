@@ -159,6 +159,26 @@ pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
     start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
 }
 
+/// In the daemon: `zpool offline` / `online` of one device; a device
+/// coming back resilvers in the background.
+pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), String> {
+    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
+    let sw = lock(&d.inner)
+        .pools
+        .get(pool)
+        .map(|p| p.sw.clone())
+        .ok_or_else(|| format!("cannot change '{pool}': the ozfs daemon does not hold it"))?;
+    {
+        let mut l = sw.lease().map_err(|e| e.to_string())?;
+        crate::scan::set_offline_in(&mut l, dev, offline)?;
+    }
+    if offline {
+        Ok(())
+    } else {
+        start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
+    }
+}
+
 /// In the daemon: zero the error counters of `pool` (all devices, or the
 /// one whose path or guid is `dev`), in memory and in its record.
 pub fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
@@ -829,7 +849,10 @@ impl Daemon {
                     Some("zfs"),
                     Some("create" | "destroy" | "set" | "inherit" | "snapshot" | "snap")
                 )
-                | (Some("zpool"), Some("scrub" | "clear" | "replace"))
+                | (
+                    Some("zpool"),
+                    Some("scrub" | "clear" | "replace" | "offline" | "online")
+                )
         );
         if !allowed {
             return err("ozfs daemon: this command cannot be forwarded".into());

@@ -301,7 +301,11 @@ pub fn run_scrub(
         }
     };
     let heal = !pool.readonly;
-    let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, mode, heal, &stop, &report)
+    let min_birth = match mode {
+        ScanMode::Resilver => pool.resilver_min_birth().unwrap_or(0),
+        ScanMode::Scrub => 0,
+    };
+    let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, mode, min_birth, heal, &stop, &report)
         .map_err(|e| format!("scan of '{pool_name}' failed: {e}"))?;
     if mode == ScanMode::Resilver && !res.stopped {
         pool.resilver_done();
@@ -507,4 +511,59 @@ pub fn replace_cmd(argv: &[String]) -> CmdResult {
     rec.save_counters(&w.pool)
         .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))?;
     Ok(())
+}
+
+/// Take leaf `dev` of the pool `w` writes offline, or bring it online (it
+/// then resilvers); synced so the labels record it.
+pub fn set_offline_in(w: &mut PoolWriter, dev: &str, offline: bool) -> Result<(), String> {
+    let pool = w.pool.clone();
+    let verb = if offline { "offline" } else { "online" };
+    let fail = |m: &dyn std::fmt::Display| format!("cannot {verb} {dev}: {m}");
+    let guid = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?
+        .guid;
+    pool.set_offline(guid, offline, w.txg)
+        .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))
+}
+
+/// `zpool offline [-t] pool device ...` and `zpool online pool device ...`
+pub fn offline_cmd(argv: &[String], offline: bool) -> CmdResult {
+    let a = crate::args::Args::parse(argv, "tfe", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!(
+            "missing pool or device name\nusage:\n\t{} <pool> <device> ...",
+            if offline { "offline [-t]" } else { "online" }
+        )));
+    }
+    let pool = &a.pos[0];
+    if crate::daemon::in_daemon() {
+        for d in &a.pos[1..] {
+            crate::daemon::set_offline_device(pool, d, offline).map_err(Fail::Err)?;
+        }
+        return Ok(());
+    }
+    let mut rec =
+        Record::load(pool).map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+    let w = crate::zfs::writer_for(pool)?;
+    let cell = std::cell::RefCell::new(w);
+    for d in &a.pos[1..] {
+        set_offline_in(&mut cell.borrow_mut(), d, offline).map_err(Fail::Err)?;
+    }
+    if !offline {
+        run_scrub(pool, ScanMode::Resilver, &|f| {
+            let mut g = cell.borrow_mut();
+            f(&mut g);
+            Ok(())
+        })
+        .map_err(Fail::Err)?;
+        cell.borrow_mut()
+            .sync()
+            .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+    }
+    let w = cell.into_inner();
+    rec.save_counters(&w.pool)
+        .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))
 }

@@ -22,7 +22,9 @@ const USAGE: &str = "usage: zpool <command>
 	status [-v] [-x] [pool] ...
 	scrub [-s | -p] [-w] <pool> ...
 	clear <pool> [device]
-	replace [-f] [-w] <pool> <device> [new-device]";
+	replace [-f] [-w] <pool> <device> [new-device]
+	offline [-t] <pool> <device> ...
+	online <pool> <device> ...";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -39,6 +41,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "scrub" => crate::scan::scrub_cmd(rest),
         "clear" => clear(rest),
         "replace" => crate::scan::replace_cmd(rest),
+        "offline" => crate::scan::offline_cmd(rest, true),
+        "online" => crate::scan::offline_cmd(rest, false),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -147,7 +151,9 @@ fn import(argv: &[String]) -> CmdResult {
     .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
     let pool = Arc::new(pool);
     if !readonly {
-        if pool.state() != VdevState::Online {
+        // A degraded pool is written where its redundancy allows (missing
+        // and offline leaves are skipped); an unavailable one is not.
+        if !matches!(pool.state(), VdevState::Online | VdevState::Degraded) {
             return Err(Fail::Err(format!(
                 "cannot import '{want}' read-write: the pool is {}; use -o readonly=on",
                 pool.state().as_str()

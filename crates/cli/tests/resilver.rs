@@ -210,6 +210,62 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     }
     phase(&format!("{tag}: {n} files verified"), t0);
 
+    // Offline for a while, then online: only what was written meanwhile is
+    // resilvered (block birth times), and a scrub finds nothing missing.
+    let other = pool.devs()[1].clone();
+    oz.ok(&["zpool", "offline", &name, &other.to_string_lossy()]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert_eq!(state_of(&st, &other).as_deref(), Some("OFFLINE"), "{st}");
+    assert!(st.contains("state: DEGRADED"), "{st}");
+    for i in n..n + 10 {
+        let mut f = fs::File::create(mnt.join(format!("load/f{i:05}"))).unwrap();
+        f.write_all(&content(i)).unwrap();
+        f.sync_all().unwrap();
+    }
+    oz.ok(&["zpool", "online", &name, &other.to_string_lossy()]);
+    let t = Instant::now();
+    let st = loop {
+        let s = oz.ok(&["zpool", "status", &name]);
+        if !s.contains("in progress") {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "resilver does not end:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        st.contains("resilvered") && st.contains("state: ONLINE"),
+        "{st}"
+    );
+    let scan = fs::read_to_string(oz.state_dir().join(format!("{name}.scan.json"))).unwrap();
+    let examined: u64 = scan
+        .split("\"examined\":")
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    let alloc: u64 = oz
+        .ok(&["zpool", "list", "-Hp", "-o", "alloc", &name])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        examined * 3 < alloc,
+        "resilver after online visited {examined} of {alloc} allocated bytes"
+    );
+    oz.ok(&["zpool", "scrub", "-w", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "scrub after online:\n{st}"
+    );
+    for i in 0..n + 10 {
+        assert!(fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i));
+    }
+    phase(&format!("{tag}: offline/online"), t0);
+
     oz.ok(&["zpool", "export", &name]);
     assert!(!is_mounted(&mnt));
     fs::remove_file(&pulled).unwrap();

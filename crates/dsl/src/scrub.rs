@@ -108,11 +108,15 @@ pub enum ScanMode {
 
 /// Scan the pool whose MOS is at `rootbp`. `heal` rewrites bad copies;
 /// `report` is called about once a second with the counters; `stop` ends
-/// the scan early (the result says so).
+/// the scan early (the result says so). Only blocks born after `min_birth`
+/// are visited (a resilver of a device that was away since that txg: what
+/// is older is on it already); 0 for everything.
+#[allow(clippy::too_many_arguments)]
 pub fn scrub(
     pool: &Arc<Pool>,
     rootbp: &BlkPtr,
     mode: ScanMode,
+    min_birth: u64,
     heal: bool,
     stop: &AtomicBool,
     report: &(dyn Fn(&Progress) + Sync),
@@ -137,15 +141,18 @@ pub fn scrub(
         last_report: Mutex::new(Instant::now()),
     };
     // Phase 1: metadata.
-    w.objset(0, rootbp, 0);
+    if rootbp.birth() > min_birth {
+        w.objset(0, rootbp, min_birth);
+    }
     let mut i = 0;
     while i < w.datasets.len() {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         let (ds_obj, ds) = w.datasets[i];
-        if !ds.bp.is_hole() && ds.bp.birth() > ds.prev_snap_txg {
-            w.objset(ds_obj, &ds.bp, ds.prev_snap_txg);
+        let floor = ds.prev_snap_txg.max(min_birth);
+        if !ds.bp.is_hole() && ds.bp.birth() > floor {
+            w.objset(ds_obj, &ds.bp, floor);
         }
         i += 1;
     }

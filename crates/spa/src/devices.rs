@@ -27,15 +27,11 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Replace, in a copy of the config `nv`, the leaf whose guid is `old` by
-/// one with `guid`/`path`. True if found.
-fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
+/// Apply `edit` to the leaf nvlist whose guid is `old` in the config `nv`.
+/// True if found.
+fn edit_leaf(nv: &mut NvList, old: u64, edit: &dyn Fn(&mut NvList)) -> bool {
     if nv.get_u64("guid") == Some(old) && nv.get_nvlist_array("children").is_none() {
-        nv.set("guid", NvValue::Uint64(guid));
-        nv.set("path", NvValue::String(path.to_string()));
-        for k in ["devid", "phys_path", "DTL", "offline", "faulted", "removed"] {
-            nv.remove(k);
-        }
+        edit(nv);
         return true;
     }
     let Some(kids) = nv.get_nvlist_array("children") else {
@@ -44,12 +40,23 @@ fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
     let mut kids = kids.to_vec();
     let mut found = false;
     for k in kids.iter_mut() {
-        found |= swap_leaf(k, old, guid, path);
+        found |= edit_leaf(k, old, edit);
     }
     if found {
         nv.set("children", NvValue::NvListArray(kids));
     }
     found
+}
+
+/// The leaf edit of a replacement: new guid and path.
+fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
+    edit_leaf(nv, old, &|l| {
+        l.set("guid", NvValue::Uint64(guid));
+        l.set("path", NvValue::String(path.to_string()));
+        for k in ["devid", "phys_path", "DTL", "offline", "faulted", "removed"] {
+            l.remove(k);
+        }
+    })
 }
 
 fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
@@ -71,6 +78,10 @@ fn copy_state(from: &Vdev, to: &Vdev) {
     ] {
         b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
     }
+    to.stats.resilver_from.store(
+        from.stats.resilver_from.load(Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
 }
 
 impl Pool {
@@ -164,6 +175,110 @@ impl Pool {
         });
         self.root.replace(root);
         Ok(())
+    }
+
+    /// Take a leaf offline (`zpool offline`) or bring it back (`online`);
+    /// `txg` is the open txg.
+    /// Offline is refused when the leaf's top-level vdev could not do
+    /// without it; the config records it (`offline`), so it survives an
+    /// export. A leaf coming back resilvers the blocks born while it was
+    /// away (all of them if that txg is not known, e.g. after an import).
+    pub fn set_offline(&self, guid: u64, offline: bool, txg: u64) -> Result<()> {
+        let (top, _) = self
+            .top_of(guid)
+            .ok_or_else(|| Error::NotFound(format!("device {guid} in pool '{}'", self.name)))?;
+        let leaf = self
+            .find_leaf(&guid.to_string())
+            .ok_or_else(|| Error::NotFound(format!("device {guid}")))?;
+        if offline {
+            let spare = match top.kind {
+                VdevKind::Mirror => {
+                    top.children
+                        .iter()
+                        .filter(|c| {
+                            c.guid != guid
+                                && c.usable()
+                                && matches!(c.kind, VdevKind::Leaf(Some(_)))
+                        })
+                        .count()
+                        >= 1
+                }
+                VdevKind::Raidz { nparity } => {
+                    top.children
+                        .iter()
+                        .filter(|c| {
+                            c.guid != guid
+                                && !(c.usable() && matches!(c.kind, VdevKind::Leaf(Some(_))))
+                        })
+                        .count()
+                        < nparity
+                }
+                _ => false,
+            };
+            if !spare {
+                return Err(Error::Invalid("no valid replicas".into()));
+            }
+            leaf.stats.offline.store(true, Ordering::Relaxed);
+            // `txg` is the open txg: its blocks already miss the leaf.
+            leaf.stats
+                .resilver_from
+                .store(txg.saturating_sub(1), Ordering::Relaxed);
+        } else {
+            let from = if leaf.stats.offline.load(Ordering::Relaxed) {
+                leaf.stats.resilver_from.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            leaf.stats.offline.store(false, Ordering::Relaxed);
+            leaf.stats.faulted.store(false, Ordering::Relaxed);
+            leaf.stats.resilver_from.store(from, Ordering::Relaxed);
+            leaf.stats.resilvering.store(true, Ordering::Relaxed);
+        }
+        // Record it in the config the next sync writes.
+        let mut tops = Vec::new();
+        let mut devs = HashMap::new();
+        collect(&self.root, &mut devs);
+        let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
+        for t in &self.root.children {
+            let mut nv = t.config.clone();
+            edit_leaf(&mut nv, guid, &|l| {
+                if offline {
+                    l.set("offline", NvValue::Uint64(1));
+                } else {
+                    l.remove("offline");
+                }
+            });
+            let mut nt = Vdev::from_config(&nv, &mut opener)?;
+            nt.aux = t.aux.clone();
+            tops.push(nt);
+        }
+        let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
+        root.children = tops;
+        let mut olds: HashMap<u64, &Vdev> = HashMap::new();
+        self.root.walk(0, &mut |v, _| {
+            olds.insert(v.guid, v);
+        });
+        root.walk(0, &mut |v, _| {
+            if let Some(o) = olds.get(&v.guid) {
+                copy_state(o, v);
+            }
+        });
+        self.root.replace(root);
+        Ok(())
+    }
+
+    /// The lowest txg after which a resilvering leaf misses blocks (the
+    /// resilver visits only blocks born after it), or None if no leaf is
+    /// resilvering.
+    pub fn resilver_min_birth(&self) -> Option<u64> {
+        let mut m: Option<u64> = None;
+        self.root.walk(0, &mut |v, _| {
+            if v.stats.resilvering.load(Ordering::Relaxed) {
+                let f = v.stats.resilver_from.load(Ordering::Relaxed);
+                m = Some(m.map_or(f, |x: u64| x.min(f)));
+            }
+        });
+        m
     }
 
     /// End a resilver: every leaf holds its copies again.

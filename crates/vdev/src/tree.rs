@@ -21,6 +21,9 @@ pub struct VdevStats {
     /// A leaf being resilvered: it holds no valid copy of blocks born
     /// before the resilver, so reads skip it and heal onto it.
     pub resilvering: std::sync::atomic::AtomicBool,
+    /// While resilvering: blocks born after this txg are all it misses
+    /// (0: everything, a new device).
+    pub resilver_from: AtomicU64,
 }
 
 impl VdevStats {
@@ -241,7 +244,7 @@ impl Vdev {
             }
             _ => {}
         }
-        Ok(Vdev {
+        let v = Vdev {
             id,
             guid,
             type_name,
@@ -254,7 +257,11 @@ impl Vdev {
             stats: VdevStats::default(),
             config: nv.clone(),
             aux: None,
-        })
+        };
+        if nv.get_u64("offline") == Some(1) {
+            v.stats.offline.store(true, Ordering::Relaxed);
+        }
+        Ok(v)
     }
 
     /// Name as `zpool status` shows it: path for leaves, `mirror-0`/`raidz2-1` for interior vdevs.
