@@ -212,6 +212,9 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("scrub")) => pos("spwe", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("attach" | "detach")) => {
+            pos("fsw", "o", 2).first().map(|d| pool_of(d))
+        }
         (Some("zpool"), Some("offline" | "online")) => {
             pos("tfe", "", 2).first().map(|d| pool_of(d))
         }
@@ -255,7 +258,11 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
         None => Err(Fail::Err("the ozfs daemon went away".into())),
     };
     // `zpool scrub -w`: the daemon scrubs in the background; wait here.
-    if r.is_ok() && argv.len() > 2 && argv[0] == "zpool" && argv[1] == "replace" {
+    if r.is_ok()
+        && argv.len() > 2
+        && argv[0] == "zpool"
+        && matches!(argv[1].as_str(), "replace" | "attach")
+    {
         let a = crate::args::Args::parse(&argv[2..], "fsw", "o").ok();
         if let Some(a) = a.filter(|a| a.flag('w')) {
             if let Some(p) = a.pos.first() {

@@ -179,6 +179,43 @@ pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), St
     }
 }
 
+/// In the daemon: `zpool attach` (with `new`, then a background
+/// resilver) or `zpool detach`.
+pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), String> {
+    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
+    let sw = lock(&d.inner)
+        .pools
+        .get(pool)
+        .map(|p| p.sw.clone())
+        .ok_or_else(|| format!("cannot change '{pool}': the ozfs daemon does not hold it"))?;
+    let detached = {
+        let mut l = sw.lease().map_err(|e| e.to_string())?;
+        match new {
+            Some(n) => {
+                crate::scan::attach_in(&mut l, dev, n)?;
+                None
+            }
+            None => Some(crate::scan::detach_in(&mut l, dev)?),
+        }
+    };
+    {
+        let mut inner = lock(&d.inner);
+        if let Some(p) = inner.pools.get_mut(pool) {
+            match (&detached, new) {
+                (Some(path), _) => p.rec.devices.retain(|x| x != path),
+                (None, Some(n)) => p.rec.devices.push(n.to_string()),
+                _ => {}
+            }
+            p.rec.save().map_err(|e| e.to_string())?;
+        }
+    }
+    if new.is_some() {
+        start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
+    } else {
+        Ok(())
+    }
+}
+
 /// In the daemon: zero the error counters of `pool` (all devices, or the
 /// one whose path or guid is `dev`), in memory and in its record.
 pub fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
@@ -851,7 +888,9 @@ impl Daemon {
                 )
                 | (
                     Some("zpool"),
-                    Some("scrub" | "clear" | "replace" | "offline" | "online")
+                    Some(
+                        "scrub" | "clear" | "replace" | "offline" | "online" | "attach" | "detach"
+                    )
                 )
         );
         if !allowed {

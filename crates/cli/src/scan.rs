@@ -567,3 +567,99 @@ pub fn offline_cmd(argv: &[String], offline: bool) -> CmdResult {
     rec.save_counters(&w.pool)
         .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))
 }
+
+/// `zpool attach` on the pool `w` writes: `new` becomes a mirror side of
+/// leaf `dev` and starts resilvering; synced.
+pub fn attach_in(w: &mut PoolWriter, dev: &str, new: &str) -> Result<(), String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| format!("cannot attach {new} to {dev}: {m}");
+    let guid = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?
+        .guid;
+    if pool.find_leaf(new).is_some() {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    let d =
+        ozfs_vdev::FileDevice::open_mode(std::path::Path::new(new), true).map_err(|e| fail(&e))?;
+    pool.attach_leaf(
+        guid,
+        std::sync::Arc::new(d),
+        new,
+        ozfs_spa::devices::new_guid(),
+        w.txg,
+    )
+    .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))
+}
+
+/// `zpool detach` on the pool `w` writes; synced. Returns the device path.
+pub fn detach_in(w: &mut PoolWriter, dev: &str) -> Result<String, String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| format!("cannot detach {dev}: {m}");
+    let leaf = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?;
+    let (guid, path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
+    pool.detach_leaf(guid).map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    Ok(path)
+}
+
+/// `zpool attach [-f] [-w] pool device new-device` and `zpool detach pool device`
+pub fn attach_cmd(argv: &[String], attach: bool) -> CmdResult {
+    let a = crate::args::Args::parse(argv, "fsw", "o")?;
+    let want = if attach { 3 } else { 2 };
+    if a.pos.len() != want {
+        return Err(Fail::Usage(if attach {
+            "usage:\n\tattach [-f] [-w] <pool> <device> <new-device>".into()
+        } else {
+            "usage:\n\tdetach <pool> <device>".into()
+        }));
+    }
+    let pool = &a.pos[0];
+    let new = if attach {
+        std::fs::canonicalize(&a.pos[2])
+            .map_err(|e| Fail::Err(format!("cannot open '{}': {e}", a.pos[2])))?
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        String::new()
+    };
+    if crate::daemon::in_daemon() {
+        return crate::daemon::attach_device(pool, &a.pos[1], attach.then_some(new.as_str()))
+            .map_err(Fail::Err);
+    }
+    let mut rec =
+        Record::load(pool).map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+    let w = crate::zfs::writer_for(pool)?;
+    let cell = std::cell::RefCell::new(w);
+    if attach {
+        attach_in(&mut cell.borrow_mut(), &a.pos[1], &new).map_err(Fail::Err)?;
+        rec.devices.push(new.clone());
+        rec.save()
+            .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
+        run_scrub(pool, ScanMode::Resilver, &|f| {
+            let mut g = cell.borrow_mut();
+            f(&mut g);
+            Ok(())
+        })
+        .map_err(Fail::Err)?;
+        cell.borrow_mut()
+            .sync()
+            .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+    } else {
+        let path = detach_in(&mut cell.borrow_mut(), &a.pos[1]).map_err(Fail::Err)?;
+        rec.devices.retain(|d| *d != path);
+        rec.save()
+            .map_err(|e| Fail::Err(format!("cannot record the change: {e}")))?;
+    }
+    let w = cell.into_inner();
+    rec.save_counters(&w.pool)
+        .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))
+}

@@ -24,7 +24,9 @@ const USAGE: &str = "usage: zpool <command>
 	clear <pool> [device]
 	replace [-f] [-w] <pool> <device> [new-device]
 	offline [-t] <pool> <device> ...
-	online <pool> <device> ...";
+	online <pool> <device> ...
+	attach [-f] [-w] <pool> <device> <new-device>
+	detach <pool> <device>";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -42,6 +44,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "clear" => clear(rest),
         "replace" => crate::scan::replace_cmd(rest),
         "offline" => crate::scan::offline_cmd(rest, true),
+        "attach" => crate::scan::attach_cmd(rest, true),
+        "detach" => crate::scan::attach_cmd(rest, false),
         "online" => crate::scan::offline_cmd(rest, false),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"

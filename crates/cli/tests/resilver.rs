@@ -282,3 +282,87 @@ fn pulled_disk_mirror() {
 fn pulled_disk_raidz1() {
     pulled_disk(Layout::Raidz1, 3, "raidz1");
 }
+
+/// `zpool attach` turns a single device into a mirror (and widens it),
+/// resilvering the new side; `zpool detach` narrows it back to a single
+/// device. Every step scrubs clean, and zfs-fuse's zdb is clean at the end.
+#[test]
+fn attach_detach() {
+    let t0 = Instant::now();
+    let tag = "attach";
+    let pool = new_devs("ozattach", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &["-o", "ashift=12"]);
+    let work = local_dir(tag);
+    let src = work.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..20 {
+        fs::write(src.join(format!("f{i}")), content(i)).unwrap();
+    }
+    oz_cp_in(&oz, &src, &format!("{name}:/"));
+    let d0 = pool.devs()[0].clone();
+    let extra: Vec<PathBuf> = (1..3)
+        .map(|i| pool.dev_dir().join(format!("x{i}")))
+        .collect();
+    for x in &extra {
+        fs::File::create(x).unwrap().set_len(128 * MIB).unwrap();
+    }
+    let scrub_clean = |what: &str| {
+        oz.ok(&["zpool", "scrub", &name]);
+        let st = oz.ok(&["zpool", "status", &name]);
+        assert!(
+            st.contains("repaired 0B") && st.contains("with 0 errors"),
+            "{what}:\n{st}"
+        );
+        assert!(
+            parse_status(&st).iter().all(|r| r.cksum == 0),
+            "{what}:\n{st}"
+        );
+        st
+    };
+    oz.ok(&[
+        "zpool",
+        "attach",
+        &name,
+        &d0.to_string_lossy(),
+        &extra[0].to_string_lossy(),
+    ]);
+    let st = scrub_clean("after attach");
+    assert!(st.contains("mirror-0"), "{st}");
+    oz.ok(&[
+        "zpool",
+        "attach",
+        &name,
+        &extra[0].to_string_lossy(),
+        &extra[1].to_string_lossy(),
+    ]);
+    scrub_clean("after the second attach");
+    oz.ok(&["zpool", "detach", &name, &d0.to_string_lossy()]);
+    oz.ok(&["zpool", "detach", &name, &extra[1].to_string_lossy()]);
+    let st = scrub_clean("after detaching down to one device");
+    assert!(!st.contains("mirror-0"), "{st}");
+    let r = oz.run(&["zpool", "detach", &name, &extra[0].to_string_lossy()]);
+    assert_eq!(
+        r.code,
+        Some(1),
+        "detaching the last device: {}",
+        r.describe()
+    );
+    let out = work.path().join("out");
+    oz.ok(&[
+        "cp".to_string(),
+        "-r".into(),
+        format!("{name}:/src"),
+        out.to_string_lossy().into_owned(),
+    ]);
+    for i in 0..20 {
+        assert!(fs::read(out.join(format!("f{i}"))).unwrap() == content(i));
+    }
+    oz_export(&oz, &name);
+    // The detached devices still carry old labels: gone, as disks pulled out.
+    fs::remove_file(&d0).unwrap();
+    fs::remove_file(&extra[1]).unwrap();
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after attach/detach");
+    phase(&format!("{tag}: done"), t0);
+}

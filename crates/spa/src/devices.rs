@@ -59,6 +59,22 @@ fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
     })
 }
 
+/// A fresh vdev guid.
+pub fn new_guid() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        b = (t ^ (std::process::id() as u64) << 32).to_le_bytes();
+    }
+    u64::from_le_bytes(b) | 1
+}
+
 fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
     if let VdevKind::Leaf(Some(d)) = &v.kind {
         devs.insert(v.guid, (d.clone(), v.path.clone().unwrap_or_default()));
@@ -279,6 +295,201 @@ impl Pool {
             }
         });
         m
+    }
+
+    /// Install a tree built from `tops` (top-level configs), devices from
+    /// the current tree plus `extra`, states carried over by guid.
+    fn install(
+        &self,
+        tops_nv: Vec<NvList>,
+        extra: Option<(u64, Arc<dyn BlockDevice>, String)>,
+        resilver: Option<u64>,
+    ) -> Result<()> {
+        let mut devs = HashMap::new();
+        collect(&self.root, &mut devs);
+        if let Some((g, d, p)) = extra {
+            devs.insert(g, (d, p));
+        }
+        let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
+        let mut tops = Vec::new();
+        for (nv, old) in tops_nv.iter().zip(self.root.children.iter()) {
+            let mut nt = Vdev::from_config(nv, &mut opener)?;
+            nt.aux = old.aux.clone();
+            tops.push(nt);
+        }
+        let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
+        root.children = tops;
+        let mut olds: HashMap<u64, &Vdev> = HashMap::new();
+        self.root.walk(0, &mut |v, _| {
+            olds.insert(v.guid, v);
+        });
+        root.walk(0, &mut |v, _| {
+            if let Some(o) = olds.get(&v.guid) {
+                copy_state(o, v);
+            }
+            if Some(v.guid) == resilver {
+                v.stats.resilvering.store(true, Ordering::Relaxed);
+                v.stats.resilver_from.store(0, Ordering::Relaxed);
+            }
+        });
+        self.root.replace(root);
+        Ok(())
+    }
+
+    /// `zpool attach`: make leaf `existing` a mirror with `dev` (a
+    /// top-level leaf becomes a two-way mirror; a mirror side gets a
+    /// sibling). The new side starts resilvering.
+    pub fn attach_leaf(
+        &self,
+        existing: u64,
+        dev: Arc<dyn BlockDevice>,
+        path: &str,
+        guid: u64,
+        txg: u64,
+    ) -> Result<()> {
+        let (top, _) = self
+            .top_of(existing)
+            .ok_or_else(|| Error::NotFound(format!("device {existing} in pool '{}'", self.name)))?;
+        let need = top.asize + (4 << 20) + (512 << 10);
+        if dev.size() < need {
+            return Err(Error::Invalid(format!(
+                "{path}: device is too small ({} bytes, at least {need} needed)",
+                dev.size()
+            )));
+        }
+        let new_leaf = |id: u64| {
+            let mut nv = NvList::new();
+            nv.set("type", NvValue::String("file".into()));
+            nv.set("id", NvValue::Uint64(id));
+            nv.set("guid", NvValue::Uint64(guid));
+            nv.set("path", NvValue::String(path.to_string()));
+            nv.set("create_txg", NvValue::Uint64(txg));
+            nv
+        };
+        let mut tops_nv = Vec::new();
+        for t in &self.root.children {
+            let mut nv = t.config.clone();
+            if t.guid == top.guid {
+                match t.kind {
+                    VdevKind::Leaf(_) if t.guid == existing => {
+                        // The leaf keeps its guid and path; the top-level keys
+                        // move to a new mirror above it.
+                        let mut leaf = NvList::new();
+                        for k in [
+                            "type",
+                            "guid",
+                            "path",
+                            "devid",
+                            "phys_path",
+                            "whole_disk",
+                            "create_txg",
+                            "DTL",
+                        ] {
+                            if let Some(v) = nv.get(k) {
+                                leaf.set(k, v.clone());
+                            }
+                        }
+                        leaf.set("id", NvValue::Uint64(0));
+                        let mut m = NvList::new();
+                        m.set("type", NvValue::String("mirror".into()));
+                        for k in [
+                            "id",
+                            "metaslab_array",
+                            "metaslab_shift",
+                            "ashift",
+                            "asize",
+                            "is_log",
+                            "create_txg",
+                        ] {
+                            if let Some(v) = nv.get(k) {
+                                m.set(k, v.clone());
+                            }
+                        }
+                        m.set("guid", NvValue::Uint64(crate::devices::new_guid()));
+                        m.set("children", NvValue::NvListArray(vec![leaf, new_leaf(1)]));
+                        nv = m;
+                    }
+                    VdevKind::Mirror => {
+                        let mut kids = nv.get_nvlist_array("children").unwrap_or(&[]).to_vec();
+                        let id = kids.len() as u64;
+                        kids.push(new_leaf(id));
+                        nv.set("children", NvValue::NvListArray(kids));
+                    }
+                    _ => {
+                        return Err(Error::unsupported(
+                            "zpool attach",
+                            "attaching to a raidz member (only single devices and mirrors)",
+                        ))
+                    }
+                }
+            }
+            tops_nv.push(nv);
+        }
+        self.install(tops_nv, Some((guid, dev, path.to_string())), Some(guid))
+    }
+
+    /// `zpool detach`: remove leaf `guid` from its mirror; a mirror left
+    /// with one side becomes that device again. Refused when no other side
+    /// holds every block (the others are missing, offline or resilvering).
+    pub fn detach_leaf(&self, guid: u64) -> Result<()> {
+        let (top, _) = self
+            .top_of(guid)
+            .ok_or_else(|| Error::NotFound(format!("device {guid} in pool '{}'", self.name)))?;
+        if !matches!(top.kind, VdevKind::Mirror) || top.guid == guid {
+            return Err(Error::Invalid(
+                "only a device in a mirror can be detached".into(),
+            ));
+        }
+        let whole = top
+            .children
+            .iter()
+            .filter(|c| c.guid != guid)
+            .any(|c| c.present_whole());
+        if !whole {
+            return Err(Error::Invalid("no valid replicas".into()));
+        }
+        let mut tops_nv = Vec::new();
+        for t in &self.root.children {
+            let mut nv = t.config.clone();
+            if t.guid == top.guid {
+                let kids: Vec<NvList> = nv
+                    .get_nvlist_array("children")
+                    .unwrap_or(&[])
+                    .iter()
+                    .filter(|k| k.get_u64("guid") != Some(guid))
+                    .cloned()
+                    .collect();
+                if kids.len() == 1 {
+                    let mut leaf = kids[0].clone();
+                    for k in [
+                        "id",
+                        "metaslab_array",
+                        "metaslab_shift",
+                        "ashift",
+                        "asize",
+                        "is_log",
+                        "create_txg",
+                    ] {
+                        if let Some(v) = nv.get(k) {
+                            leaf.set(k, v.clone());
+                        }
+                    }
+                    nv = leaf;
+                } else {
+                    let kids: Vec<NvList> = kids
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, mut k)| {
+                            k.set("id", NvValue::Uint64(i as u64));
+                            k
+                        })
+                        .collect();
+                    nv.set("children", NvValue::NvListArray(kids));
+                }
+            }
+            tops_nv.push(nv);
+        }
+        self.install(tops_nv, None, None)
     }
 
     /// End a resilver: every leaf holds its copies again.

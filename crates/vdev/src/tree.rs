@@ -708,6 +708,18 @@ impl Vdev {
         }
     }
 
+    /// A leaf that is present, in service and not being resilvered: it
+    /// holds a copy of every block (interior vdevs: all children do).
+    pub fn present_whole(&self) -> bool {
+        match &self.kind {
+            VdevKind::Leaf(d) => {
+                d.is_some() && self.usable() && !self.stats.resilvering.load(Ordering::Relaxed)
+            }
+            VdevKind::Hole => false,
+            _ => self.children.iter().all(|c| c.present_whole()),
+        }
+    }
+
     /// Whether every leaf below is present (a repair can be written).
     fn present(&self) -> bool {
         match &self.kind {
