@@ -92,6 +92,10 @@ pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), St
         .map(|p| p.sw.clone())
         .ok_or_else(|| format!("cannot scrub '{pool}': the ozfs daemon does not hold it"))?;
     let name = pool.to_string();
+    // One scan at a time: a new resilver covers what a running scan would.
+    if crate::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+        crate::scan::cancel_and_wait(pool);
+    }
     // Visible at once to `zpool status` and `zpool scrub -w`.
     crate::scan::ScanState {
         func: if mode == ozfs_dsl::scrub::ScanMode::Resilver {
@@ -100,6 +104,7 @@ pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), St
             "scrub".into()
         },
         state: "scanning".into(),
+        pid: std::process::id(),
         start: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())

@@ -40,6 +40,9 @@ pub struct ScanState {
     pub errors: u64,
     /// Files (or metadata objects) with blocks no copy of which verified.
     pub files: Vec<String>,
+    /// The process running the scan: a "scanning" state whose process is
+    /// gone (killed, crashed) reads as canceled.
+    pub pid: u32,
 }
 
 fn scan_file(pool: &str) -> PathBuf {
@@ -59,6 +62,15 @@ fn now() -> u64 {
 
 impl ScanState {
     pub fn load(pool: &str) -> Option<ScanState> {
+        let mut st = Self::load_raw(pool)?;
+        // SAFETY: signal 0 only asks whether the process exists.
+        if st.state == "scanning" && st.pid != 0 && unsafe { libc::kill(st.pid as i32, 0) } != 0 {
+            st.state = "canceled".into();
+        }
+        Some(st)
+    }
+
+    fn load_raw(pool: &str) -> Option<ScanState> {
         let s = std::fs::read_to_string(scan_file(pool)).ok()?;
         let v: Value = serde_json::from_str(&s).ok()?;
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
@@ -72,6 +84,7 @@ impl ScanState {
             to_examine: n("to_examine"),
             repaired: n("repaired"),
             errors: n("errors"),
+            pid: v["pid"].as_u64().unwrap_or(0) as u32,
             files: v["files"]
                 .as_array()
                 .map(|a| {
@@ -85,7 +98,7 @@ impl ScanState {
 
     pub fn save(&self, pool: &str) {
         let v = json!({
-            "func": self.func, "state": self.state, "start": self.start, "end": self.end,
+            "pid": self.pid, "func": self.func, "state": self.state, "start": self.start, "end": self.end,
             "examined": self.examined, "issued": self.issued,
             "to_examine": self.to_examine, "repaired": self.repaired,
             "errors": self.errors, "files": self.files,
@@ -266,15 +279,18 @@ pub fn run_scrub(
         u64,
         u64,
     )> = None;
+    let mut hold = None;
     with_writer(&mut |w| {
         let synced = w.txg.saturating_sub(1);
         let to_examine = w.dsl().space().map(|s| s.alloc).unwrap_or(0);
+        // Held before the writer is let go: no sync may reuse its space.
+        hold = Some(w.pool.hold_io(synced));
         start = Some((w.pool.clone(), w.mos.os.bp, synced, to_examine));
     })?;
-    let Some((pool, rootbp, synced, to_examine)) = start else {
+    let Some((pool, rootbp, _synced, to_examine)) = start else {
         return Err("cannot scrub: no writer".into());
     };
-    let hold = pool.hold_io(synced);
+    let leaves = pool.resilvering_leaves();
     let mut st = ScanState {
         func: if mode == ScanMode::Resilver {
             "resilver".into()
@@ -284,6 +300,7 @@ pub fn run_scrub(
         state: "scanning".into(),
         start: now(),
         to_examine,
+        pid: std::process::id(),
         ..Default::default()
     };
     st.save(pool_name);
@@ -307,8 +324,8 @@ pub fn run_scrub(
     };
     let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, mode, min_birth, heal, &stop, &report)
         .map_err(|e| format!("scan of '{pool_name}' failed: {e}"))?;
-    if mode == ScanMode::Resilver && !res.stopped {
-        pool.resilver_done();
+    if mode == ScanMode::Resilver && !res.stopped && res.progress.errors == 0 {
+        pool.resilver_done(&leaves);
         // The next sync records the device as whole again.
         with_writer(&mut |w| w.config_dirty = true)?;
     }

@@ -481,8 +481,17 @@ fn status(argv: &[String]) -> CmdResult {
 /// guid is `dev` (and, for an interior vdev, everything below it).
 pub fn zero_counters(pool: &Pool, dev: Option<&str>) -> Result<(), String> {
     let mut found = dev.is_none();
+    // As zpool clear: counters zeroed, faulted devices given another try.
     let zero = |v: &Vdev| {
-        v.walk(0, &mut |c, _| c.stats.set(0, 0, 0));
+        v.walk(0, &mut |c, _| {
+            c.stats.set(0, 0, 0);
+            c.stats
+                .recent_errors
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            c.stats
+                .faulted
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        })
     };
     match dev {
         None => zero(&pool.root),

@@ -324,7 +324,9 @@ impl Walker<'_> {
                 match DnodePhys::parse(&block[slot * DNODE_SIZE..], swap) {
                     Ok(child) => {
                         slot += 1 + child.extra_slots as usize;
-                        if child.object_type == 0 {
+                        // Object 0 is the meta-dnode itself, never a child:
+                        // a dnode there would make the walk loop.
+                        if child.object_type == 0 || objid == 0 {
                             continue;
                         }
                         if os == 0 && child.object_type == ot::DSL_DATASET {

@@ -203,6 +203,11 @@ impl PoolWriter {
     /// Load the allocation state of an opened pool (its devices must be writable).
     pub fn open(pool: Arc<Pool>) -> Result<PoolWriter> {
         let dsl = DslPool::open(pool.clone())?;
+        // The writer's process is the only one writing the pool: its reads
+        // may repair the copies they find wrong (self-healing).
+        if !pool.readonly {
+            pool.heal.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mos_os = Objset::mos(pool.clone());
         let mut groups = Vec::new();
         let mut ms_arrays = Vec::new();

@@ -150,6 +150,20 @@ impl Pool {
                 "replacing a device that is not part of a mirror or raidz",
             ));
         }
+        // The new device is empty until resilvered: the others must hold
+        // every block meanwhile.
+        let others_whole = top
+            .children
+            .iter()
+            .filter(|c| c.guid != old && c.present_whole())
+            .count();
+        let enough = match top.kind {
+            VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
+            _ => others_whole >= 1,
+        };
+        if !enough {
+            return Err(Error::Invalid("no valid replicas".into()));
+        }
         let need = match top.kind {
             VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
             _ => top.asize,
@@ -207,28 +221,14 @@ impl Pool {
             .find_leaf(&guid.to_string())
             .ok_or_else(|| Error::NotFound(format!("device {guid}")))?;
         if offline {
+            let others_whole = top
+                .children
+                .iter()
+                .filter(|c| c.guid != guid && c.present_whole())
+                .count();
             let spare = match top.kind {
-                VdevKind::Mirror => {
-                    top.children
-                        .iter()
-                        .filter(|c| {
-                            c.guid != guid
-                                && c.usable()
-                                && matches!(c.kind, VdevKind::Leaf(Some(_)))
-                        })
-                        .count()
-                        >= 1
-                }
-                VdevKind::Raidz { nparity } => {
-                    top.children
-                        .iter()
-                        .filter(|c| {
-                            c.guid != guid
-                                && !(c.usable() && matches!(c.kind, VdevKind::Leaf(Some(_))))
-                        })
-                        .count()
-                        < nparity
-                }
+                VdevKind::Mirror => others_whole >= 1,
+                VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
                 _ => false,
             };
             if !spare {
@@ -240,6 +240,12 @@ impl Pool {
                 .resilver_from
                 .store(txg.saturating_sub(1), Ordering::Relaxed);
         } else {
+            if !leaf.stats.offline.load(Ordering::Relaxed)
+                && !leaf.stats.faulted.load(Ordering::Relaxed)
+            {
+                // Online already: nothing to bring back.
+                return Ok(());
+            }
             let from = if leaf.stats.offline.load(Ordering::Relaxed) {
                 leaf.stats.resilver_from.load(Ordering::Relaxed)
             } else {
@@ -492,10 +498,24 @@ impl Pool {
         self.install(tops_nv, None, None)
     }
 
-    /// End a resilver: every leaf holds its copies again.
-    pub fn resilver_done(&self) {
+    /// Leaves being resilvered now (by guid).
+    pub fn resilvering_leaves(&self) -> Vec<u64> {
+        let mut v = Vec::new();
+        self.root.walk(0, &mut |l, _| {
+            if l.stats.resilvering.load(Ordering::Relaxed) {
+                v.push(l.guid);
+            }
+        });
+        v
+    }
+
+    /// End a resilver that walked every block for `leaves` (those that
+    /// were resilvering when it started): they hold their copies again.
+    pub fn resilver_done(&self, leaves: &[u64]) {
         self.root.walk(0, &mut |v, _| {
-            v.stats.resilvering.store(false, Ordering::Relaxed);
+            if leaves.contains(&v.guid) {
+                v.stats.resilvering.store(false, Ordering::Relaxed);
+            }
         });
     }
 }

@@ -181,6 +181,6 @@ impl Pool {
 
     /// Flush every present leaf.
     pub fn flush_all(&self) -> Result<()> {
-        self.root.flush()
+        self.root.flush_all_tops()
     }
 }

@@ -389,7 +389,7 @@ impl Pool {
                 continue;
             }
             let r = if dva.gang {
-                self.read_gang(top, dva.vdev, dva.offset, bp, &verify)
+                self.read_gang(top, dva.vdev, dva.offset, bp, &verify, ctx)
             } else {
                 top.read_block_with(dva.offset, psize, &verify, ctx)
             };
@@ -444,6 +444,7 @@ impl Pool {
         offset: u64,
         bp: &BlkPtr,
         verify: &dyn Fn(&[u8]) -> bool,
+        ctx: &ReadCtx,
     ) -> Result<Vec<u8>> {
         let phys_birth = bp.phys_birth();
         let hdr_verify = |d: &[u8]| -> bool {
@@ -451,7 +452,7 @@ impl Pool {
             let data = with_verifier(d, [vdev, offset, phys_birth, 0], eck.byteswapped);
             checksum::sha256(&data).0 == eck.cksum
         };
-        let hdr = top.read_block(offset, 512, &hdr_verify)?;
+        let hdr = top.read_block_with(offset, 512, &hdr_verify, ctx)?;
         let eck = parse_eck(&hdr)?;
         let mut data = Vec::with_capacity(bp.psize() as usize);
         for i in 0..3 {
@@ -462,7 +463,7 @@ impl Pool {
             if child.is_hole() {
                 continue;
             }
-            data.extend_from_slice(&self.read_physical(&child)?);
+            data.extend_from_slice(&self.read_physical_with(&child, ctx)?);
             if data.len() as u64 > bp.psize() {
                 return Err(Error::corrupt(
                     "gang block",

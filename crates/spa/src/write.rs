@@ -41,6 +41,9 @@ pub struct Encoded {
     pub data: Vec<u8>,
     pub compress: u8,
     pub lsize: u64,
+    /// The checksum of `data` under the block's checksum function, computed
+    /// where the block was encoded (on the encoder threads for a txg).
+    pub cksum: ozfs_format::Cksum,
 }
 
 /// Compress `data` per `p` (FORMAT.md §2.10). None = all zeros with compression on (a hole).
@@ -53,11 +56,7 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
     }
     let c = p.compress;
     if c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY {
-        return Ok(Some(Encoded {
-            data: data.to_vec(),
-            compress: comp::OFF,
-            lsize,
-        }));
+        return with_cksum(data.to_vec(), comp::OFF, lsize, p).map(Some);
     }
     if data.iter().all(|&b| b == 0) {
         return Ok(None);
@@ -69,18 +68,24 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
         if psize < lsize {
             buf.truncate(n);
             buf.resize(psize as usize, 0);
-            return Ok(Some(Encoded {
-                data: buf,
-                compress: c,
-                lsize,
-            }));
+            return with_cksum(buf, c, lsize, p).map(Some);
         }
     }
-    Ok(Some(Encoded {
-        data: data.to_vec(),
-        compress: comp::OFF,
+    with_cksum(data.to_vec(), comp::OFF, lsize, p).map(Some)
+}
+
+fn with_cksum(data: Vec<u8>, compress: u8, lsize: u64, p: &BlockProps) -> Result<Encoded> {
+    let cksum = if p.checksum == ck::OFF {
+        Default::default()
+    } else {
+        checksum::compute(p.checksum, &data, false)?
+    };
+    Ok(Encoded {
+        data,
+        compress,
         lsize,
-    }))
+        cksum,
+    })
 }
 
 impl Pool {
@@ -152,12 +157,7 @@ impl Pool {
         );
         bp.words[10] = txg;
         bp.words[11] = fill;
-        let c = if p.checksum == ck::OFF {
-            Default::default()
-        } else {
-            checksum::compute(p.checksum, &e.data, false)?
-        };
-        bp.set_cksum(c);
+        bp.set_cksum(e.cksum);
         Ok(bp)
     }
 

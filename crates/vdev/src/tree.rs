@@ -24,6 +24,9 @@ pub struct VdevStats {
     /// While resilvering: blocks born after this txg are all it misses
     /// (0: everything, a new device).
     pub resilver_from: AtomicU64,
+    /// I/O errors since this process opened the device (the fault
+    /// threshold counts these, not the persisted lifetime counters).
+    pub recent_errors: AtomicU64,
 }
 
 impl VdevStats {
@@ -331,7 +334,13 @@ impl Vdev {
             }
             VdevKind::Root => {
                 let states: Vec<VdevState> = self.children.iter().map(|c| c.state()).collect();
-                if states.contains(&VdevState::Unavail) {
+                // A top-level vdev out of service takes its data with it.
+                if states.iter().any(|s| {
+                    matches!(
+                        s,
+                        VdevState::Unavail | VdevState::Faulted | VdevState::Offline
+                    )
+                }) {
                     VdevState::Unavail
                 } else if states.iter().any(|s| *s != VdevState::Online) {
                     VdevState::Degraded
@@ -470,7 +479,9 @@ impl Vdev {
                 let mut last = None;
                 for c in &self.children {
                     match c.write_block(offset, data) {
-                        Ok(()) => ok += 1,
+                        // A side being resilvered holds no copy reads trust.
+                        Ok(()) if !c.resilvering() => ok += 1,
+                        Ok(()) => {}
                         Err(e) => last = Some(e),
                     }
                 }
@@ -510,6 +521,11 @@ impl Vdev {
                         continue;
                     }
                     let r = match self.children.get(c.dev) {
+                        Some(child) if child.resilvering() => {
+                            // Written, but not a column reads trust yet.
+                            let _ = child.write_block(c.offset, buf);
+                            Err(Error::Invalid("column on a resilvering device".into()))
+                        }
                         Some(child) => child.write_block(c.offset, buf),
                         None => Err(Error::corrupt("raidz map", "column on a missing child")),
                     };
@@ -549,8 +565,24 @@ impl Vdev {
         }
         match last {
             Some(e) if ok == 0 => Err(e),
+            None if ok == 0 => Err(self.unavailable()),
             _ => Ok(()),
         }
+    }
+
+    /// Flush every top-level vdev: each must have flushed a leaf (see
+    /// [`flush`](Self::flush)), or the pool's data is not known durable.
+    pub fn flush_all_tops(&self) -> Result<()> {
+        if !matches!(self.kind, VdevKind::Root) {
+            return self.flush();
+        }
+        for t in &self.children {
+            if matches!(t.kind, VdevKind::Hole) {
+                continue;
+            }
+            t.flush()?;
+        }
+        Ok(())
     }
 
     /// Read a block of `psize` bytes at DVA `offset`, returning the first
@@ -696,8 +728,8 @@ impl Vdev {
             // ENXIO, ENODEV: the device went away.
             if matches!(source.raw_os_error(), Some(6) | Some(19))
                 || source.kind() == std::io::ErrorKind::NotFound);
-        let (r, w, _) = self.stats.get();
-        if (gone || r + w >= FAULT_AFTER_ERRORS)
+        let recent = self.stats.recent_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if (gone || recent >= FAULT_AFTER_ERRORS)
             && !self.stats.faulted.swap(true, Ordering::Relaxed)
         {
             eprintln!(
