@@ -313,6 +313,7 @@ pub fn run_scrub(
         s.repaired = p.repaired;
         s.errors = p.errors;
         s.save(pool_name);
+        draw_progress(&s);
         if std::fs::metadata(ctl_file(pool_name)).is_ok() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -330,6 +331,10 @@ pub fn run_scrub(
         with_writer(&mut |w| w.config_dirty = true)?;
     }
     drop(hold);
+    // SAFETY: isatty has no preconditions.
+    if unsafe { libc::isatty(2) } == 1 && !crate::daemon::in_daemon() {
+        eprintln!();
+    }
     let ctl = std::fs::read_to_string(ctl_file(pool_name)).unwrap_or_default();
     let _ = std::fs::remove_file(ctl_file(pool_name));
     st.examined = res.progress.examined;
@@ -409,9 +414,50 @@ pub fn cancel_and_wait(pool: &str) {
 
 /// Wait until the pool's scrub is no longer running.
 pub fn wait_done(pool: &str) {
-    while ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
-        std::thread::sleep(Duration::from_millis(100));
+    let mut drew = false;
+    while let Some(s) = ScanState::load(pool).filter(|s| s.state == "scanning") {
+        drew |= draw_progress(&s);
+        std::thread::sleep(Duration::from_millis(200));
     }
+    if drew {
+        eprintln!();
+    }
+}
+
+/// A progress line on stderr (when it is a terminal): percent, bytes, rate
+/// and time left. Returns whether it drew.
+fn draw_progress(s: &ScanState) -> bool {
+    // SAFETY: isatty on a file descriptor number has no preconditions.
+    if unsafe { libc::isatty(2) } != 1 || crate::daemon::in_daemon() {
+        return false;
+    }
+    let el = now().saturating_sub(s.start).max(1);
+    let rate = s.issued / el;
+    let pct = if s.to_examine > 0 {
+        (100.0 * s.issued as f64 / s.to_examine as f64).min(100.0)
+    } else {
+        0.0
+    };
+    let left = s
+        .to_examine
+        .saturating_sub(s.issued)
+        .checked_div(rate)
+        .map(hms)
+        .unwrap_or_else(|| "--:--:--".into());
+    let width = 30usize;
+    let fill = ((pct / 100.0) * width as f64) as usize;
+    eprint!(
+        "\r{} [{}{}] {:5.1}% {}/{} at {}/s, {} to go   ",
+        s.func,
+        "#".repeat(fill),
+        "-".repeat(width - fill),
+        pct,
+        nice(s.issued),
+        nice(s.to_examine),
+        nice(rate),
+        left
+    );
+    true
 }
 
 fn start(pool: &str, _wait: bool) -> Result<(), String> {
