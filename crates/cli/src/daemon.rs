@@ -82,15 +82,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// In the daemon: start a scrub of `pool` in a thread of its own (see
-/// [`crate::scan`]); the error counters are saved when it ends.
-pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), String> {
+/// In the daemon: the daemon and the shared writer of a pool it holds
+/// (`what` names the refused action in the error).
+fn held(pool: &str, what: &str) -> Result<(Arc<Daemon>, SharedWriter), String> {
     let d = DAEMON.get().ok_or("not in the daemon")?.clone();
     let sw = lock(&d.inner)
         .pools
         .get(pool)
         .map(|p| p.sw.clone())
-        .ok_or_else(|| format!("cannot scrub '{pool}': the ozfs daemon does not hold it"))?;
+        .ok_or_else(|| format!("{what} '{pool}': the ozfs daemon does not hold it"))?;
+    Ok((d, sw))
+}
+
+/// In the daemon: start a scrub of `pool` in a thread of its own (see
+/// [`crate::scan`]); the error counters are saved when it ends.
+pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), String> {
+    let (d, sw) = held(pool, "cannot scrub")?;
     let name = pool.to_string();
     // One scan at a time: a new resilver covers what a running scan would.
     if crate::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
@@ -143,12 +150,7 @@ pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), St
 /// In the daemon: `zpool replace` — swap the device in (under a lease on
 /// the writer), record it, and start the resilver in the background.
 pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
-    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
-    let sw = lock(&d.inner)
-        .pools
-        .get(pool)
-        .map(|p| p.sw.clone())
-        .ok_or_else(|| format!("cannot replace in '{pool}': the ozfs daemon does not hold it"))?;
+    let (d, sw) = held(pool, "cannot replace in")?;
     let old_path = {
         let mut l = sw.lease().map_err(|e| e.to_string())?;
         crate::scan::replace_in(&mut l, old, new)?
@@ -167,12 +169,7 @@ pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
 /// In the daemon: `zpool offline` / `online` of one device; a device
 /// coming back resilvers in the background.
 pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), String> {
-    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
-    let sw = lock(&d.inner)
-        .pools
-        .get(pool)
-        .map(|p| p.sw.clone())
-        .ok_or_else(|| format!("cannot change '{pool}': the ozfs daemon does not hold it"))?;
+    let (_, sw) = held(pool, "cannot change")?;
     {
         let mut l = sw.lease().map_err(|e| e.to_string())?;
         crate::scan::set_offline_in(&mut l, dev, offline)?;
@@ -187,12 +184,7 @@ pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), St
 /// In the daemon: `zpool attach` (with `new`, then a background
 /// resilver) or `zpool detach`.
 pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), String> {
-    let d = DAEMON.get().ok_or("not in the daemon")?.clone();
-    let sw = lock(&d.inner)
-        .pools
-        .get(pool)
-        .map(|p| p.sw.clone())
-        .ok_or_else(|| format!("cannot change '{pool}': the ozfs daemon does not hold it"))?;
+    let (d, sw) = held(pool, "cannot change")?;
     let detached = {
         let mut l = sw.lease().map_err(|e| e.to_string())?;
         match new {

@@ -532,6 +532,23 @@ pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<String, St
     Ok(old_path)
 }
 
+/// Without a daemon: resilver in this command (its writer in `cell`),
+/// then commit the end of it.
+fn resilver_here(
+    pool: &str,
+    cell: &std::cell::RefCell<ozfs_fuse::shared::Writer>,
+) -> Result<(), Fail> {
+    run_scrub(pool, ScanMode::Resilver, &|f| {
+        let mut g = cell.borrow_mut();
+        f(&mut g);
+        Ok(())
+    })
+    .map_err(Fail::Err)?;
+    cell.borrow_mut()
+        .sync()
+        .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))
+}
+
 /// `zpool replace [-f] [-w] pool old [new]`
 pub fn replace_cmd(argv: &[String]) -> CmdResult {
     let a = crate::args::Args::parse(argv, "fsw", "o")?;
@@ -562,15 +579,8 @@ pub fn replace_cmd(argv: &[String]) -> CmdResult {
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
     // No daemon: this command resilvers in the foreground.
-    run_scrub(pool, ScanMode::Resilver, &|f| {
-        let mut g = cell.borrow_mut();
-        f(&mut g);
-        Ok(())
-    })
-    .map_err(Fail::Err)?;
-    let mut w = cell.into_inner();
-    w.sync()
-        .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+    resilver_here(pool, &cell)?;
+    let w = cell.into_inner();
     rec.save_counters(&w.pool)
         .map_err(|e| Fail::Err(format!("cannot save counters: {e}")))?;
     Ok(())
@@ -616,15 +626,7 @@ pub fn offline_cmd(argv: &[String], offline: bool) -> CmdResult {
         set_offline_in(&mut cell.borrow_mut(), d, offline).map_err(Fail::Err)?;
     }
     if !offline {
-        run_scrub(pool, ScanMode::Resilver, &|f| {
-            let mut g = cell.borrow_mut();
-            f(&mut g);
-            Ok(())
-        })
-        .map_err(Fail::Err)?;
-        cell.borrow_mut()
-            .sync()
-            .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+        resilver_here(pool, &cell)?;
     }
     let w = cell.into_inner();
     rec.save_counters(&w.pool)
@@ -707,15 +709,7 @@ pub fn attach_cmd(argv: &[String], attach: bool) -> CmdResult {
         rec.devices.push(new.clone());
         rec.save()
             .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
-        run_scrub(pool, ScanMode::Resilver, &|f| {
-            let mut g = cell.borrow_mut();
-            f(&mut g);
-            Ok(())
-        })
-        .map_err(Fail::Err)?;
-        cell.borrow_mut()
-            .sync()
-            .map_err(|e| Fail::Err(format!("cannot sync '{pool}': {e}")))?;
+        resilver_here(pool, &cell)?;
     } else {
         let path = detach_in(&mut cell.borrow_mut(), &a.pos[1]).map_err(Fail::Err)?;
         rec.devices.retain(|d| *d != path);

@@ -59,6 +59,26 @@ fn swap_leaf(nv: &mut NvList, old: u64, guid: u64, path: &str) -> bool {
     })
 }
 
+/// Keys of a top-level vdev's config (they move when a single device
+/// becomes a mirror and back).
+const TOP_KEYS: &[&str] = &[
+    "id",
+    "metaslab_array",
+    "metaslab_shift",
+    "ashift",
+    "asize",
+    "is_log",
+    "create_txg",
+];
+
+fn copy_keys(from: &NvList, to: &mut NvList, keys: &[&str]) {
+    for k in keys {
+        if let Some(v) = from.get(k) {
+            to.set(k, v.clone());
+        }
+    }
+}
+
 /// A fresh vdev guid.
 pub fn new_guid() -> u64 {
     let mut b = [0u8; 8];
@@ -175,36 +195,17 @@ impl Pool {
                 need + (4 << 20) + (512 << 10)
             )));
         }
-        let mut devs = HashMap::new();
-        collect(&self.root, &mut devs);
-        devs.remove(&old);
-        devs.insert(guid, (dev, path.to_string()));
-        let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
-        let mut tops = Vec::new();
-        for t in &self.root.children {
-            let mut nv = t.config.clone();
-            swap_leaf(&mut nv, old, guid, path);
-            let mut nt = Vdev::from_config(&nv, &mut opener)?;
-            nt.aux = t.aux.clone();
-            tops.push(nt);
-        }
-        let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
-        root.children = tops;
-        // Carry counters and states over by guid; the new leaf resilvers.
-        let mut olds: HashMap<u64, &Vdev> = HashMap::new();
-        self.root.walk(0, &mut |v, _| {
-            olds.insert(v.guid, v);
-        });
-        root.walk(0, &mut |v, _| {
-            if let Some(o) = olds.get(&v.guid) {
-                copy_state(o, v);
-            }
-            if v.guid == guid {
-                v.stats.resilvering.store(true, Ordering::Relaxed);
-            }
-        });
-        self.root.replace(root);
-        Ok(())
+        let tops_nv = self
+            .root
+            .children
+            .iter()
+            .map(|t| {
+                let mut nv = t.config.clone();
+                swap_leaf(&mut nv, old, guid, path);
+                nv
+            })
+            .collect();
+        self.install(tops_nv, Some((guid, dev, path.to_string())), Some(guid))
     }
 
     /// Take a leaf offline (`zpool offline`) or bring it back (`online`);
@@ -257,36 +258,23 @@ impl Pool {
             leaf.stats.resilvering.store(true, Ordering::Relaxed);
         }
         // Record it in the config the next sync writes.
-        let mut tops = Vec::new();
-        let mut devs = HashMap::new();
-        collect(&self.root, &mut devs);
-        let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
-        for t in &self.root.children {
-            let mut nv = t.config.clone();
-            edit_leaf(&mut nv, guid, &|l| {
-                if offline {
-                    l.set("offline", NvValue::Uint64(1));
-                } else {
-                    l.remove("offline");
-                }
-            });
-            let mut nt = Vdev::from_config(&nv, &mut opener)?;
-            nt.aux = t.aux.clone();
-            tops.push(nt);
-        }
-        let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
-        root.children = tops;
-        let mut olds: HashMap<u64, &Vdev> = HashMap::new();
-        self.root.walk(0, &mut |v, _| {
-            olds.insert(v.guid, v);
-        });
-        root.walk(0, &mut |v, _| {
-            if let Some(o) = olds.get(&v.guid) {
-                copy_state(o, v);
-            }
-        });
-        self.root.replace(root);
-        Ok(())
+        let tops_nv = self
+            .root
+            .children
+            .iter()
+            .map(|t| {
+                let mut nv = t.config.clone();
+                edit_leaf(&mut nv, guid, &|l| {
+                    if offline {
+                        l.set("offline", NvValue::Uint64(1));
+                    } else {
+                        l.remove("offline");
+                    }
+                });
+                nv
+            })
+            .collect();
+        self.install(tops_nv, None, None)
     }
 
     /// The lowest txg after which a resilvering leaf misses blocks (the
@@ -381,36 +369,24 @@ impl Pool {
                         // The leaf keeps its guid and path; the top-level keys
                         // move to a new mirror above it.
                         let mut leaf = NvList::new();
-                        for k in [
-                            "type",
-                            "guid",
-                            "path",
-                            "devid",
-                            "phys_path",
-                            "whole_disk",
-                            "create_txg",
-                            "DTL",
-                        ] {
-                            if let Some(v) = nv.get(k) {
-                                leaf.set(k, v.clone());
-                            }
-                        }
+                        copy_keys(
+                            &nv,
+                            &mut leaf,
+                            &[
+                                "type",
+                                "guid",
+                                "path",
+                                "devid",
+                                "phys_path",
+                                "whole_disk",
+                                "create_txg",
+                                "DTL",
+                            ],
+                        );
                         leaf.set("id", NvValue::Uint64(0));
                         let mut m = NvList::new();
                         m.set("type", NvValue::String("mirror".into()));
-                        for k in [
-                            "id",
-                            "metaslab_array",
-                            "metaslab_shift",
-                            "ashift",
-                            "asize",
-                            "is_log",
-                            "create_txg",
-                        ] {
-                            if let Some(v) = nv.get(k) {
-                                m.set(k, v.clone());
-                            }
-                        }
+                        copy_keys(&nv, &mut m, TOP_KEYS);
                         m.set("guid", NvValue::Uint64(crate::devices::new_guid()));
                         m.set("children", NvValue::NvListArray(vec![leaf, new_leaf(1)]));
                         nv = m;
@@ -467,19 +443,7 @@ impl Pool {
                     .collect();
                 if kids.len() == 1 {
                     let mut leaf = kids[0].clone();
-                    for k in [
-                        "id",
-                        "metaslab_array",
-                        "metaslab_shift",
-                        "ashift",
-                        "asize",
-                        "is_log",
-                        "create_txg",
-                    ] {
-                        if let Some(v) = nv.get(k) {
-                            leaf.set(k, v.clone());
-                        }
-                    }
+                    copy_keys(&nv, &mut leaf, TOP_KEYS);
                     nv = leaf;
                 } else {
                     let kids: Vec<NvList> = kids

@@ -425,23 +425,29 @@ impl<'a> ZplTx<'a> {
             }
         }
         if is_dir {
-            // Refuse to move a directory under itself.
-            let mut p = ddir;
-            for _ in 0..4096 {
-                if p == obj {
-                    return Err(Error::Invalid("cannot move a directory into itself".into()));
-                }
-                if p == self.root {
-                    break;
-                }
-                p = self.attrs(p)?.parent;
-            }
+            self.refuse_under_itself(obj, ddir)?;
         }
         self.remove_entry(sdir, sname, is_dir)?;
         self.add_entry(ddir, dname, obj, a.mode, is_dir)?;
         a.parent = ddir;
         a.ctime = now();
         self.set_attrs(obj, &a)
+    }
+
+    /// Refuse to move directory `dir` into `dest` when `dest` is `dir` or
+    /// lies below it (followed through parent pointers, bounded).
+    fn refuse_under_itself(&self, dir: u64, dest: u64) -> Result<()> {
+        let mut p = dest;
+        for _ in 0..4096 {
+            if p == dir {
+                return Err(Error::Invalid("cannot move a directory into itself".into()));
+            }
+            if p == self.root {
+                break;
+            }
+            p = self.attrs(p)?.parent;
+        }
+        Ok(())
     }
 
     /// Swap two existing names atomically (`RENAME_EXCHANGE`): each name
@@ -461,18 +467,8 @@ impl<'a> ZplTx<'a> {
         let b_dir = ba.mode & S_IFMT == S_IFDIR;
         // a moves under bdir, b under adir: neither may land inside itself.
         for (obj, is_dir, dest) in [(a, a_dir, bdir), (b, b_dir, adir)] {
-            if !is_dir || adir == bdir {
-                continue;
-            }
-            let mut p = dest;
-            for _ in 0..4096 {
-                if p == obj {
-                    return Err(Error::Invalid("cannot move a directory into itself".into()));
-                }
-                if p == self.root {
-                    break;
-                }
-                p = self.attrs(p)?.parent;
+            if is_dir && adir != bdir {
+                self.refuse_under_itself(obj, dest)?;
             }
         }
         let entry = |obj: u64, mode: u64| obj | (((mode & S_IFMT) >> 12) << 60);
