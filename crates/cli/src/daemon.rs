@@ -160,7 +160,8 @@ pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
         if let Some(p) = inner.pools.get_mut(pool) {
             p.rec.devices.retain(|x| *x != old_path);
             p.rec.devices.push(new.to_string());
-            p.rec.save().map_err(|e| e.to_string())?;
+            // Also records the leaf that now awaits its resilver.
+            p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
         }
     }
     start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
@@ -169,10 +170,13 @@ pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
 /// In the daemon: `zpool offline` / `online` of one device; a device
 /// coming back resilvers in the background.
 pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), String> {
-    let (_, sw) = held(pool, "cannot change")?;
+    let (d, sw) = held(pool, "cannot change")?;
     {
         let mut l = sw.lease().map_err(|e| e.to_string())?;
         crate::scan::set_offline_in(&mut l, dev, offline)?;
+    }
+    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
+        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
     }
     if offline {
         Ok(())
@@ -203,7 +207,8 @@ pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), Str
                 (None, Some(n)) => p.rec.devices.push(n.to_string()),
                 _ => {}
             }
-            p.rec.save().map_err(|e| e.to_string())?;
+            // Also records the leaf that now awaits its resilver.
+            p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
         }
     }
     if new.is_some() {
@@ -667,6 +672,20 @@ impl Daemon {
             },
         );
         eprintln!("ozfs daemon: holding pool '{name}'");
+        if inner
+            .pools
+            .get(name)
+            .is_some_and(|p| !p.pool.resilvering_leaves().is_empty())
+        {
+            // A resilver that did not complete (crash, export): resume it
+            // once the caller lets go of the daemon table.
+            let n = name.to_string();
+            std::thread::spawn(move || {
+                if let Err(e) = start_scrub(&n, ozfs_dsl::scrub::ScanMode::Resilver) {
+                    eprintln!("ozfs daemon: resuming the resilver of '{n}': {e}");
+                }
+            });
+        }
         Ok(())
     }
 

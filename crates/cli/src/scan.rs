@@ -66,6 +66,7 @@ impl ScanState {
         // SAFETY: signal 0 only asks whether the process exists.
         if st.state == "scanning" && st.pid != 0 && unsafe { libc::kill(st.pid as i32, 0) } != 0 {
             st.state = "canceled".into();
+            st.end = st.start;
         }
         Some(st)
     }
@@ -325,7 +326,9 @@ pub fn run_scrub(
     };
     let res = ozfs_dsl::scrub::scrub(&pool, &rootbp, mode, min_birth, heal, &stop, &report)
         .map_err(|e| format!("scan of '{pool_name}' failed: {e}"))?;
-    if mode == ScanMode::Resilver && !res.stopped && res.progress.errors == 0 {
+    // A complete scan without errors rebuilt every leaf that was
+    // resilvering when it started (a scrub heals onto them too).
+    if !leaves.is_empty() && !res.stopped && res.progress.errors == 0 {
         pool.resilver_done(&leaves);
         // The next sync records the device as whole again.
         with_writer(&mut |w| w.config_dirty = true)?;
@@ -576,7 +579,7 @@ pub fn replace_cmd(argv: &[String]) -> CmdResult {
     let old_path = replace_in(&mut cell.borrow_mut(), old, &new).map_err(Fail::Err)?;
     rec.devices.retain(|d| *d != old_path);
     rec.devices.push(new.clone());
-    rec.save()
+    rec.save_counters(&cell.borrow().pool)
         .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
     // No daemon: this command resilvers in the foreground.
     resilver_here(pool, &cell)?;
@@ -625,6 +628,8 @@ pub fn offline_cmd(argv: &[String], offline: bool) -> CmdResult {
     for d in &a.pos[1..] {
         set_offline_in(&mut cell.borrow_mut(), d, offline).map_err(Fail::Err)?;
     }
+    rec.save_counters(&cell.borrow().pool)
+        .map_err(|e| Fail::Err(format!("cannot record the change: {e}")))?;
     if !offline {
         resilver_here(pool, &cell)?;
     }
@@ -707,13 +712,13 @@ pub fn attach_cmd(argv: &[String], attach: bool) -> CmdResult {
     if attach {
         attach_in(&mut cell.borrow_mut(), &a.pos[1], &new).map_err(Fail::Err)?;
         rec.devices.push(new.clone());
-        rec.save()
+        rec.save_counters(&cell.borrow().pool)
             .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
         resilver_here(pool, &cell)?;
     } else {
         let path = detach_in(&mut cell.borrow_mut(), &a.pos[1]).map_err(Fail::Err)?;
         rec.devices.retain(|d| *d != path);
-        rec.save()
+        rec.save_counters(&cell.borrow().pool)
             .map_err(|e| Fail::Err(format!("cannot record the change: {e}")))?;
     }
     let w = cell.into_inner();

@@ -19,6 +19,40 @@ fn pool_file(name: &str) -> PathBuf {
     state_dir().join(format!("{name}.json"))
 }
 
+fn resilver_file(guid: u64) -> PathBuf {
+    state_dir().join(format!("resilver-{guid}.json"))
+}
+
+/// Leaves of pool `guid` whose resilver has not completed (kept beside the
+/// records and across export, since the pool's labels do not say it).
+pub fn resilvering_of(guid: u64) -> Vec<(u64, u64)> {
+    let Ok(s) = std::fs::read_to_string(resilver_file(guid)) else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_str(&s).unwrap_or(Value::Null);
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| Some((e[0].as_str()?.parse().ok()?, e[1].as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn save_resilvering(guid: u64, list: &[(u64, u64)]) -> Result<()> {
+    let f = resilver_file(guid);
+    if list.is_empty() {
+        let _ = std::fs::remove_file(&f);
+        return Ok(());
+    }
+    let v: Vec<Value> = list
+        .iter()
+        .map(|(g, t)| json!([g.to_string(), t]))
+        .collect();
+    std::fs::write(&f, Value::Array(v).to_string())
+        .map_err(|e| Error::io(format!("write {}", f.display()), e))
+}
+
 /// One imported pool's record.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -28,6 +62,11 @@ pub struct Record {
     pub readonly: bool,
     /// leaf guid -> (read, write, cksum); key 0 guid for interior vdevs uses their guid too.
     pub errors: Vec<(u64, [u64; 3])>,
+    /// Leaves whose resilver has not completed: (guid, txg after which they
+    /// miss blocks). Restored at every open, so a half-filled device is
+    /// never trusted after a crash or an export; the next resilver or
+    /// scrub that completes clears it.
+    pub resilvering: Vec<(u64, u64)>,
 }
 
 impl Record {
@@ -41,7 +80,9 @@ impl Record {
             "devices": self.devices,
             "readonly": self.readonly,
             "errors": self.errors.iter().map(|(g, c)| json!([g.to_string(), c[0], c[1], c[2]])).collect::<Vec<_>>(),
+
         });
+        save_resilvering(self.guid, &self.resilvering)?;
         let tmp = dir.join(format!(".{}.json.tmp", self.name));
         std::fs::write(&tmp, v.to_string())
             .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
@@ -76,12 +117,14 @@ impl Record {
                     .collect()
             })
             .unwrap_or_default();
+        let resilvering = resilvering_of(guid);
         Ok(Record {
             name: v["name"].as_str().unwrap_or(name).to_string(),
             guid,
             devices,
             readonly: v["readonly"].as_bool().unwrap_or(true),
             errors,
+            resilvering,
         })
     }
 
@@ -141,24 +184,36 @@ impl Record {
                 max_txg: None,
             },
         )?;
+        let o = std::sync::atomic::Ordering::Relaxed;
         pool.root.walk(0, &mut |v, _| {
             if let Some((_, c)) = self.errors.iter().find(|(g, _)| *g == v.guid) {
                 v.stats.set(c[0], c[1], c[2]);
+            }
+            if let Some((_, from)) = self.resilvering.iter().find(|(g, _)| *g == v.guid) {
+                v.stats.resilvering.store(true, o);
+                v.stats.resilver_from.store(*from, o);
             }
         });
         Ok(Arc::new(pool))
     }
 
     /// Store the pool's current error counters.
+    /// (And which leaves still await their resilver.)
     pub fn save_counters(&mut self, pool: &Pool) -> Result<()> {
         let mut errs = Vec::new();
+        let mut res = Vec::new();
+        let o = std::sync::atomic::Ordering::Relaxed;
         pool.root.walk(0, &mut |v, _| {
             let (r, w, c) = v.stats.get();
             if r + w + c > 0 {
                 errs.push((v.guid, [r, w, c]));
             }
+            if v.stats.resilvering.load(o) {
+                res.push((v.guid, v.stats.resilver_from.load(o)));
+            }
         });
         self.errors = errs;
+        self.resilvering = res;
         self.save()
     }
 }

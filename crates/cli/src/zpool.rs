@@ -181,6 +181,7 @@ fn import(argv: &[String]) -> CmdResult {
         devices,
         readonly,
         errors: Vec::new(),
+        resilvering: crate::state::resilvering_of(guid),
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
@@ -252,8 +253,17 @@ pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool) {
         let st = v.state().as_str();
         if counters {
             let (r, wr, c) = sum_stats(v);
+            let note = if matches!(v.kind, VdevKind::Leaf(_))
+                && v.stats
+                    .resilvering
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                "  (resilvering)"
+            } else {
+                ""
+            };
             println!(
-                "\t{:depth$}{:<width$}  {:<8} {:>5} {:>5} {:>5}",
+                "\t{:depth$}{:<width$}  {:<8} {:>5} {:>5} {:>5}{note}",
                 "",
                 name,
                 st,
@@ -715,6 +725,7 @@ fn create(argv: &[String]) -> CmdResult {
         devices: all.iter().map(|p| canon(p).display().to_string()).collect(),
         readonly: false,
         errors: Vec::new(),
+        resilvering: Vec::new(),
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;

@@ -686,7 +686,9 @@ impl Vdev {
         match self.write_block(offset, data) {
             Ok(()) => {
                 ctx.repaired.fetch_add(data.len() as u64, Ordering::Relaxed);
-                if ctx.log {
+                // Copies written onto a device being resilvered are its
+                // rebuilding, not repairs of damage: not logged.
+                if ctx.log && !self.resilvering() {
                     eprintln!(
                         "ozfs: repaired {} bytes on {} at offset {:#x}",
                         data.len(),
