@@ -333,7 +333,14 @@ impl Vdev {
                 }
             }
             VdevKind::Root => {
-                let states: Vec<VdevState> = self.children.iter().map(|c| c.state()).collect();
+                // A "hole" (the place of a removed log device) holds no
+                // data and is never part of the pool's health; "missing" is.
+                let states: Vec<VdevState> = self
+                    .children
+                    .iter()
+                    .filter(|c| c.type_name != "hole")
+                    .map(|c| c.state())
+                    .collect();
                 // A top-level vdev out of service takes its data with it.
                 if states.iter().any(|s| {
                     matches!(
