@@ -212,6 +212,7 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("scrub")) => pos("spwe", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("add")) => pos("fn", "o", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("attach" | "detach")) => {
             pos("fsw", "o", 2).first().map(|d| pool_of(d))
         }

@@ -218,6 +218,31 @@ pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), Str
     }
 }
 
+/// In the daemon: `zpool add` of new top-level vdevs.
+pub fn add_vdevs(pool: &str, tops: &[ozfs_dsl::create::TopSpec]) -> Result<(), String> {
+    let (d, sw) = held(pool, "cannot add to")?;
+    {
+        let mut l = sw.lease().map_err(|e| e.to_string())?;
+        for t in tops {
+            ozfs_dsl::create::add_top(&mut l, t)
+                .map_err(|e| format!("cannot add to '{pool}': {e}"))?;
+        }
+    }
+    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
+        for t in tops {
+            match t {
+                ozfs_dsl::create::TopSpec::Disk(x) => p.rec.devices.push(x.display().to_string()),
+                ozfs_dsl::create::TopSpec::Mirror(v) | ozfs_dsl::create::TopSpec::Raidz(_, v) => p
+                    .rec
+                    .devices
+                    .extend(v.iter().map(|x| x.display().to_string())),
+            }
+        }
+        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// In the daemon: zero the error counters of `pool` (all devices, or the
 /// one whose path or guid is `dev`), in memory and in its record.
 pub fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
@@ -905,7 +930,14 @@ impl Daemon {
                 | (
                     Some("zpool"),
                     Some(
-                        "scrub" | "clear" | "replace" | "offline" | "online" | "attach" | "detach"
+                        "scrub"
+                            | "clear"
+                            | "replace"
+                            | "offline"
+                            | "online"
+                            | "attach"
+                            | "detach"
+                            | "add"
                     )
                 )
         );

@@ -26,7 +26,8 @@ const USAGE: &str = "usage: zpool <command>
 	offline [-t] <pool> <device> ...
 	online <pool> <device> ...
 	attach [-f] [-w] <pool> <device> <new-device>
-	detach <pool> <device>";
+	detach <pool> <device>
+	add [-fn] <pool> <vdev> ...";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -43,6 +44,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "scrub" => crate::scan::scrub_cmd(rest),
         "clear" => clear(rest),
         "replace" => crate::scan::replace_cmd(rest),
+        "add" => add(rest),
         "offline" => crate::scan::offline_cmd(rest, true),
         "attach" => crate::scan::attach_cmd(rest, true),
         "detach" => crate::scan::attach_cmd(rest, false),
@@ -556,7 +558,7 @@ fn _e(e: Error) -> Fail {
 }
 
 fn create(argv: &[String]) -> CmdResult {
-    use ozfs_dsl::create::{create_pool, set_prop_dir, TopSpec};
+    use ozfs_dsl::create::{create_pool, set_prop_dir};
     let a = Args::parse(argv, "fnd", "oOmR")?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
@@ -628,10 +630,85 @@ fn create(argv: &[String]) -> CmdResult {
                 .map_err(|e| Fail::Err(e.to_string()))?,
         ));
     }
-    // Vdev specification.
+    let tops = parse_vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
+    let mut w = create_pool(&name, &tops, ashift, version)
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    if !fs_props.is_empty() {
+        let root = w.root_dir_obj;
+        for (k, v) in &fs_props {
+            set_prop_dir(&mut w, root, k, v)
+                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+        }
+        w.sync()
+            .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    }
+    let rec = Record {
+        name: name.clone(),
+        guid: w.pool.guid,
+        devices: spec_devices(&tops),
+        readonly: false,
+        errors: Vec::new(),
+        resilvering: Vec::new(),
+    };
+    rec.save()
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    Ok(())
+}
+
+/// The device paths of a (canonicalized) specification.
+fn spec_devices(tops: &[ozfs_dsl::create::TopSpec]) -> Vec<String> {
+    use ozfs_dsl::create::TopSpec;
+    let mut v = Vec::new();
+    for t in tops {
+        match t {
+            TopSpec::Disk(p) => v.push(p.display().to_string()),
+            TopSpec::Mirror(d) | TopSpec::Raidz(_, d) => {
+                v.extend(d.iter().map(|p| p.display().to_string()))
+            }
+        }
+    }
+    v
+}
+
+/// `zpool add [-f] pool vdev ...`: new top-level vdevs.
+fn add(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "fn", "o")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!(
+            "missing pool name or vdev specification\n{USAGE}"
+        )));
+    }
+    let name = &a.pos[0];
+    let what = format!("cannot add to '{name}'");
+    let tops = parse_vdev_spec(&a.pos[1..], a.flag('f'), &what)?;
+    if a.flag('n') {
+        println!("would update '{name}' to add {} vdev(s)", tops.len());
+        return Ok(());
+    }
+    if crate::daemon::in_daemon() {
+        return crate::daemon::add_vdevs(name, &tops).map_err(Fail::Err);
+    }
+    let mut rec =
+        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
+    let mut w = crate::zfs::writer_for(name)?;
+    for t in &tops {
+        ozfs_dsl::create::add_top(&mut w, t).map_err(|e| Fail::Err(format!("{what}: {e}")))?;
+    }
+    rec.devices.extend(spec_devices(&tops));
+    rec.save_counters(&w.pool)
+        .map_err(|e| Fail::Err(format!("{what}: {e}")))
+}
+
+/// A vdev specification (`mirror A B raidz2 C D E F G`...) as top-level
+/// vdevs; devices that belong to a pool are refused unless `force`.
+fn parse_vdev_spec(
+    words: &[String],
+    force: bool,
+    what: &str,
+) -> Result<Vec<ozfs_dsl::create::TopSpec>, Fail> {
+    use ozfs_dsl::create::TopSpec;
     let mut tops = Vec::new();
-    let mut i = 1;
-    let words = &a.pos;
+    let mut i = 0;
     while i < words.len() {
         let w = words[i].as_str();
         let group = match w {
@@ -641,7 +718,7 @@ fn create(argv: &[String]) -> CmdResult {
             "raidz3" => Some(3),
             "spare" | "log" | "cache" => {
                 return Err(Fail::Err(format!(
-                    "cannot create '{name}': '{w}' vdevs are not supported yet"
+                    "{what}: '{w}' vdevs are not supported yet"
                 )))
             }
             _ => None,
@@ -687,7 +764,7 @@ fn create(argv: &[String]) -> CmdResult {
     for p in &all {
         let abs = std::fs::canonicalize(p)
             .map_err(|e| Fail::Err(format!("cannot open '{}': {e}", p.display())))?;
-        if !a.flag('f') {
+        if !force {
             // Refuse devices that belong to a pool unless forced.
             if let Some(fp) = ozfs_spa::import::discover_paths(std::slice::from_ref(&abs))
                 .into_iter()
@@ -708,28 +785,7 @@ fn create(argv: &[String]) -> CmdResult {
             TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
         })
         .collect();
-    let mut w = create_pool(&name, &tops, ashift, version)
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    if !fs_props.is_empty() {
-        let root = w.root_dir_obj;
-        for (k, v) in &fs_props {
-            set_prop_dir(&mut w, root, k, v)
-                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-        }
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    }
-    let rec = Record {
-        name: name.clone(),
-        guid: w.pool.guid,
-        devices: all.iter().map(|p| canon(p).display().to_string()).collect(),
-        readonly: false,
-        errors: Vec::new(),
-        resilvering: Vec::new(),
-    };
-    rec.save()
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    Ok(())
+    Ok(tops)
 }
 
 fn destroy(argv: &[String]) -> CmdResult {

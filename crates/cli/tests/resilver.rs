@@ -366,3 +366,62 @@ fn attach_detach() {
     assert_zdb_clean(&pool, &pool.dev_dir(), "after attach/detach");
     phase(&format!("{tag}: done"), t0);
 }
+
+/// `zpool add`: a mirror added to a single-device pool takes new
+/// allocations (its space maps are created as it fills); the pool scrubs
+/// clean and zfs-fuse's zdb finds no leak after export.
+#[test]
+fn add_vdev() {
+    let t0 = Instant::now();
+    let tag = "add";
+    let pool = new_devs("ozadd", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &["-o", "ashift=12"]);
+    let work = local_dir(tag);
+    let src = work.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..10 {
+        fs::write(src.join(format!("f{i}")), content(i)).unwrap();
+    }
+    oz_cp_in(&oz, &src, &format!("{name}:/"));
+    let extra: Vec<PathBuf> = (1..3)
+        .map(|i| pool.dev_dir().join(format!("m{i}")))
+        .collect();
+    for x in &extra {
+        fs::File::create(x).unwrap().set_len(128 * MIB).unwrap();
+    }
+    let r = oz.run(&["zpool", "add", &name, "mirror", &extra[0].to_string_lossy()]);
+    assert_eq!(r.code, Some(1), "a one-device mirror: {}", r.describe());
+    oz.ok(&[
+        "zpool",
+        "add",
+        &name,
+        "mirror",
+        &extra[0].to_string_lossy(),
+        &extra[1].to_string_lossy(),
+    ]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("mirror-1"), "{st}");
+    // Enough new data that the rotor puts some on the new vdev.
+    let more = work.path().join("more");
+    fs::create_dir_all(&more).unwrap();
+    for i in 10..40 {
+        fs::write(more.join(format!("f{i}")), content(i)).unwrap();
+    }
+    oz_cp_in(&oz, &more, &format!("{name}:/"));
+    oz.ok(&["zpool", "scrub", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "{st}"
+    );
+    let list = oz.ok(&["zpool", "list", "-Hp", "-o", "size", &name]);
+    assert!(
+        list.trim().parse::<u64>().unwrap() > 200 * MIB,
+        "size after add: {list}"
+    );
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after zpool add");
+    phase(&format!("{tag}: done"), t0);
+}

@@ -70,6 +70,112 @@ fn empty_dnode(t: u8, blkszsec: u16, nlevels: u8) -> DnodePhys {
     }
 }
 
+type Devices = BTreeMap<u64, (Arc<dyn BlockDevice>, String)>;
+
+/// Open a leaf device for a new vdev: (guid, allocatable size).
+fn open_new_leaf(path: &PathBuf, devices: &mut Devices) -> Result<(u64, u64)> {
+    let dev = FileDevice::open_mode(path, true)?;
+    let asize = leaf_asize(dev.size());
+    if dev.size() < ozfs_format::label::SPA_MINDEVSIZE {
+        return Err(Error::Invalid(format!(
+            "{}: device is smaller than 64 MiB",
+            path.display()
+        )));
+    }
+    let guid = random_u64() | 1;
+    devices.insert(guid, (Arc::new(dev), path.display().to_string()));
+    Ok((guid, asize))
+}
+
+/// The config of top-level vdev `id` built from `t` (leaves opened into
+/// `devices`), without the allocation keys; and its allocatable size.
+fn top_config(id: u64, t: &TopSpec, devices: &mut Devices) -> Result<(NvList, u64)> {
+    let open_leaf = open_new_leaf;
+    let mut nv = NvList::new();
+    let asize = match t {
+        TopSpec::Disk(p) => {
+            let (g, a) = open_leaf(p, devices)?;
+            nv = leaf_nv(id, g, p);
+            a
+        }
+        TopSpec::Mirror(ps) | TopSpec::Raidz(_, ps) => {
+            let raidz = matches!(t, TopSpec::Raidz(..));
+            let nparity = if let TopSpec::Raidz(p, _) = t { *p } else { 0 };
+            if ps.len() < 2 || (raidz && ps.len() <= nparity) {
+                return Err(Error::Invalid(format!(
+                    "{} needs more devices",
+                    if raidz { "raidz" } else { "mirror" }
+                )));
+            }
+            let mut kids = Vec::new();
+            let mut min = u64::MAX;
+            for (i, p) in ps.iter().enumerate() {
+                let (g, a) = open_leaf(p, devices)?;
+                min = min.min(a);
+                kids.push(leaf_nv(i as u64, g, p));
+            }
+            nv.set(
+                "type",
+                NvValue::String(if raidz { "raidz" } else { "mirror" }.into()),
+            );
+            nv.set("id", NvValue::Uint64(id));
+            nv.set("guid", NvValue::Uint64(random_u64() | 1));
+            if raidz {
+                nv.set("nparity", NvValue::Uint64(nparity as u64));
+            }
+            nv.set("children", NvValue::NvListArray(kids));
+            if raidz {
+                min * ps.len() as u64
+            } else {
+                min
+            }
+        }
+    };
+    Ok((nv, asize))
+}
+
+/// `zpool add`: a new top-level vdev from `t`, with the pool's ashift,
+/// its metaslab array created in the MOS and an empty metaslab group in
+/// the allocator; synced (every label then carries the new tree).
+pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
+    let id = w.pool.root.children.len() as u64;
+    let ashift = w.pool.root.children.first().map(|t| t.ashift).unwrap_or(9);
+    let mut devices: Devices = BTreeMap::new();
+    let (mut nv, asize) = top_config(id, t, &mut devices)?;
+    let ms_shift = metaslab_shift_for(asize) as u64;
+    let ms_array = w
+        .mos
+        .create_object(ot::OBJECT_ARRAY, 512, 0, Vec::new(), 1)?;
+    nv.set("metaslab_array", NvValue::Uint64(ms_array));
+    nv.set("metaslab_shift", NvValue::Uint64(ms_shift));
+    nv.set("ashift", NvValue::Uint64(ashift));
+    nv.set("asize", NvValue::Uint64(asize));
+    nv.set("is_log", NvValue::Uint64(0));
+    nv.set("create_txg", NvValue::Uint64(w.txg));
+    let devs = devices.into_iter().map(|(g, (d, p))| (g, d, p)).collect();
+    w.pool.add_top(nv, devs)?;
+    let top = w
+        .pool
+        .root
+        .children
+        .get(id as usize)
+        .ok_or_else(|| Error::Invalid("the new vdev is not in the tree".into()))?;
+    let raidz = match top.kind {
+        ozfs_vdev::VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
+        _ => None,
+    };
+    w.alloc.groups.push(MetaslabGroup::new(
+        id,
+        ashift as u32,
+        asize,
+        ms_shift as u32,
+        raidz,
+    ));
+    w.ms_arrays.push(ms_array);
+    w.config_dirty = true;
+    w.sync()
+}
+
 /// Create a pool on the given device files and return a writer holding it
 /// (already synced once, labels written, state ACTIVE).
 pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> Result<PoolWriter> {
@@ -94,66 +200,11 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
     let pool_guid = random_u64() | 1;
     let mut devices: BTreeMap<u64, (Arc<dyn BlockDevice>, String)> = BTreeMap::new();
     let mut top_nvs = Vec::new();
-    let open_leaf = |path: &PathBuf,
-                     devices: &mut BTreeMap<u64, (Arc<dyn BlockDevice>, String)>|
-     -> Result<(u64, u64)> {
-        let dev = FileDevice::open_mode(path, true)?;
-        let asize = leaf_asize(dev.size());
-        if dev.size() < ozfs_format::label::SPA_MINDEVSIZE {
-            return Err(Error::Invalid(format!(
-                "{}: device is smaller than 64 MiB",
-                path.display()
-            )));
-        }
-        let guid = random_u64() | 1;
-        devices.insert(guid, (Arc::new(dev), path.display().to_string()));
-        Ok((guid, asize))
-    };
     for (id, t) in tops.iter().enumerate() {
-        let id = id as u64;
-        let mut nv = NvList::new();
-        let asize = match t {
-            TopSpec::Disk(p) => {
-                let (g, a) = open_leaf(p, &mut devices)?;
-                nv = leaf_nv(id, g, p);
-                a
-            }
-            TopSpec::Mirror(ps) | TopSpec::Raidz(_, ps) => {
-                let raidz = matches!(t, TopSpec::Raidz(..));
-                let nparity = if let TopSpec::Raidz(p, _) = t { *p } else { 0 };
-                if ps.len() < 2 || (raidz && ps.len() <= nparity) {
-                    return Err(Error::Invalid(format!(
-                        "{} needs more devices",
-                        if raidz { "raidz" } else { "mirror" }
-                    )));
-                }
-                let mut kids = Vec::new();
-                let mut min = u64::MAX;
-                for (i, p) in ps.iter().enumerate() {
-                    let (g, a) = open_leaf(p, &mut devices)?;
-                    min = min.min(a);
-                    kids.push(leaf_nv(i as u64, g, p));
-                }
-                nv.set(
-                    "type",
-                    NvValue::String(if raidz { "raidz" } else { "mirror" }.into()),
-                );
-                nv.set("id", NvValue::Uint64(id));
-                nv.set("guid", NvValue::Uint64(random_u64() | 1));
-                if raidz {
-                    nv.set("nparity", NvValue::Uint64(nparity as u64));
-                }
-                nv.set("children", NvValue::NvListArray(kids));
-                if raidz {
-                    min * ps.len() as u64
-                } else {
-                    min
-                }
-            }
-        };
+        let (mut nv, asize) = top_config(id as u64, t, &mut devices)?;
         let ms_shift = metaslab_shift_for(asize) as u64;
         // The MOS creates the metaslab arrays right after the object directory: objects 2, 3, ...
-        nv.set("metaslab_array", NvValue::Uint64(2 + id));
+        nv.set("metaslab_array", NvValue::Uint64(2 + id as u64));
         nv.set("metaslab_shift", NvValue::Uint64(ms_shift));
         nv.set("ashift", NvValue::Uint64(ashift));
         nv.set("asize", NvValue::Uint64(asize));

@@ -299,16 +299,25 @@ impl Pool {
         extra: Option<(u64, Arc<dyn BlockDevice>, String)>,
         resilver: Option<u64>,
     ) -> Result<()> {
+        self.install_with(tops_nv, extra.into_iter().collect(), resilver)
+    }
+
+    fn install_with(
+        &self,
+        tops_nv: Vec<NvList>,
+        extra: Vec<(u64, Arc<dyn BlockDevice>, String)>,
+        resilver: Option<u64>,
+    ) -> Result<()> {
         let mut devs = HashMap::new();
         collect(&self.root, &mut devs);
-        if let Some((g, d, p)) = extra {
+        for (g, d, p) in extra {
             devs.insert(g, (d, p));
         }
         let mut opener = |g: u64, _p: Option<&str>| devs.get(&g).cloned();
         let mut tops = Vec::new();
-        for (nv, old) in tops_nv.iter().zip(self.root.children.iter()) {
+        for (i, nv) in tops_nv.iter().enumerate() {
             let mut nt = Vdev::from_config(nv, &mut opener)?;
-            nt.aux = old.aux.clone();
+            nt.aux = self.root.children.get(i).and_then(|o| o.aux.clone());
             tops.push(nt);
         }
         let mut root = Vdev::from_config(&self.root.config, &mut opener)?;
@@ -460,6 +469,26 @@ impl Pool {
             tops_nv.push(nv);
         }
         self.install(tops_nv, None, None)
+    }
+
+    /// `zpool add`: a new top-level vdev built from `nv` (its leaves'
+    /// devices in `devs`), after the existing ones.
+    pub fn add_top(
+        &self,
+        nv: NvList,
+        devs: Vec<(u64, Arc<dyn BlockDevice>, String)>,
+    ) -> Result<()> {
+        let mut tops_nv: Vec<NvList> = self
+            .root
+            .children
+            .iter()
+            .map(|t| t.config.clone())
+            .collect();
+        if nv.get_u64("id") != Some(tops_nv.len() as u64) {
+            return Err(Error::Invalid("new top-level vdev id out of order".into()));
+        }
+        tops_nv.push(nv);
+        self.install_with(tops_nv, devs, None)
     }
 
     /// Leaves being resilvered now (by guid).
