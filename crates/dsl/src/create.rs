@@ -73,7 +73,7 @@ fn empty_dnode(t: u8, blkszsec: u16, nlevels: u8) -> DnodePhys {
 type Devices = BTreeMap<u64, (Arc<dyn BlockDevice>, String)>;
 
 /// Open a leaf device for a new vdev: (guid, allocatable size).
-fn open_new_leaf(path: &PathBuf, devices: &mut Devices) -> Result<(u64, u64)> {
+fn open_new_leaf(path: &std::path::Path, devices: &mut Devices) -> Result<(u64, u64)> {
     let dev = FileDevice::open_mode(path, true)?;
     let asize = leaf_asize(dev.size());
     if dev.size() < ozfs_format::label::SPA_MINDEVSIZE {
