@@ -23,34 +23,41 @@ fn resilver_file(guid: u64) -> PathBuf {
     state_dir().join(format!("resilver-{guid}.json"))
 }
 
-/// Leaves of pool `guid` whose resilver has not completed (kept beside the
-/// records and across export, since the pool's labels do not say it).
-pub fn resilvering_of(guid: u64) -> Vec<(u64, u64)> {
+/// (leaf guid, txg) pairs.
+pub type LeafTxgs = Vec<(u64, u64)>;
+
+/// Leaf states of pool `guid` that its labels do not carry (kept beside
+/// the records and across export): leaves whose resilver has not completed,
+/// and offline leaves with the txg they went offline after — each as
+/// (leaf guid, txg).
+pub fn resilvering_of(guid: u64) -> (LeafTxgs, LeafTxgs) {
     let Ok(s) = std::fs::read_to_string(resilver_file(guid)) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let v: Value = serde_json::from_str(&s).unwrap_or(Value::Null);
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|e| Some((e[0].as_str()?.parse().ok()?, e[1].as_u64()?)))
-                .collect()
-        })
-        .unwrap_or_default()
+    let list = |a: &Value| -> Vec<(u64, u64)> {
+        a.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| Some((e[0].as_str()?.parse().ok()?, e[1].as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (list(&v["resilvering"]), list(&v["offline"]))
 }
 
-fn save_resilvering(guid: u64, list: &[(u64, u64)]) -> Result<()> {
+fn save_resilvering(guid: u64, res: &[(u64, u64)], off: &[(u64, u64)]) -> Result<()> {
     let f = resilver_file(guid);
-    if list.is_empty() {
+    if res.is_empty() && off.is_empty() {
         let _ = std::fs::remove_file(&f);
         return Ok(());
     }
-    let v: Vec<Value> = list
-        .iter()
-        .map(|(g, t)| json!([g.to_string(), t]))
-        .collect();
-    std::fs::write(&f, Value::Array(v).to_string())
-        .map_err(|e| Error::io(format!("write {}", f.display()), e))
+    let enc = |l: &[(u64, u64)]| -> Vec<Value> {
+        l.iter().map(|(g, t)| json!([g.to_string(), t])).collect()
+    };
+    let v = json!({"resilvering": enc(res), "offline": enc(off)});
+    std::fs::write(&f, v.to_string()).map_err(|e| Error::io(format!("write {}", f.display()), e))
 }
 
 /// One imported pool's record.
@@ -67,6 +74,9 @@ pub struct Record {
     /// never trusted after a crash or an export; the next resilver or
     /// scrub that completes clears it.
     pub resilvering: Vec<(u64, u64)>,
+    /// Offline leaves and the txg after which they miss blocks (so that
+    /// `zpool online` resilvers only those, even after an export).
+    pub offline: Vec<(u64, u64)>,
 }
 
 impl Record {
@@ -82,7 +92,7 @@ impl Record {
             "errors": self.errors.iter().map(|(g, c)| json!([g.to_string(), c[0], c[1], c[2]])).collect::<Vec<_>>(),
 
         });
-        save_resilvering(self.guid, &self.resilvering)?;
+        save_resilvering(self.guid, &self.resilvering, &self.offline)?;
         let tmp = dir.join(format!(".{}.json.tmp", self.name));
         std::fs::write(&tmp, v.to_string())
             .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
@@ -117,7 +127,7 @@ impl Record {
                     .collect()
             })
             .unwrap_or_default();
-        let resilvering = resilvering_of(guid);
+        let (resilvering, offline) = resilvering_of(guid);
         Ok(Record {
             name: v["name"].as_str().unwrap_or(name).to_string(),
             guid,
@@ -125,6 +135,7 @@ impl Record {
             readonly: v["readonly"].as_bool().unwrap_or(true),
             errors,
             resilvering,
+            offline,
         })
     }
 
@@ -193,6 +204,9 @@ impl Record {
                 v.stats.resilvering.store(true, o);
                 v.stats.resilver_from.store(*from, o);
             }
+            if let Some((_, from)) = self.offline.iter().find(|(g, _)| *g == v.guid) {
+                v.stats.resilver_from.store(*from, o);
+            }
         });
         Ok(Arc::new(pool))
     }
@@ -202,6 +216,7 @@ impl Record {
     pub fn save_counters(&mut self, pool: &Pool) -> Result<()> {
         let mut errs = Vec::new();
         let mut res = Vec::new();
+        let mut off = Vec::new();
         let o = std::sync::atomic::Ordering::Relaxed;
         pool.root.walk(0, &mut |v, _| {
             let (r, w, c) = v.stats.get();
@@ -211,9 +226,13 @@ impl Record {
             if v.stats.resilvering.load(o) {
                 res.push((v.guid, v.stats.resilver_from.load(o)));
             }
+            if v.stats.offline.load(o) {
+                off.push((v.guid, v.stats.resilver_from.load(o)));
+            }
         });
         self.errors = errs;
         self.resilvering = res;
+        self.offline = off;
         self.save()
     }
 }

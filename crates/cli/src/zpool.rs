@@ -183,7 +183,8 @@ fn import(argv: &[String]) -> CmdResult {
         devices,
         readonly,
         errors: Vec::new(),
-        resilvering: crate::state::resilvering_of(guid),
+        resilvering: crate::state::resilvering_of(guid).0,
+        offline: crate::state::resilvering_of(guid).1,
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
@@ -649,6 +650,7 @@ fn create(argv: &[String]) -> CmdResult {
         readonly: false,
         errors: Vec::new(),
         resilvering: Vec::new(),
+        offline: Vec::new(),
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;

@@ -425,3 +425,68 @@ fn add_vdev() {
     assert_zdb_clean(&pool, &pool.dev_dir(), "after zpool add");
     phase(&format!("{tag}: done"), t0);
 }
+
+/// An offline device stays offline across export and import, and `zpool
+/// online` afterwards still resilvers only what was written while it was
+/// away (its txg is kept beside the pool's record); a scrub then finds
+/// nothing to repair.
+#[test]
+fn offline_across_export() {
+    let t0 = Instant::now();
+    let tag = "offexp";
+    let pool = new_devs("ozoffexp", Layout::Mirror, 2, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &["-o", "ashift=12"]);
+    let work = local_dir(tag);
+    let src = work.path().join("src");
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..40 {
+        fs::write(src.join(format!("f{i}")), content(i)).unwrap();
+    }
+    oz_cp_in(&oz, &src, &format!("{name}:/"));
+    let d0 = pool.devs()[0].clone();
+    oz.ok(&["zpool", "offline", &name, &d0.to_string_lossy()]);
+    let late = work.path().join("late");
+    fs::create_dir_all(&late).unwrap();
+    fs::write(late.join("g"), content(99)).unwrap();
+    oz_cp_in(&oz, &late, &format!("{name}:/"));
+    oz_export(&oz, &name);
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-N",
+        "-d",
+        &pool.dev_dir().to_string_lossy(),
+        &name,
+    ]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert_eq!(state_of(&st, &d0).as_deref(), Some("OFFLINE"), "{st}");
+    oz.ok(&["zpool", "online", &name, &d0.to_string_lossy()]);
+    let scan = fs::read_to_string(oz.state_dir().join(format!("{name}.scan.json"))).unwrap();
+    let examined: u64 = scan
+        .split("\"examined\":")
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    let alloc: u64 = oz
+        .ok(&["zpool", "list", "-Hp", "-o", "alloc", &name])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        examined * 3 < alloc,
+        "online visited {examined} of {alloc} bytes"
+    );
+    oz.ok(&["zpool", "scrub", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "{st}"
+    );
+    assert!(parse_status(&st).iter().all(|r| r.cksum == 0), "{st}");
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after offline, export, online");
+    phase(&format!("{tag}: done"), t0);
+}
