@@ -98,6 +98,7 @@ pub fn apply_vdev_state(pool: &str, root: &ozfs_vdev::Vdev) {
             v.stats.faulted.store(b(4), o);
             v.stats.offline.store(b(5), o);
             v.stats.resilvering.store(b(6), o);
+            v.stats.removed.store(b(7), o);
         }
     });
 }

@@ -631,7 +631,8 @@ impl Daemon {
                         c,
                         f(&v.stats.faulted),
                         f(&v.stats.offline),
-                        f(&v.stats.resilvering)
+                        f(&v.stats.resilvering),
+                        f(&v.stats.removed)
                     ]));
                 });
                 json!({"ok": true, "out": "", "vdevs": list})

@@ -504,6 +504,9 @@ pub fn zero_counters(pool: &Pool, dev: Option<&str>) -> Result<(), String> {
             c.stats
                 .faulted
                 .store(false, std::sync::atomic::Ordering::Relaxed);
+            c.stats
+                .removed
+                .store(false, std::sync::atomic::Ordering::Relaxed);
         })
     };
     match dev {

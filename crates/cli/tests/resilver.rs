@@ -6,7 +6,7 @@
 //! (`OZFS_FAULT_GONE=<marker>`: once the marker names a device, every I/O
 //! to it fails with ENXIO, as a pulled disk). A thread writes files through
 //! the mount (fsync every few files) the whole time. Mid-way one device is
-//! pulled: the pool must go DEGRADED with that device FAULTED while writes
+//! pulled: the pool must go DEGRADED with that device REMOVED while writes
 //! go on; `zpool replace -w POOL OLD NEW` puts a fresh file in its place
 //! and resilvers; the pool is ONLINE again, a scrub afterwards finds
 //! nothing to repair (the resilver was complete), every file written
@@ -153,7 +153,8 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     let t = Instant::now();
     let status = loop {
         let s = oz.ok(&["zpool", "status", &name]);
-        if state_of(&s, &pulled).as_deref() == Some("FAULTED") {
+        // A device that went away (ENXIO) shows REMOVED, as on ZFS.
+        if state_of(&s, &pulled).as_deref() == Some("REMOVED") {
             break s;
         }
         assert!(

@@ -109,6 +109,7 @@ fn copy_state(from: &Vdev, to: &Vdev) {
     to.stats.set(r, w, c);
     for (a, b) in [
         (&from.stats.faulted, &to.stats.faulted),
+        (&from.stats.removed, &to.stats.removed),
         (&from.stats.offline, &to.stats.offline),
         (&from.stats.resilvering, &to.stats.resilvering),
     ] {
@@ -254,6 +255,7 @@ impl Pool {
             };
             leaf.stats.offline.store(false, Ordering::Relaxed);
             leaf.stats.faulted.store(false, Ordering::Relaxed);
+            leaf.stats.removed.store(false, Ordering::Relaxed);
             leaf.stats.resilver_from.store(from, Ordering::Relaxed);
             leaf.stats.resilvering.store(true, Ordering::Relaxed);
         }

@@ -16,6 +16,8 @@ pub struct VdevStats {
     pub cksum_errors: AtomicU64,
     /// A leaf taken out of service: too many I/O errors, or gone.
     pub faulted: std::sync::atomic::AtomicBool,
+    /// With `faulted`: the device went away (ENXIO/ENODEV), shown REMOVED.
+    pub removed: std::sync::atomic::AtomicBool,
     /// A leaf taken offline by `zpool offline`.
     pub offline: std::sync::atomic::AtomicBool,
     /// A leaf being resilvered: it holds no valid copy of blocks born
@@ -290,7 +292,11 @@ impl Vdev {
                 VdevState::Offline
             }
             VdevKind::Leaf(Some(_)) if self.stats.faulted.load(Ordering::Relaxed) => {
-                VdevState::Faulted
+                if self.stats.removed.load(Ordering::Relaxed) {
+                    VdevState::Removed
+                } else {
+                    VdevState::Faulted
+                }
             }
             VdevKind::Leaf(Some(_)) => VdevState::Online,
             VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
@@ -345,7 +351,10 @@ impl Vdev {
                 if states.iter().any(|s| {
                     matches!(
                         s,
-                        VdevState::Unavail | VdevState::Faulted | VdevState::Offline
+                        VdevState::Unavail
+                            | VdevState::Faulted
+                            | VdevState::Offline
+                            | VdevState::Removed
                     )
                 }) {
                     VdevState::Unavail
@@ -738,6 +747,9 @@ impl Vdev {
             if matches!(source.raw_os_error(), Some(6) | Some(19))
                 || source.kind() == std::io::ErrorKind::NotFound);
         let recent = self.stats.recent_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if gone {
+            self.stats.removed.store(true, Ordering::Relaxed);
+        }
         if (gone || recent >= FAULT_AFTER_ERRORS)
             && !self.stats.faulted.swap(true, Ordering::Relaxed)
         {
