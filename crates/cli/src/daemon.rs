@@ -305,19 +305,6 @@ pub fn main(argv: &[String]) -> CmdResult {
     foreground(auto)
 }
 
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain libc signal-set manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
 fn foreground(auto: bool) -> CmdResult {
     let fail = |m: String| Fail::Err(format!("ozfs daemon: {m}"));
     let dir = state_dir();
@@ -353,7 +340,7 @@ fn foreground(auto: bool) -> CmdResult {
         .map_err(|e| fail(format!("chmod {}: {e}", sock.display())))?;
     let sock_ino = std::fs::metadata(&sock).map(|m| m.ino()).unwrap_or(0);
 
-    let sigset = block_signals();
+    let sigset = ozfs_fuse::block_signals();
     let d = Arc::new(Daemon {
         inner: Mutex::new(Inner::default()),
         auto,
@@ -447,53 +434,6 @@ fn from_cmd(r: CmdResult) -> Value {
 /// What to do when an export finds a dataset that will not unmount.
 fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
-}
-
-/// A dataset's mount-relevant properties, from the writer's synced state.
-struct DsMount {
-    name: String,
-    ds_obj: u64,
-    mountpoint: String,
-    canmount: String,
-    readonly: bool,
-    atime: bool,
-    recordsize: u64,
-    is_snapshot: bool,
-}
-
-fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
-    let dsl = w.dsl();
-    let ds = dsl
-        .lookup(name)
-        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
-    let props = dsl
-        .properties(&ds, 0)
-        .map_err(|e| format!("cannot open '{name}': {e}"))?;
-    let text = |k: &str| {
-        props
-            .iter()
-            .find(|(n, _, _)| n == k)
-            .map(|(_, v, _)| v.render(true))
-            .unwrap_or_default()
-    };
-    let recordsize = props
-        .iter()
-        .find(|(n, _, _)| n == "recordsize")
-        .and_then(|(_, v, _)| match v {
-            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-            _ => None,
-        })
-        .unwrap_or(131072);
-    Ok(DsMount {
-        name: name.to_string(),
-        ds_obj: ds.ds_obj,
-        mountpoint: text("mountpoint"),
-        canmount: text("canmount"),
-        readonly: crate::cp::is_readonly(&props),
-        atime: crate::cp::atime_on(&props),
-        recordsize,
-        is_snapshot: ds.is_snapshot,
-    })
 }
 
 fn pool_of(ds: &str) -> &str {
@@ -738,16 +678,16 @@ impl Daemon {
             .ok_or_else(|| format!("no such pool '{pool}'"))?
             .sw
             .clone();
-        let list: Vec<DsMount> = {
+        let list: Vec<crate::mount::DsMount> = {
             let w = sw.lease().map_err(|e| e.to_string())?;
             let dsl = w.dsl();
             let root = dsl.root().map_err(|e| e.to_string())?;
             let all = dsl.list(&root, false, None).map_err(|e| e.to_string())?;
             all.iter()
-                .filter_map(|d| ds_mount_info(&w, &d.name).ok())
+                .filter_map(|d| crate::mount::ds_mount_info(&w, &d.name).ok())
                 .collect()
         };
-        let mut todo: Vec<&DsMount> = list
+        let mut todo: Vec<&crate::mount::DsMount> = list
             .iter()
             .filter(|d| {
                 d.canmount == "on"
@@ -788,7 +728,7 @@ impl Daemon {
         let sw = inner.pools[&pool].sw.clone();
         let info = {
             let w = sw.lease().map_err(|e| fail(&e))?;
-            ds_mount_info(&w, dataset)?
+            crate::mount::ds_mount_info(&w, dataset)?
         };
         if info.is_snapshot {
             return Err(fail(&"snapshots are mounted with 'ozfs mount'"));
@@ -1003,7 +943,7 @@ impl Daemon {
             }
             let info = {
                 let w = sw.lease().map_err(|e| e.to_string())?;
-                ds_mount_info(&w, name)
+                crate::mount::ds_mount_info(&w, name)
             };
             match info {
                 Ok(i) if i.canmount == "on" && i.mountpoint.starts_with('/') && !i.is_snapshot => {
@@ -1073,7 +1013,7 @@ impl Daemon {
                         .mounts
                         .iter()
                         .filter(|m| pool_of(&m.dataset) == pool)
-                        .filter(|m| match ds_mount_info(&w, &m.dataset) {
+                        .filter(|m| match crate::mount::ds_mount_info(&w, &m.dataset) {
                             Ok(i) => {
                                 i.canmount == "off"
                                     || !i.mountpoint.starts_with('/')

@@ -68,31 +68,13 @@ pub fn main(argv: &[String]) -> CmdResult {
     let ds = dsl
         .lookup(ds_name)
         .map_err(|_| fail(&"dataset does not exist"))?;
+    let info = ds_mount_info(&writer, ds_name).ok();
     // readonly=on mounts read-only, as ZFS does.
-    if dsl
-        .properties(&ds, 0)
-        .map(|p| crate::cp::is_readonly(&p))
-        .unwrap_or(false)
-    {
+    if info.as_ref().is_some_and(|i| i.readonly) {
         readonly = true;
     }
-    let recordsize = dsl
-        .properties(&ds, 0)
-        .ok()
-        .and_then(|props| {
-            props
-                .iter()
-                .find(|(n, _, _)| n == "recordsize")
-                .and_then(|(_, v, _)| match v {
-                    ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-                    _ => None,
-                })
-        })
-        .unwrap_or(131072);
-    let atime = dsl
-        .properties(&ds, 0)
-        .map(|p| crate::cp::atime_on(&p))
-        .unwrap_or(true);
+    let recordsize = info.as_ref().map_or(131072, |i| i.recordsize);
+    let atime = info.as_ref().is_none_or(|i| i.atime);
     let opts = Options {
         readonly,
         atime,
@@ -105,4 +87,51 @@ pub fn main(argv: &[String]) -> CmdResult {
         eprintln!("ozfs: warning: could not save error counters: {e}");
     }
     res.map_err(|e| fail(&e))
+}
+
+/// A dataset's mount-relevant properties, from the writer's synced state.
+pub struct DsMount {
+    pub name: String,
+    pub ds_obj: u64,
+    pub mountpoint: String,
+    pub canmount: String,
+    pub readonly: bool,
+    pub atime: bool,
+    pub recordsize: u64,
+    pub is_snapshot: bool,
+}
+
+pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
+    let dsl = w.dsl();
+    let ds = dsl
+        .lookup(name)
+        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let props = dsl
+        .properties(&ds, 0)
+        .map_err(|e| format!("cannot open '{name}': {e}"))?;
+    let text = |k: &str| {
+        props
+            .iter()
+            .find(|(n, _, _)| n == k)
+            .map(|(_, v, _)| v.render(true))
+            .unwrap_or_default()
+    };
+    let recordsize = props
+        .iter()
+        .find(|(n, _, _)| n == "recordsize")
+        .and_then(|(_, v, _)| match v {
+            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+            _ => None,
+        })
+        .unwrap_or(131072);
+    Ok(DsMount {
+        name: name.to_string(),
+        ds_obj: ds.ds_obj,
+        mountpoint: text("mountpoint"),
+        canmount: text("canmount"),
+        readonly: crate::cp::is_readonly(&props),
+        atime: crate::cp::atime_on(&props),
+        recordsize,
+        is_snapshot: ds.is_snapshot,
+    })
 }

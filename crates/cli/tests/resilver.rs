@@ -70,6 +70,24 @@ fn content(i: usize) -> Vec<u8> {
     v
 }
 
+/// Bytes the last scan visited (from its state file) and the pool's
+/// allocated bytes.
+fn last_scan_share(oz: &Ozfs, name: &str) -> (u64, u64) {
+    let scan = fs::read_to_string(oz.state_dir().join(format!("{name}.scan.json"))).unwrap();
+    let examined: u64 = scan
+        .split("\"examined\":")
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    let alloc: u64 = oz
+        .ok(&["zpool", "list", "-Hp", "-o", "alloc", name])
+        .trim()
+        .parse()
+        .unwrap();
+    (examined, alloc)
+}
+
 fn state_of(status: &str, dev: &Path) -> Option<String> {
     let rows = parse_status(status);
     status_row(&rows, dev).map(|r| r.state.clone())
@@ -240,18 +258,7 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
         st.contains("resilvered") && st.contains("state: ONLINE"),
         "{st}"
     );
-    let scan = fs::read_to_string(oz.state_dir().join(format!("{name}.scan.json"))).unwrap();
-    let examined: u64 = scan
-        .split("\"examined\":")
-        .nth(1)
-        .and_then(|r| r.split([',', '}']).next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap();
-    let alloc: u64 = oz
-        .ok(&["zpool", "list", "-Hp", "-o", "alloc", &name])
-        .trim()
-        .parse()
-        .unwrap();
+    let (examined, alloc) = last_scan_share(&oz, &name);
     assert!(
         examined * 3 < alloc,
         "resilver after online visited {examined} of {alloc} allocated bytes"
@@ -464,18 +471,7 @@ fn offline_across_export() {
     let st = oz.ok(&["zpool", "status", &name]);
     assert_eq!(state_of(&st, &d0).as_deref(), Some("OFFLINE"), "{st}");
     oz.ok(&["zpool", "online", &name, &d0.to_string_lossy()]);
-    let scan = fs::read_to_string(oz.state_dir().join(format!("{name}.scan.json"))).unwrap();
-    let examined: u64 = scan
-        .split("\"examined\":")
-        .nth(1)
-        .and_then(|r| r.split([',', '}']).next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap();
-    let alloc: u64 = oz
-        .ok(&["zpool", "list", "-Hp", "-o", "alloc", &name])
-        .trim()
-        .parse()
-        .unwrap();
+    let (examined, alloc) = last_scan_share(&oz, &name);
     assert!(
         examined * 3 < alloc,
         "online visited {examined} of {alloc} bytes"

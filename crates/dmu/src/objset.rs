@@ -180,16 +180,23 @@ impl Objset {
 
     /// Level-0 block `blkid` of `dn` (None for a hole or a block past the end).
     pub fn read_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .data_block(dn, blkid)?
+            .map(|b| Arc::try_unwrap(b).unwrap_or_else(|a| (*a).clone())))
+    }
+
+    /// [`read_block`](Self::read_block) without a copy: the block as the
+    /// pool's cache holds it (readers copy only the bytes they want).
+    pub fn data_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
         if blkid > dn.phys.maxblkid {
             return Ok(None);
         }
         match self.block_bp(dn, 0, blkid)? {
-            Some(bp) if !bp.is_hole() => {
-                let data = self
-                    .read_data(&bp)
-                    .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object)))?;
-                Ok(Some(data))
-            }
+            Some(bp) if !bp.is_hole() => self
+                .pool
+                .read_bp_cached(&bp, true)
+                .map(Some)
+                .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
             _ => Ok(None),
         }
     }
@@ -227,7 +234,7 @@ impl Objset {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = ((bs as usize) - inner).min(out.len() - done);
-            match self.read_block(dn, blkid)? {
+            match self.data_block(dn, blkid)? {
                 Some(b) => {
                     let avail = b.len().saturating_sub(inner).min(n);
                     out[done..done + avail].copy_from_slice(&b[inner..inner + avail]);

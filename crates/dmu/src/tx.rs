@@ -242,7 +242,19 @@ impl ObjsetTx {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = (bs as usize - inner).min(len - done);
-            if let Some(b) = self.read_block(obj, blkid)? {
+            // Blocks are borrowed (dirty ones from this txg, committed ones
+            // from the pool's cache): only the wanted bytes are copied.
+            let dirty = self.data.get(&(obj, blkid));
+            let committed;
+            let b: Option<&[u8]> = match dirty {
+                Some(d) => d.as_deref(),
+                None if self.free_trees.contains_key(&obj) => None,
+                None => {
+                    committed = self.os.data_block(&dn, blkid)?;
+                    committed.as_deref().map(|v| v.as_slice())
+                }
+            };
+            if let Some(b) = b {
                 let avail = b.len().saturating_sub(inner).min(n);
                 out[done..done + avail].copy_from_slice(&b[inner..inner + avail]);
             }

@@ -320,7 +320,7 @@ impl Walker<'_> {
             let per = (block.len() / DNODE_SIZE) as u64;
             let mut slot = 0usize;
             while slot < block.len() / DNODE_SIZE {
-                let objid = blkid * per + slot as u64;
+                let objid = blkid.saturating_mul(per).saturating_add(slot as u64);
                 match DnodePhys::parse(&block[slot * DNODE_SIZE..], swap) {
                     Ok(child) => {
                         slot += 1 + child.extra_slots as usize;

@@ -288,6 +288,28 @@ fn linux_dev(z: u64) -> u32 {
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 
+/// FUSE attributes of a znode: inode `ino`, `used` bytes on disk, data
+/// block size `blksz`.
+fn file_attr(ino: u64, a: &ZplAttrs, used: u64, blksz: u64) -> FileAttr {
+    FileAttr {
+        ino,
+        size: a.size,
+        blocks: used.div_ceil(512),
+        atime: systime(a.atime),
+        mtime: systime(a.mtime),
+        ctime: systime(a.ctime),
+        crtime: systime(a.crtime),
+        kind: kind_of(a.mode),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.links.min(u32::MAX as u64) as u32,
+        uid: a.uid as u32,
+        gid: a.gid as u32,
+        rdev: linux_dev(a.rdev),
+        blksize: blksz.clamp(512, 131072) as u32,
+        flags: 0,
+    }
+}
+
 fn check_name(name: &OsStr) -> Res<&[u8]> {
     let b = name.as_bytes();
     if b.len() > 255 {
@@ -483,7 +505,8 @@ impl State {
         }
         let Ok(mut a) = self.attrs(obj) else { return };
         let now = ozfs_zpl::write::now();
-        let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.0 >= a.atime.0 + 86_400;
+        let stale =
+            a.atime <= a.mtime || a.atime <= a.ctime || now.0 >= a.atime.0.saturating_add(86_400);
         if !stale {
             return;
         }
@@ -509,24 +532,7 @@ impl State {
             let bs = dn.phys.datablksz().max(512);
             used = used.max(a.size.div_ceil(bs) * bs);
         }
-        let blksize = dn.phys.datablksz().clamp(512, 131072) as u32;
-        let attr = FileAttr {
-            ino: self.ino(obj),
-            size: a.size,
-            blocks: used.div_ceil(512),
-            atime: systime(a.atime),
-            mtime: systime(a.mtime),
-            ctime: systime(a.ctime),
-            crtime: systime(a.crtime),
-            kind: kind_of(a.mode),
-            perm: (a.mode & 0o7777) as u16,
-            nlink: a.links.min(u32::MAX as u64) as u32,
-            uid: a.uid as u32,
-            gid: a.gid as u32,
-            rdev: linux_dev(a.rdev),
-            blksize,
-            flags: 0,
-        };
+        let attr = file_attr(self.ino(obj), &a, used, dn.phys.datablksz());
         Ok((attr, a.gen))
     }
 
@@ -1136,8 +1142,8 @@ impl State {
     /// objects come back as the committed objset and dnode, to be read by a
     /// request thread without the lock ([`ReadPlan::Committed`]).
     fn plan_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<ReadPlan> {
-        if size < OFFLOAD_MIN || ino >= snapdir::VIRT_MIN {
-            return self.do_read(ino, offset, size).map(ReadPlan::Done);
+        if ino >= snapdir::VIRT_MIN {
+            return self.v_read(ino, offset, size).map(ReadPlan::Done);
         }
         let obj = self.obj(ino);
         let a = self.attrs(obj)?;
@@ -1152,7 +1158,7 @@ impl State {
         self.touch_atime(obj);
         let synced = self.writer.txg.saturating_sub(1);
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
-        if !tx.is_clean(obj) {
+        if size < OFFLOAD_MIN || !tx.is_clean(obj) {
             return tx
                 .read(obj, off, n)
                 .map(ReadPlan::Done)
@@ -1169,26 +1175,6 @@ impl State {
             off,
             len: n,
         })))
-    }
-
-    fn do_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
-        if ino >= snapdir::VIRT_MIN {
-            return self.v_read(ino, offset, size);
-        }
-        let obj = self.obj(ino);
-        let a = self.attrs(obj)?;
-        if a.mode & S_IFMT == S_IFDIR {
-            return Err(EISDIR);
-        }
-        let off = offset.max(0) as u64;
-        if off >= a.size {
-            return Ok(Vec::new());
-        }
-        let n = (a.size - off).min(size as u64) as usize;
-        self.touch_atime(obj);
-        let tx = self.tx().map_err(|e| errno_of("open", &e))?;
-        tx.read(obj, off, n)
-            .map_err(|e| errno_of(&format!("read object {obj}"), &e))
     }
 
     /// `lseek` with `SEEK_DATA` / `SEEK_HOLE` (the kernel handles the other
@@ -2071,9 +2057,56 @@ impl Filesystem for ZfsFuse {
     }
 }
 
+/// Mount `st`'s file system on `mountpoint` (canonicalized) with the
+/// options every ozfs mount has; returns the session, the mountpoint and
+/// the txg interval.
+fn open_session(
+    st: &Arc<Mutex<State>>,
+    mountpoint: &Path,
+) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
+    let (readonly, fsname, interval) = {
+        let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
+        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
+    };
+    let mountpoint: PathBuf = mountpoint.canonicalize()?;
+    let opts = [
+        MountOption::FSName(fsname),
+        MountOption::Subtype("ozfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::AllowOther,
+        MountOption::Dev,
+        MountOption::Suid,
+        if readonly {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    Ok((session, mountpoint, interval))
+}
+
+/// The periodic txg sync of a mount: a thread that syncs a txg at most
+/// `interval` after its first change, until `stop`.
+fn spawn_txg_timer(st: Arc<Mutex<State>>, stop: Arc<AtomicBool>, interval: Duration) {
+    std::thread::spawn(move || {
+        let tick = (interval / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(tick);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let mut g = shared::lock(&st);
+            if !g.closed {
+                g.sync_if_old();
+            }
+        }
+    });
+}
+
 /// Block the termination signals in the calling thread (and the threads it
-/// starts afterwards), so that only the waiter thread of [`serve`] sees them.
-fn block_signals() -> libc::sigset_t {
+/// starts afterwards), so that only the thread waiting for them sees them.
+pub fn block_signals() -> libc::sigset_t {
     // SAFETY: plain libc signal-set manipulation on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -2104,44 +2137,10 @@ fn is_mounted(mnt: &Path) -> bool {
 /// (lazily unmounted) and the process exits 0 at once — everything done
 /// through the mount is on disk at that point.
 pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
-    let (readonly, fsname, interval) = {
-        let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
-        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
-    };
-    let mountpoint: PathBuf = mountpoint.canonicalize()?;
-    let mut opts = vec![
-        MountOption::FSName(fsname),
-        MountOption::Subtype("ozfs".into()),
-        MountOption::DefaultPermissions,
-        MountOption::AllowOther,
-        MountOption::Dev,
-        MountOption::Suid,
-    ];
-    opts.push(if readonly {
-        MountOption::RO
-    } else {
-        MountOption::RW
-    });
     let sigset = block_signals();
-    let mut session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    let (mut session, mountpoint, interval) = open_session(&st, mountpoint)?;
     let stop = Arc::new(AtomicBool::new(false));
-
-    // Periodic txg sync.
-    {
-        let st = st.clone();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let tick = (interval / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(tick);
-                if let Ok(mut g) = st.lock() {
-                    if !g.closed {
-                        g.sync_if_old();
-                    }
-                }
-            }
-        });
-    }
+    spawn_txg_timer(st.clone(), stop.clone(), interval);
 
     // Termination signals: sync, unmount (or detach and exit).
     {

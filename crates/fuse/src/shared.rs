@@ -13,8 +13,7 @@
 //! state forgets its txg bookkeeping (reserved budget, dirty bytes), since
 //! that sync committed and released everything of the old txg.
 
-use crate::{log_err, State, ZfsFuse};
-use fuser::{MountOption, Session};
+use crate::{log_err, State};
 use ozfs_dsl::sync::PoolWriter;
 use ozfs_format::Error;
 use std::ops::{Deref, DerefMut};
@@ -23,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The writer of a [`State`] (and of the CLI's writing commands): owned by
 /// one process-local user, or leased from a [`SharedWriter`].
@@ -254,43 +252,9 @@ pub struct Mounted {
 /// (plus a timer thread for the periodic txg sync). Signals are left to the
 /// caller.
 pub fn spawn(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<Mounted> {
-    let (readonly, fsname, interval) = {
-        let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
-        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
-    };
-    let mountpoint: PathBuf = mountpoint.canonicalize()?;
-    let opts = vec![
-        MountOption::FSName(fsname),
-        MountOption::Subtype("ozfs".into()),
-        MountOption::DefaultPermissions,
-        MountOption::AllowOther,
-        MountOption::Dev,
-        MountOption::Suid,
-        if readonly {
-            MountOption::RO
-        } else {
-            MountOption::RW
-        },
-    ];
-    let mut session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    let (mut session, mountpoint, interval) = crate::open_session(&st, mountpoint)?;
     let stop = Arc::new(AtomicBool::new(false));
-    {
-        let st = st.clone();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let tick = (interval / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(tick);
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let mut g = lock(&st);
-                if !g.closed {
-                    g.sync_if_old();
-                }
-            }
-        });
-    }
+    crate::spawn_txg_timer(st.clone(), stop.clone(), interval);
     let thread = {
         let st = st.clone();
         let stop = stop.clone();

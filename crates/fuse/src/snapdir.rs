@@ -15,7 +15,7 @@
 //! A snapshot that disappeared is dropped from the cache: its inodes then
 //! answer ENOENT. Every change under `.zfs` is refused with EROFS.
 
-use crate::{errno_of, kind_of, kind_of_dtype, linux_dev, systime, Res, State, OBJ_MASK};
+use crate::{errno_of, kind_of, kind_of_dtype, systime, Res, State, OBJ_MASK};
 use fuser::{FileAttr, FileType};
 use libc::{EINVAL, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, EROFS};
 use ozfs_dsl::{DatasetInfo, DslPool, PropValue};
@@ -241,23 +241,12 @@ impl State {
     fn snap_fattr(&mut self, k: usize, o: u64) -> Res<(FileAttr, u64)> {
         let (obj, dn, a) = self.snap_attrs(k, o)?;
         let root = self.snap_zpl(k)?.root;
-        let attr = FileAttr {
-            ino: snap_ino(k, root, obj),
-            size: a.size,
-            blocks: dn.phys.used_bytes().div_ceil(512),
-            atime: systime(a.atime),
-            mtime: systime(a.mtime),
-            ctime: systime(a.ctime),
-            crtime: systime(a.crtime),
-            kind: kind_of(a.mode),
-            perm: (a.mode & 0o7777) as u16,
-            nlink: a.links.min(u32::MAX as u64) as u32,
-            uid: a.uid as u32,
-            gid: a.gid as u32,
-            rdev: linux_dev(a.rdev),
-            blksize: dn.phys.datablksz().clamp(512, 131072) as u32,
-            flags: 0,
-        };
+        let attr = crate::file_attr(
+            snap_ino(k, root, obj),
+            &a,
+            dn.phys.used_bytes(),
+            dn.phys.datablksz(),
+        );
         Ok((attr, a.gen))
     }
 

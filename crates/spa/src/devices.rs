@@ -104,6 +104,21 @@ fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
     }
 }
 
+/// Whether top-level vdev `top` still holds every block without child
+/// `guid` (the other children that hold whole copies suffice).
+fn can_do_without(top: &Vdev, guid: u64) -> bool {
+    let others_whole = top
+        .children
+        .iter()
+        .filter(|c| c.guid != guid && c.present_whole())
+        .count();
+    match top.kind {
+        VdevKind::Mirror => others_whole >= 1,
+        VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
+        _ => false,
+    }
+}
+
 fn copy_state(from: &Vdev, to: &Vdev) {
     let (r, w, c) = from.stats.get();
     to.stats.set(r, w, c);
@@ -173,16 +188,7 @@ impl Pool {
         }
         // The new device is empty until resilvered: the others must hold
         // every block meanwhile.
-        let others_whole = top
-            .children
-            .iter()
-            .filter(|c| c.guid != old && c.present_whole())
-            .count();
-        let enough = match top.kind {
-            VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
-            _ => others_whole >= 1,
-        };
-        if !enough {
+        if !can_do_without(top, old) {
             return Err(Error::Invalid("no valid replicas".into()));
         }
         let need = match top.kind {
@@ -223,17 +229,7 @@ impl Pool {
             .find_leaf(&guid.to_string())
             .ok_or_else(|| Error::NotFound(format!("device {guid}")))?;
         if offline {
-            let others_whole = top
-                .children
-                .iter()
-                .filter(|c| c.guid != guid && c.present_whole())
-                .count();
-            let spare = match top.kind {
-                VdevKind::Mirror => others_whole >= 1,
-                VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
-                _ => false,
-            };
-            if !spare {
+            if !can_do_without(top, guid) {
                 return Err(Error::Invalid("no valid replicas".into()));
             }
             leaf.stats.offline.store(true, Ordering::Relaxed);
@@ -433,12 +429,7 @@ impl Pool {
                 "only a device in a mirror can be detached".into(),
             ));
         }
-        let whole = top
-            .children
-            .iter()
-            .filter(|c| c.guid != guid)
-            .any(|c| c.present_whole());
-        if !whole {
+        if !can_do_without(top, guid) {
             return Err(Error::Invalid("no valid replicas".into()));
         }
         let mut tops_nv = Vec::new();
