@@ -214,6 +214,7 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("clear")) => pos("nFX", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("add")) => pos("fn", "o", 2).first().map(|d| pool_of(d)),
+        (Some("zpool"), Some("remove")) => pos("npsw", "", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("attach" | "detach")) => {
             pos("fsw", "o", 2).first().map(|d| pool_of(d))
         }

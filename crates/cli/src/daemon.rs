@@ -158,8 +158,12 @@ pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
     {
         let mut inner = lock(&d.inner);
         if let Some(p) = inner.pools.get_mut(pool) {
-            p.rec.devices.retain(|x| *x != old_path);
-            p.rec.devices.push(new.to_string());
+            if let Some(old_path) = &old_path {
+                p.rec.devices.retain(|x| x != old_path);
+            }
+            if !p.rec.devices.iter().any(|x| x == new) {
+                p.rec.devices.push(new.to_string());
+            }
             // Also records the leaf that now awaits its resilver.
             p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
         }
@@ -203,7 +207,7 @@ pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), Str
         let mut inner = lock(&d.inner);
         if let Some(p) = inner.pools.get_mut(pool) {
             match (&detached, new) {
-                (Some(path), _) => p.rec.devices.retain(|x| x != path),
+                (Some(Some(path)), _) => p.rec.devices.retain(|x| x != path),
                 (None, Some(n)) => p.rec.devices.push(n.to_string()),
                 _ => {}
             }
@@ -218,8 +222,77 @@ pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), Str
     }
 }
 
+/// In the daemon: `zpool remove` of an available hot spare.
+pub fn remove_spare(pool: &str, dev: &str) -> Result<(), String> {
+    let (d, sw) = held(pool, "cannot remove from")?;
+    let path = {
+        let mut l = sw.lease().map_err(|e| e.to_string())?;
+        crate::scan::remove_spare_in(&mut l, dev)?
+    };
+    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
+        p.rec.devices.retain(|x| *x != path);
+        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// In the daemon, every half second: a leaf that failed (faulted, removed)
+/// in a pool with an available hot spare gets the spare (as ZFS's event
+/// daemon does), and a resilver onto it starts.
+fn activate_spares(d: &Daemon) {
+    let held: Vec<(String, Arc<ozfs_spa::Pool>, SharedWriter)> = lock(&d.inner)
+        .pools
+        .iter()
+        .map(|(n, p)| (n.clone(), p.pool.clone(), p.sw.clone()))
+        .collect();
+    for (name, pool, sw) in held {
+        let wanting = pool.leaves_wanting_spare();
+        if wanting.is_empty() {
+            continue;
+        }
+        let avail: Vec<ozfs_spa::spares::Spare> = pool
+            .spares()
+            .into_iter()
+            .filter(|s| pool.spare_state(s) == ozfs_spa::spares::SpareState::Avail)
+            .collect();
+        let mut started = false;
+        for (failed, spare) in wanting.into_iter().zip(avail) {
+            let Ok(mut l) = sw.lease() else { continue };
+            let r = pool.activate_spare(failed, &spare, l.txg).and_then(|()| {
+                l.config_dirty = true;
+                l.sync()
+            });
+            match r {
+                Ok(()) => {
+                    eprintln!(
+                        "ozfs daemon: '{name}': hot spare {} takes over device {failed}",
+                        spare.path
+                    );
+                    started = true;
+                }
+                Err(e) => eprintln!(
+                    "ozfs daemon: '{name}': hot spare {} not activated: {e}",
+                    spare.path
+                ),
+            }
+        }
+        if started {
+            if let Some(p) = lock(&d.inner).pools.get_mut(&name) {
+                let _ = p.rec.save_counters(&p.pool);
+            }
+            if let Err(e) = start_scrub(&name, ozfs_dsl::scrub::ScanMode::Resilver) {
+                eprintln!("ozfs daemon: '{name}': resilver onto the hot spare: {e}");
+            }
+        }
+    }
+}
+
 /// In the daemon: `zpool add` of new top-level vdevs.
-pub fn add_vdevs(pool: &str, tops: &[ozfs_dsl::create::TopSpec]) -> Result<(), String> {
+pub fn add_vdevs(
+    pool: &str,
+    tops: &[ozfs_dsl::create::TopSpec],
+    spares: &[std::path::PathBuf],
+) -> Result<(), String> {
     let (d, sw) = held(pool, "cannot add to")?;
     {
         let mut l = sw.lease().map_err(|e| e.to_string())?;
@@ -227,8 +300,13 @@ pub fn add_vdevs(pool: &str, tops: &[ozfs_dsl::create::TopSpec]) -> Result<(), S
             ozfs_dsl::create::add_top(&mut l, t)
                 .map_err(|e| format!("cannot add to '{pool}': {e}"))?;
         }
+        ozfs_dsl::create::add_spares(&mut l, spares)
+            .map_err(|e| format!("cannot add to '{pool}': {e}"))?;
     }
     if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
+        p.rec
+            .devices
+            .extend(spares.iter().map(|x| x.display().to_string()));
         for t in tops {
             match t {
                 ozfs_dsl::create::TopSpec::Disk(x) => p.rec.devices.push(x.display().to_string()),
@@ -371,6 +449,7 @@ fn foreground(auto: bool) -> CmdResult {
         let sock = sock.clone();
         std::thread::spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
+            activate_spares(&d);
             let ino = std::fs::metadata(&sock).map(|m| m.ino()).ok();
             if ino != Some(sock_ino) {
                 eprintln!("ozfs daemon: socket removed: syncing and exiting");
@@ -879,6 +958,7 @@ impl Daemon {
                             | "attach"
                             | "detach"
                             | "add"
+                            | "remove"
                     )
                 )
         );

@@ -330,8 +330,18 @@ pub fn run_scrub(
     // resilvering when it started (a scrub heals onto them too).
     if !leaves.is_empty() && !res.stopped && res.progress.errors == 0 {
         pool.resilver_done(&leaves);
+        // A device that replaced a spared one is whole: the spare goes back.
+        let released = pool.release_spares();
         // The next sync records the device as whole again.
-        with_writer(&mut |w| w.config_dirty = true)?;
+        with_writer(&mut |w| {
+            w.config_dirty = true;
+            if !released.is_empty() {
+                match w.sync() {
+                    Ok(()) => ozfs_dsl::create::relabel_spares(w, &released),
+                    Err(e) => eprintln!("ozfs: '{pool_name}': releasing hot spares: {e}"),
+                }
+            }
+        })?;
     }
     drop(hold);
     // SAFETY: isatty has no preconditions.
@@ -501,13 +511,26 @@ fn start(pool: &str, _wait: bool) -> Result<(), String> {
 /// Put device `new` in the place of leaf `old` of the pool `w` writes (the
 /// new leaf starts resilvering) and sync, so every label carries the new
 /// configuration. Returns the replaced leaf's path.
-pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<String, String> {
+/// Returns the path of the device that left the pool (None when a hot spare
+/// was put beside it instead).
+pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<Option<String>, String> {
     let pool = w.pool.clone();
     let fail = |m: &dyn std::fmt::Display| format!("cannot replace {old} with {new}: {m}");
     let leaf = pool
         .find_leaf(old)
         .ok_or_else(|| fail(&"no such device in pool"))?;
     let (old_guid, old_path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
+    if let Some(spare) = pool.find_spare(new) {
+        // A hot spare takes over (the old device stays until detached).
+        pool.activate_spare(old_guid, &spare, w.txg)
+            .map_err(|e| fail(&e))?;
+        w.config_dirty = true;
+        w.sync().map_err(|e| fail(&e))?;
+        return Ok(None);
+    }
+    if pool.spares().iter().any(|s| s.guid == old_guid) {
+        return Err(fail(&"it is a hot spare in use; detach it instead"));
+    }
     let same = std::fs::canonicalize(&old_path).ok() == std::fs::canonicalize(new).ok();
     if same && leaf.state() == ozfs_vdev::VdevState::Online {
         return Err(fail(&format!(
@@ -532,7 +555,7 @@ pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<String, St
     .map_err(|e| fail(&e))?;
     w.config_dirty = true;
     w.sync().map_err(|e| fail(&e))?;
-    Ok(old_path)
+    Ok(Some(old_path))
 }
 
 /// Without a daemon: resilver in this command (its writer in `cell`),
@@ -577,8 +600,12 @@ pub fn replace_cmd(argv: &[String]) -> CmdResult {
     let w = crate::zfs::writer_for(pool)?;
     let cell = std::cell::RefCell::new(w);
     let old_path = replace_in(&mut cell.borrow_mut(), old, &new).map_err(Fail::Err)?;
-    rec.devices.retain(|d| *d != old_path);
-    rec.devices.push(new.clone());
+    if let Some(old_path) = old_path {
+        rec.devices.retain(|d| *d != old_path);
+    }
+    if !rec.devices.contains(&new) {
+        rec.devices.push(new.clone());
+    }
     rec.save_counters(&cell.borrow().pool)
         .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
     // No daemon: this command resilvers in the foreground.
@@ -667,18 +694,98 @@ pub fn attach_in(w: &mut PoolWriter, dev: &str, new: &str) -> Result<(), String>
     w.sync().map_err(|e| fail(&e))
 }
 
-/// `zpool detach` on the pool `w` writes; synced. Returns the device path.
-pub fn detach_in(w: &mut PoolWriter, dev: &str) -> Result<String, String> {
+/// `zpool detach` on the pool `w` writes; synced. Returns the path of the
+/// device that left the pool (None: a hot spare went back to the spares).
+///
+/// In a `spare` vdev: detaching the spare returns it to the available
+/// spares; detaching the device it stands for makes the spare a permanent
+/// member (it leaves the spares list).
+pub fn detach_in(w: &mut PoolWriter, dev: &str) -> Result<Option<String>, String> {
     let pool = w.pool.clone();
     let fail = |m: &dyn std::fmt::Display| format!("cannot detach {dev}: {m}");
     let leaf = pool
         .find_leaf(dev)
         .ok_or_else(|| fail(&"no such device in pool"))?;
     let (guid, path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
-    pool.detach_leaf(guid).map_err(|e| fail(&e))?;
+    let is_spare = pool.spares().iter().any(|s| s.guid == guid);
+    if is_spare && !pool.is_spared_original(guid) {
+        pool.unspare(guid).map_err(|e| fail(&e))?;
+        w.config_dirty = true;
+        w.sync().map_err(|e| fail(&e))?;
+        ozfs_dsl::create::relabel_spares(w, &[guid]);
+        return Ok(None);
+    }
+    if pool.is_spared_original(guid) {
+        let kept = pool.unspare(guid).map_err(|e| fail(&e))?;
+        let mut spares = pool.spares();
+        spares.retain(|s| s.guid != kept);
+        pool.set_spares(spares);
+        w.spares_dirty = true;
+    } else {
+        pool.detach_leaf(guid).map_err(|e| fail(&e))?;
+    }
     w.config_dirty = true;
     w.sync().map_err(|e| fail(&e))?;
-    Ok(path)
+    Ok(Some(path))
+}
+
+/// `zpool remove POOL SPARE` on the pool `w` writes: an available hot spare
+/// leaves the spares list and its labels are cleared; synced. Returns its path.
+pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String, String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| format!("cannot remove {dev}: {m}");
+    let Some(spare) = pool.find_spare(dev) else {
+        return Err(fail(&if pool.find_leaf(dev).is_some() {
+            "only inactive hot spares can be removed"
+        } else {
+            "no such device in pool"
+        }));
+    };
+    if pool.spare_state(&spare) == ozfs_spa::spares::SpareState::InUse {
+        return Err(fail(&"it is a hot spare in use; detach it first"));
+    }
+    let mut spares = pool.spares();
+    spares.retain(|s| s.guid != spare.guid);
+    pool.set_spares(spares);
+    w.spares_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    if let Some(d) = &spare.dev {
+        let psize = ozfs_format::label::aligned_psize(d.size());
+        for l in 0..4 {
+            let zero = vec![0u8; 256 * 1024];
+            if let Err(e) = d.write_at(&zero, ozfs_format::label::label_offset(psize, l, 0)) {
+                eprintln!("ozfs: {}: labels not cleared: {e}", spare.path);
+                break;
+            }
+        }
+    }
+    Ok(spare.path)
+}
+
+/// `zpool remove pool device`: hot spares only.
+pub fn remove_cmd(argv: &[String]) -> CmdResult {
+    let a = crate::args::Args::parse(argv, "npsw", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(
+            "usage:\n\tremove [-npsw] <pool> <device> ...".into(),
+        ));
+    }
+    let pool = &a.pos[0];
+    if crate::daemon::in_daemon() {
+        for d in &a.pos[1..] {
+            crate::daemon::remove_spare(pool, d).map_err(Fail::Err)?;
+        }
+        return Ok(());
+    }
+    let mut rec =
+        Record::load(pool).map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+    let mut w = crate::zfs::writer_for(pool)?;
+    for d in &a.pos[1..] {
+        let path = remove_spare_in(&mut w, d).map_err(Fail::Err)?;
+        rec.devices.retain(|x| *x != path);
+    }
+    rec.save_counters(&w.pool)
+        .map_err(|e| Fail::Err(format!("cannot record the change: {e}")))
 }
 
 /// `zpool attach [-f] [-w] pool device new-device` and `zpool detach pool device`
@@ -716,8 +823,9 @@ pub fn attach_cmd(argv: &[String], attach: bool) -> CmdResult {
             .map_err(|e| Fail::Err(format!("cannot record the new device: {e}")))?;
         resilver_here(pool, &cell)?;
     } else {
-        let path = detach_in(&mut cell.borrow_mut(), &a.pos[1]).map_err(Fail::Err)?;
-        rec.devices.retain(|d| *d != path);
+        if let Some(path) = detach_in(&mut cell.borrow_mut(), &a.pos[1]).map_err(Fail::Err)? {
+            rec.devices.retain(|d| *d != path);
+        }
         rec.save_counters(&cell.borrow().pool)
             .map_err(|e| Fail::Err(format!("cannot record the change: {e}")))?;
     }

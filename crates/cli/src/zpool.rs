@@ -27,7 +27,8 @@ const USAGE: &str = "usage: zpool <command>
 	online <pool> <device> ...
 	attach [-f] [-w] <pool> <device> <new-device>
 	detach <pool> <device>
-	add [-fn] <pool> <vdev> ...";
+	add [-fn] <pool> <vdev> ...
+	remove <pool> <spare-device> ...";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -49,6 +50,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "attach" => crate::scan::attach_cmd(rest, true),
         "detach" => crate::scan::attach_cmd(rest, false),
         "online" => crate::scan::offline_cmd(rest, false),
+        "remove" => crate::scan::remove_cmd(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -128,7 +130,7 @@ fn import(argv: &[String]) -> CmdResult {
         )));
     }
     let guid = found.guid;
-    let devices: Vec<String> = found
+    let mut devices: Vec<String> = found
         .paths()
         .iter()
         .map(|p| p.display().to_string())
@@ -136,8 +138,9 @@ fn import(argv: &[String]) -> CmdResult {
     let found = if readonly {
         found
     } else {
-        // Reopen the devices for writing.
-        let paths = found.paths();
+        // Reopen the devices (and the spare candidates) for writing.
+        let mut paths = found.paths();
+        paths.extend(found.aux.iter().map(|d| d.path.clone()));
         ozfs_spa::import::discover_paths_mode(&paths, true)
             .into_iter()
             .find(|p| p.guid == guid)
@@ -177,6 +180,12 @@ fn import(argv: &[String]) -> CmdResult {
     DslPool::open(pool.clone())
         .and_then(|d| d.root())
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    // Available spares found among the devices are the pool's too.
+    for s in pool.spares() {
+        if s.dev.is_some() && !devices.contains(&s.path) {
+            devices.push(s.path);
+        }
+    }
     let rec = Record {
         name,
         guid,
@@ -211,6 +220,7 @@ fn print_importable(p: FoundPool) {
         },
     ) {
         Ok(pool) => {
+            let pool = Arc::new(pool);
             let st = pool.state();
             println!("  state: {}", st.as_str());
             match st {
@@ -223,7 +233,7 @@ fn print_importable(p: FoundPool) {
                 }
             }
             println!(" config:\n");
-            print_tree(&pool.root, &name, false);
+            print_tree(&pool.root, &name, false, &spare_lines(&pool));
         }
         Err(e) => {
             println!("  state: UNAVAIL");
@@ -240,11 +250,34 @@ fn tree_width(v: &Vdev, depth: usize, w: &mut usize) {
     }
 }
 
-/// Print the vdev tree as `zpool status`/`import` do.
-pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool) {
+/// The spares of a pool as `zpool status` lists them: (name, state and note).
+fn spare_lines(pool: &Arc<Pool>) -> Vec<(String, String)> {
+    if pool.spares_unloaded() {
+        // Opening the DSL reads the MOS list.
+        let _ = ozfs_dsl::DslPool::open(pool.clone());
+    }
+    pool.spares()
+        .iter()
+        .map(|s| {
+            let st = pool.spare_state(s);
+            let note = match st {
+                ozfs_spa::spares::SpareState::InUse => "     currently in use",
+                ozfs_spa::spares::SpareState::Unavail => "   cannot open",
+                ozfs_spa::spares::SpareState::Avail => "",
+            };
+            (s.path.clone(), format!("{}{note}", st.as_str()))
+        })
+        .collect()
+}
+
+/// Print the vdev tree as `zpool status`/`import` do, then the spares.
+pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool, spares: &[(String, String)]) {
     let mut w = pool_name.len().max(10);
     for c in &root.children {
         tree_width(c, 2, &mut w);
+    }
+    for (n, _) in spares {
+        w = w.max(n.len() + 2);
     }
     if counters {
         println!(
@@ -283,6 +316,12 @@ pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool) {
         }
     }
     line(root, pool_name, 0, w, counters);
+    if !spares.is_empty() {
+        println!("\tspares");
+        for (n, st) in spares {
+            println!("\t  {:<width$}  {st}", n, width = w - 2);
+        }
+    }
 }
 
 /// Counters of a vdev: its own (interior vdevs are charged when no child could be blamed).
@@ -477,7 +516,7 @@ fn status(argv: &[String]) -> CmdResult {
         }
         println!("{}", crate::scan::status_lines(&name));
         println!("config:\n");
-        print_tree(&pool.root, &name, true);
+        print_tree(&pool.root, &name, true, &spare_lines(&pool));
         println!();
         println!("{}", crate::scan::error_lines(&name, a.flag('v')));
     }
@@ -634,8 +673,16 @@ fn create(argv: &[String]) -> CmdResult {
                 .map_err(|e| Fail::Err(e.to_string()))?,
         ));
     }
-    let tops = parse_vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
+    let (tops, spares) =
+        parse_vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
+    if tops.is_empty() {
+        return Err(Fail::Err(format!(
+            "cannot create '{name}': at least one top-level vdev must be specified"
+        )));
+    }
     let mut w = create_pool(&name, &tops, ashift, version)
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    ozfs_dsl::create::add_spares(&mut w, &spares)
         .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
     if !fs_props.is_empty() {
         let root = w.root_dir_obj;
@@ -649,7 +696,10 @@ fn create(argv: &[String]) -> CmdResult {
     let rec = Record {
         name: name.clone(),
         guid: w.pool.guid,
-        devices: spec_devices(&tops),
+        devices: spec_devices(&tops)
+            .into_iter()
+            .chain(spares.iter().map(|p| p.display().to_string()))
+            .collect(),
         readonly: false,
         errors: Vec::new(),
         resilvering: Vec::new(),
@@ -685,13 +735,17 @@ fn add(argv: &[String]) -> CmdResult {
     }
     let name = &a.pos[0];
     let what = format!("cannot add to '{name}'");
-    let tops = parse_vdev_spec(&a.pos[1..], a.flag('f'), &what)?;
+    let (tops, spares) = parse_vdev_spec(&a.pos[1..], a.flag('f'), &what)?;
     if a.flag('n') {
-        println!("would update '{name}' to add {} vdev(s)", tops.len());
+        println!(
+            "would update '{name}' to add {} vdev(s) and {} spare(s)",
+            tops.len(),
+            spares.len()
+        );
         return Ok(());
     }
     if crate::daemon::in_daemon() {
-        return crate::daemon::add_vdevs(name, &tops).map_err(Fail::Err);
+        return crate::daemon::add_vdevs(name, &tops, &spares).map_err(Fail::Err);
     }
     let mut rec =
         Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
@@ -699,20 +753,25 @@ fn add(argv: &[String]) -> CmdResult {
     for t in &tops {
         ozfs_dsl::create::add_top(&mut w, t).map_err(|e| Fail::Err(format!("{what}: {e}")))?;
     }
+    ozfs_dsl::create::add_spares(&mut w, &spares).map_err(|e| Fail::Err(format!("{what}: {e}")))?;
     rec.devices.extend(spec_devices(&tops));
+    rec.devices
+        .extend(spares.iter().map(|p| p.display().to_string()));
     rec.save_counters(&w.pool)
         .map_err(|e| Fail::Err(format!("{what}: {e}")))
 }
 
-/// A vdev specification (`mirror A B raidz2 C D E F G`...) as top-level
-/// vdevs; devices that belong to a pool are refused unless `force`.
+/// A vdev specification (`mirror A B raidz2 C D E F G spare H`...) as
+/// top-level vdevs and hot spares; devices that belong to a pool are
+/// refused unless `force`.
 fn parse_vdev_spec(
     words: &[String],
     force: bool,
     what: &str,
-) -> Result<Vec<ozfs_dsl::create::TopSpec>, Fail> {
+) -> Result<(Vec<ozfs_dsl::create::TopSpec>, Vec<std::path::PathBuf>), Fail> {
     use ozfs_dsl::create::TopSpec;
     let mut tops = Vec::new();
+    let mut spares = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let w = words[i].as_str();
@@ -721,7 +780,26 @@ fn parse_vdev_spec(
             "raidz" | "raidz1" => Some(1),
             "raidz2" => Some(2),
             "raidz3" => Some(3),
-            "spare" | "log" | "cache" => {
+            "spare" => {
+                i += 1;
+                let start = i;
+                while i < words.len()
+                    && ![
+                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+                    ]
+                    .contains(&words[i].as_str())
+                {
+                    spares.push(std::path::PathBuf::from(&words[i]));
+                    i += 1;
+                }
+                if i == start {
+                    return Err(Fail::Err(
+                        "invalid vdev specification: spare requires at least 1 device".into(),
+                    ));
+                }
+                continue;
+            }
+            "log" | "cache" => {
                 return Err(Fail::Err(format!(
                     "{what}: '{w}' vdevs are not supported yet"
                 )))
@@ -759,7 +837,7 @@ fn parse_vdev_spec(
             }
         }
     }
-    let mut all: Vec<std::path::PathBuf> = Vec::new();
+    let mut all: Vec<std::path::PathBuf> = spares.clone();
     for t in &tops {
         match t {
             TopSpec::Disk(p) => all.push(p.clone()),
@@ -790,7 +868,19 @@ fn parse_vdev_spec(
             TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
         })
         .collect();
-    Ok(tops)
+    let spares: Vec<std::path::PathBuf> = spares.iter().map(canon).collect();
+    let mut seen = std::collections::HashSet::new();
+    for p in spec_devices(&tops)
+        .into_iter()
+        .chain(spares.iter().map(|p| p.display().to_string()))
+    {
+        if !seen.insert(p.clone()) {
+            return Err(Fail::Err(format!(
+                "{what}: {p} is used more than once in the specification"
+            )));
+        }
+    }
+    Ok((tops, spares))
 }
 
 fn destroy(argv: &[String]) -> CmdResult {

@@ -487,3 +487,263 @@ fn offline_across_export() {
     assert_zdb_clean(&pool, &pool.dev_dir(), "after offline, export, online");
     phase(&format!("{tag}: done"), t0);
 }
+
+/// The state `zpool status` gives hot spare `dev` in its `spares` section.
+fn spare_state_of(status: &str, dev: &Path) -> Option<String> {
+    let full = dev.to_string_lossy();
+    let mut in_spares = false;
+    for l in status.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.first() == Some(&"spares") {
+            in_spares = true;
+            continue;
+        }
+        if in_spares && t.first() == Some(&&*full) {
+            return t.get(1).map(|s| s.to_string());
+        }
+        if in_spares && t.is_empty() {
+            break;
+        }
+    }
+    None
+}
+
+/// Wait until no scan is in progress; the status then.
+fn scans_done(oz: &Ozfs, name: &str, what: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let s = oz.ok(&["zpool", "status", name]);
+        if !s.contains("in progress") {
+            return s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "{what}: the scan does not end:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Hot spares (issue 5). A raidz1 pool is created with a spare (`create
+/// ... spare`), a second spare is added and removed again. Under the
+/// daemon, with a write load running, a disk is pulled: the daemon puts the
+/// spare in its place on its own (a `spare` vdev, the spare INUSE) and
+/// resilvers onto it; files verify and a scrub finds nothing to repair.
+/// `zpool replace` of the pulled disk with a new one then gives the spare
+/// back (AVAIL, pool ONLINE). A second pull takes the spare again, and
+/// `zpool detach` of that pulled disk makes the spare a permanent member
+/// (it leaves the spares list). zfs-fuse's zdb is clean after export.
+#[test]
+fn hot_spare() {
+    let t0 = Instant::now();
+    let tag = "spare";
+    let pool = new_devs("ozspare", Layout::Raidz1, 3, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir(tag);
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let _cleanup = Cleanup {
+        oz: &oz,
+        mnt: mnt.clone(),
+    };
+    let marker = work.path().join("pulled");
+    let env = [("OZFS_FAULT_GONE", marker.to_string_lossy().into_owned())];
+    let dev = |n: &str| {
+        let p = pool.dev_dir().join(n);
+        fs::File::create(&p).unwrap().set_len(128 * MIB).unwrap();
+        p.canonicalize().unwrap()
+    };
+    let (s1, s2, new0) = (dev("s1"), dev("s2"), dev("new0"));
+    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(mnt.to_string_lossy().into_owned());
+    args.push(name.clone());
+    args.push("raidz1".into());
+    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+    args.push("spare".into());
+    args.push(s1.to_string_lossy().into_owned());
+    oz.ok(&args);
+    oz.ok(&["zpool", "add", &name, "spare", &s2.to_string_lossy()]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert_eq!(spare_state_of(&st, &s1).as_deref(), Some("AVAIL"), "{st}");
+    assert_eq!(spare_state_of(&st, &s2).as_deref(), Some("AVAIL"), "{st}");
+    // A spare cannot be both, nor used twice.
+    let r = oz.run(&["zpool", "add", &name, "spare", &s1.to_string_lossy()]);
+    assert_eq!(r.code, Some(1), "a spare added twice: {}", r.describe());
+    oz.ok(&["zpool", "remove", &name, &s2.to_string_lossy()]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(spare_state_of(&st, &s2).is_none(), "{st}");
+    let r = oz.run(&["zpool", "remove", &name, &pool.devs()[1].to_string_lossy()]);
+    assert_eq!(r.code, Some(1), "removing a raidz member: {}", r.describe());
+    oz_export(&oz, &name);
+    let r = oz.run_env(
+        &env,
+        &[
+            "zpool",
+            "import",
+            "-d",
+            &pool.dev_dir().to_string_lossy(),
+            &name,
+        ],
+    );
+    assert!(r.success(), "{}", r.describe());
+    assert!(is_mounted(&mnt), "not mounted after import");
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert_eq!(spare_state_of(&st, &s1).as_deref(), Some("AVAIL"), "{st}");
+    phase(&format!("{tag}: created, imported"), t0);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (stop, written, dir) = (stop.clone(), written.clone(), mnt.join("load"));
+        std::thread::spawn(move || {
+            fs::create_dir_all(&dir).unwrap();
+            let mut i = 0;
+            while (!stop.load(Ordering::Relaxed) || i < 40) && i < 300 {
+                let p = dir.join(format!("f{i:05}"));
+                let mut f = fs::File::create(&p).unwrap_or_else(|e| panic!("create {i}: {e}"));
+                f.write_all(&content(i))
+                    .unwrap_or_else(|e| panic!("write {i}: {e}"));
+                if i % 5 == 4 {
+                    f.sync_all().unwrap_or_else(|e| panic!("fsync {i}: {e}"));
+                }
+                i += 1;
+                written.store(i, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    while written.load(Ordering::Relaxed) < 20 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Pull a disk: the daemon activates the spare by itself.
+    let pulled = pool.devs()[0].clone();
+    fs::write(&marker, format!("{}\n", pulled.display())).unwrap();
+    let t = Instant::now();
+    loop {
+        let s = oz.ok(&["zpool", "status", &name]);
+        if spare_state_of(&s, &s1).as_deref() == Some("INUSE") && !s.contains("in progress") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "the spare never took over:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = scans_done(&oz, &name, "spare resilver");
+    assert!(st.contains("spare-0"), "{st}");
+    assert!(st.contains("resilvered"), "{st}");
+    assert_eq!(state_of(&st, &pulled).as_deref(), Some("REMOVED"), "{st}");
+    assert_eq!(state_of(&st, &s1).as_deref(), Some("ONLINE"), "{st}");
+    phase(&format!("{tag}: spare took over"), t0);
+    let now = written.load(Ordering::Relaxed);
+    while written.load(Ordering::Relaxed) < now + 10 {
+        assert!(!writer.is_finished(), "the writer died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer thread");
+    let n = written.load(Ordering::Relaxed);
+    oz.ok(&["zpool", "scrub", "-w", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "scrub with the spare in use:\n{st}"
+    );
+    for i in 0..n {
+        assert!(
+            fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i),
+            "load/f{i:05} differs"
+        );
+    }
+    phase(&format!("{tag}: {n} files verified on the spare"), t0);
+
+    // Replace the pulled disk: the spare goes back to the spares.
+    oz.ok(&[
+        "zpool",
+        "replace",
+        "-w",
+        &name,
+        &pulled.to_string_lossy(),
+        &new0.to_string_lossy(),
+    ]);
+    let st = scans_done(&oz, &name, "replacement");
+    assert!(st.contains("state: ONLINE"), "{st}");
+    assert!(!st.contains("spare-0"), "{st}");
+    assert_eq!(spare_state_of(&st, &s1).as_deref(), Some("AVAIL"), "{st}");
+    assert_eq!(state_of(&st, &new0).as_deref(), Some("ONLINE"), "{st}");
+    assert!(state_of(&st, &s1).is_none(), "{st}");
+    oz.ok(&["zpool", "scrub", "-w", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "{st}"
+    );
+    phase(&format!("{tag}: replaced, spare released"), t0);
+
+    // A second pull takes the spare again; detaching the pulled disk makes
+    // the spare a permanent member.
+    let pulled2 = pool.devs()[1].clone();
+    fs::write(&marker, format!("{}\n", pulled2.display())).unwrap();
+    // Reads and writes find the device gone.
+    for i in n..n + 10 {
+        let mut f = fs::File::create(mnt.join(format!("load/f{i:05}"))).unwrap();
+        f.write_all(&content(i)).unwrap();
+        f.sync_all().unwrap();
+    }
+    let t = Instant::now();
+    loop {
+        let s = oz.ok(&["zpool", "status", &name]);
+        if spare_state_of(&s, &s1).as_deref() == Some("INUSE") && !s.contains("in progress") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "the spare never took over the second time:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    scans_done(&oz, &name, "second spare resilver");
+    oz.ok(&["zpool", "detach", &name, &pulled2.to_string_lossy()]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("state: ONLINE"), "{st}");
+    assert!(spare_state_of(&st, &s1).is_none(), "{st}");
+    assert!(!st.contains("spares"), "{st}");
+    assert_eq!(state_of(&st, &s1).as_deref(), Some("ONLINE"), "{st}");
+    oz.ok(&["zpool", "scrub", "-w", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "{st}"
+    );
+    for i in 0..n + 10 {
+        assert!(fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i));
+    }
+    phase(&format!("{tag}: spare made permanent"), t0);
+
+    // zfs-fuse checks a pool with an available spare too.
+    oz.ok(&["zpool", "add", &name, "spare", &s2.to_string_lossy()]);
+    oz.ok(&["zpool", "export", &name]);
+    fs::remove_file(&pulled).unwrap();
+    fs::remove_file(&pulled2).unwrap();
+    assert_zdb_clean(&pool, &pool.dev_dir(), &format!("{tag}: after spares"));
+    // zfs-fuse imports it and knows the available spare (its label and the
+    // MOS list) and the permanent one (a plain member now).
+    let mut pool = pool;
+    pool.import()
+        .unwrap_or_else(|e| panic!("[{tag}] zfs-fuse cannot import: {e}"));
+    let zst = pool.zpool(&["status", &name]).unwrap();
+    assert!(zst.contains("state: ONLINE"), "zfs-fuse status:\n{zst}");
+    let s2_line = zst
+        .lines()
+        .find(|l| l.contains("/s2"))
+        .unwrap_or_else(|| panic!("zfs-fuse does not list the spare:\n{zst}"));
+    assert!(s2_line.contains("AVAIL"), "zfs-fuse status:\n{zst}");
+    assert!(zst.contains("spares"), "zfs-fuse status:\n{zst}");
+    pool.export().unwrap();
+    phase(&format!("{tag}: done"), t0);
+}

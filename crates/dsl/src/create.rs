@@ -176,6 +176,57 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
     w.sync()
 }
 
+/// `zpool add POOL spare DEV...` (and `create ... spare`): each device gets
+/// a spare label and joins the MOS `spares` list; synced.
+pub fn add_spares(w: &mut PoolWriter, paths: &[std::path::PathBuf]) -> Result<()> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    if w.version < 3 {
+        return Err(Error::unsupported(
+            "hot spares",
+            format!("pool version {} (spares need version 3)", w.version),
+        ));
+    }
+    let mut spares = w.pool.spares();
+    for p in paths {
+        let path = p.display().to_string();
+        if spares.iter().any(|s| s.path == path) || w.pool.find_leaf(&path).is_some() {
+            return Err(Error::Invalid(format!("{path} is part of this pool")));
+        }
+        let mut devs = BTreeMap::new();
+        let (guid, _) = open_new_leaf(p, &mut devs)?;
+        let (dev, path) = devs
+            .remove(&guid)
+            .ok_or_else(|| Error::Invalid("device not opened".into()))?;
+        ozfs_spa::spares::write_spare_label(dev.as_ref(), guid, w.version)?;
+        spares.push(ozfs_spa::spares::Spare {
+            guid,
+            path,
+            dev: Some(dev),
+        });
+    }
+    w.pool.set_spares(spares);
+    w.spares_dirty = true;
+    w.sync()
+}
+
+/// Spares no longer in the tree get their spare label back (after a detach
+/// or a completed replacement); spares that left the list for good lose
+/// their labels' pool membership the same way.
+pub fn relabel_spares(w: &PoolWriter, guids: &[u64]) {
+    for s in w.pool.spares() {
+        if !guids.contains(&s.guid) {
+            continue;
+        }
+        if let Some(d) = &s.dev {
+            if let Err(e) = ozfs_spa::spares::write_spare_label(d.as_ref(), s.guid, w.version) {
+                eprintln!("ozfs: spare {}: label not written: {e}", s.path);
+            }
+        }
+    }
+}
+
 /// Create a pool on the given device files and return a writer holding it
 /// (already synced once, labels written, state ACTIVE).
 pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> Result<PoolWriter> {
@@ -245,6 +296,8 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         io_hold: Default::default(),
         heal: Default::default(),
         repaired: Default::default(),
+        spares: Default::default(),
+        spare_candidates: Default::default(),
     };
     pool.uberblock.version = version;
     pool.uberblock.txg = TXG_INITIAL - 1;

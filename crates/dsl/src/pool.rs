@@ -62,12 +62,14 @@ impl DslPool {
             .and_then(|e| e.as_u64())
             .unwrap_or(0)
             != 0;
-        Ok(DslPool {
+        let dsl = DslPool {
             pool,
             mos,
             root_dir_obj,
             deflate,
-        })
+        };
+        dsl.load_spares();
+        Ok(dsl)
     }
 
     /// A DSL view over a given MOS objset (e.g. the state a writer just synced).
@@ -91,17 +93,49 @@ impl DslPool {
         let obj = zap::lookup_obj(&self.mos, 1, "config")?
             .and_then(|e| e.as_u64())
             .ok_or_else(|| Error::corrupt("MOS object directory", "no config entry"))?;
+        self.packed_nvlist(obj, "MOS config")
+    }
+
+    /// The hot spares listed in the MOS (`spares` packed nvlist object;
+    /// none when the pool never had any).
+    pub fn mos_spares(&self) -> Result<Vec<NvList>> {
+        let Some(obj) = zap::lookup_obj(&self.mos, 1, "spares")?.and_then(|e| e.as_u64()) else {
+            return Ok(Vec::new());
+        };
+        let nv = self.packed_nvlist(obj, "MOS spares")?;
+        Ok(nv.get_nvlist_array("spares").unwrap_or(&[]).to_vec())
+    }
+
+    /// Load the pool's spares list once per open pool.
+    fn load_spares(&self) {
+        if !self.pool.spares_unloaded() {
+            return;
+        }
+        match self.mos_spares() {
+            Ok(list) => self.pool.load_spares(&list),
+            Err(e) => {
+                eprintln!(
+                    "ozfs: pool '{}': hot spares not loaded: {e}",
+                    self.pool.name
+                );
+                self.pool.load_spares(&[]);
+            }
+        }
+    }
+
+    /// A packed nvlist object of the MOS (size in its bonus).
+    fn packed_nvlist(&self, obj: u64, what: &str) -> Result<NvList> {
         let dn = self.mos.dnode(obj)?;
         let size = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "packed nvlist size")?;
         let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
         if size > max || size > 64 << 20 {
             return Err(Error::corrupt(
-                "MOS config",
+                what,
                 format!("packed size {size} exceeds the object ({max})"),
             ));
         }
         let data = self.mos.read(&dn, 0, size as usize)?;
-        NvList::unpack(&data).map_err(|e| e.context("MOS config"))
+        NvList::unpack(&data).map_err(|e| e.context(what))
     }
 
     /// Bytes used by the MOS (the `$MOS` directory's used bytes).

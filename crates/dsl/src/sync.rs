@@ -186,6 +186,8 @@ pub struct PoolWriter {
     /// Label state to write when the config is rewritten.
     pub state: u64,
     pub config_dirty: bool,
+    /// The spares list changed: rewrite the MOS `spares` object.
+    pub spares_dirty: bool,
     /// Metaslab array object per top-level vdev.
     pub ms_arrays: Vec<u64>,
     mos_pending: Sums,
@@ -268,6 +270,7 @@ impl PoolWriter {
             root_dir_obj: dsl.root_dir_obj,
             state: POOL_STATE_ACTIVE,
             config_dirty: false,
+            spares_dirty: false,
             ms_arrays,
             mos_pending: Sums::default(),
             reserved: 0,
@@ -300,6 +303,7 @@ impl PoolWriter {
             root_dir_obj: 0,
             state: POOL_STATE_ACTIVE,
             config_dirty: true,
+            spares_dirty: false,
             ms_arrays,
             mos_pending: Sums::default(),
             reserved: 0,
@@ -641,6 +645,45 @@ impl PoolWriter {
         Ok(())
     }
 
+    /// Store the spares list in the MOS `spares` object (created on first
+    /// use, as ZFS does when the first spare is added).
+    fn write_spares_object(&mut self) -> Result<()> {
+        let obj = match zap_tx::lookup_u64(&self.mos, 1, "spares") {
+            Ok(o) => o,
+            Err(Error::NotFound(_)) => {
+                let o = self.mos.create_object(
+                    ozfs_format::types::ot::PACKED_NVLIST,
+                    16384,
+                    ozfs_format::types::ot::PACKED_NVLIST_SIZE,
+                    vec![0u8; 8],
+                    1,
+                )?;
+                zap_tx::add(&mut self.mos, 1, b"spares", 8, &[o])?;
+                o
+            }
+            Err(e) => return Err(e),
+        };
+        let packed = self.pool.spares_nvlist().pack_xdr();
+        self.write_packed_nvlist(obj, &packed)
+    }
+
+    /// Rewrite packed nvlist object `obj` of the MOS with `packed`.
+    fn write_packed_nvlist(&mut self, obj: u64, packed: &[u8]) -> Result<()> {
+        let dn = self.mos.dnode(obj)?;
+        let bs = dn.phys.datablksz().max(512);
+        let nblocks = (packed.len() as u64).div_ceil(bs);
+        let mut padded = packed.to_vec();
+        padded.resize((nblocks * bs) as usize, 0);
+        self.mos.write(obj, 0, &padded)?;
+        let old_blocks = dn.phys.maxblkid + 1;
+        for b in nblocks..old_blocks {
+            self.mos.punch_block(obj, b);
+        }
+        self.mos
+            .set_bonus(obj, (packed.len() as u64).to_ne_bytes().to_vec())?;
+        Ok(())
+    }
+
     /// Store the pool config in the MOS `config` object.
     fn write_config_object(&mut self) -> Result<()> {
         let cfg_obj = zap_tx::lookup_u64(&self.mos, 1, "config")?;
@@ -653,19 +696,7 @@ impl PoolWriter {
         }
         cfg.set("txg", NvValue::Uint64(self.txg));
         let packed = cfg.pack_xdr();
-        let dn = self.mos.dnode(cfg_obj)?;
-        let bs = dn.phys.datablksz().max(512);
-        let nblocks = (packed.len() as u64).div_ceil(bs);
-        let mut padded = packed.clone();
-        padded.resize((nblocks * bs) as usize, 0);
-        self.mos.write(cfg_obj, 0, &padded)?;
-        let old_blocks = dn.phys.maxblkid + 1;
-        for b in nblocks..old_blocks {
-            self.mos.punch_block(cfg_obj, b);
-        }
-        self.mos
-            .set_bonus(cfg_obj, (packed.len() as u64).to_ne_bytes().to_vec())?;
-        Ok(())
+        self.write_packed_nvlist(cfg_obj, &packed)
     }
 
     /// Commit the open txg.
@@ -688,6 +719,10 @@ impl PoolWriter {
         }
         if self.config_dirty {
             self.write_config_object()?;
+        }
+        if self.spares_dirty {
+            self.write_spares_object()?;
+            self.spares_dirty = false;
         }
         if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
             return Ok(());

@@ -202,6 +202,9 @@ impl Pool {
                 need + (4 << 20) + (512 << 10)
             )));
         }
+        // Replacing the device a hot spare stands for: once the new one
+        // is resilvered the spare goes back (`unspare`).
+        let unspare = self.is_spared_original(old);
         let tops_nv = self
             .root
             .children
@@ -209,6 +212,9 @@ impl Pool {
             .map(|t| {
                 let mut nv = t.config.clone();
                 swap_leaf(&mut nv, old, guid, path);
+                if unspare {
+                    edit_leaf(&mut nv, guid, &|l| l.set("unspare", NvValue::Uint64(1)));
+                }
                 nv
             })
             .collect();
@@ -300,7 +306,7 @@ impl Pool {
         self.install_with(tops_nv, extra.into_iter().collect(), resilver)
     }
 
-    fn install_with(
+    pub(crate) fn install_with(
         &self,
         tops_nv: Vec<NvList>,
         extra: Vec<(u64, Arc<dyn BlockDevice>, String)>,

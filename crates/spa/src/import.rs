@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A device that carries a label of some pool.
+#[derive(Clone)]
 pub struct FoundDevice {
     pub path: PathBuf,
     pub dev: Arc<dyn BlockDevice>,
@@ -28,6 +29,9 @@ pub struct FoundPool {
     pub devices: Vec<FoundDevice>,
     /// The newest label config (top-level keys; its vdev_tree is one top-level vdev).
     pub config: NvList,
+    /// Devices with a hot-spare label found in the same search (any pool
+    /// listing their guid may use them).
+    pub aux: Vec<FoundDevice>,
 }
 
 impl FoundPool {
@@ -64,6 +68,7 @@ pub fn discover_paths(paths: &[PathBuf]) -> Vec<FoundPool> {
 /// Open the given device paths, for writing too if `writable`, and group them into pools.
 pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> {
     let mut by_pool: BTreeMap<u64, Vec<FoundDevice>> = BTreeMap::new();
+    let mut aux: Vec<FoundDevice> = Vec::new();
     for p in paths {
         let Ok(dev) = FileDevice::open_mode(p, writable) else {
             continue;
@@ -72,6 +77,19 @@ pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> 
         let Some(config) = labels.best_config().cloned() else {
             continue;
         };
+        if config.get_u64("state") == Some(crate::spares::POOL_STATE_SPARE) {
+            if let Some(guid) = config.get_u64("guid") {
+                aux.push(FoundDevice {
+                    path: p.clone(),
+                    dev: Arc::new(dev),
+                    labels,
+                    config,
+                    guid,
+                    top_guid: 0,
+                });
+            }
+            continue;
+        }
         let (Some(pool_guid), Some(guid)) = (config.get_u64("pool_guid"), config.get_u64("guid"))
         else {
             continue;
@@ -107,6 +125,7 @@ pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> 
             txg: config.get_u64("txg").unwrap_or(0),
             devices,
             config,
+            aux: aux.clone(),
         });
     }
     pools

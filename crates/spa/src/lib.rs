@@ -33,6 +33,7 @@ pub mod metaslab;
 pub mod pool;
 pub mod range;
 pub mod spacemap;
+pub mod spares;
 pub mod write;
 
 pub use import::{discover, FoundPool};

@@ -39,6 +39,9 @@ pub struct PoolOptions {
     pub max_txg: Option<u64>,
 }
 
+/// A device with a hot-spare label: (guid, device, path).
+pub type SpareCandidate = (u64, Arc<dyn BlockDevice>, String);
+
 /// An open pool.
 pub struct Pool {
     pub name: String,
@@ -72,6 +75,11 @@ pub struct Pool {
     pub heal: std::sync::atomic::AtomicBool,
     /// Bytes rewritten by self-healing reads since open.
     pub repaired: AtomicU64,
+    /// Hot spares (MOS `spares`, loaded by the DSL layer).
+    pub spares: std::sync::Mutex<Vec<crate::spares::Spare>>,
+    /// Devices with a spare label found at open: (guid, device, path).
+    /// Taken by the first [`load_spares`](Self::load_spares).
+    pub spare_candidates: std::sync::Mutex<Option<Vec<SpareCandidate>>>,
 }
 
 /// The [`IoToken`]s out, counted per synced txg.
@@ -271,6 +279,14 @@ impl Pool {
             io_hold: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
+            spares: Default::default(),
+            spare_candidates: std::sync::Mutex::new(Some(
+                found
+                    .aux
+                    .iter()
+                    .map(|d| (d.guid, d.dev.clone(), d.path.display().to_string()))
+                    .collect(),
+            )),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
         for u in ubs {

@@ -23,7 +23,7 @@ pub struct FoundUberblock {
 }
 
 /// What the labels of one device say.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LabelSet {
     pub device: String,
     pub size: u64,

@@ -699,7 +699,30 @@ impl Vdev {
         if !self.present() {
             return;
         }
-        match self.write_block(offset, data) {
+        let r = match self.kind {
+            // A spare or replacing vdev in a RAID-Z column or mirror: the
+            // copy goes to every present child; one that landed (even on a
+            // child being rebuilt) is the repair.
+            VdevKind::Mirror => {
+                let mut landed = false;
+                let mut last = None;
+                for c in &self.children {
+                    if c.present() {
+                        match c.write_block(offset, data) {
+                            Ok(()) => landed = true,
+                            Err(e) => last = Some(e),
+                        }
+                    }
+                }
+                match (landed, last) {
+                    (true, _) => Ok(()),
+                    (false, Some(e)) => Err(e),
+                    (false, None) => Err(self.unavailable()),
+                }
+            }
+            _ => self.write_block(offset, data),
+        };
+        match r {
             Ok(()) => {
                 ctx.repaired.fetch_add(data.len() as u64, Ordering::Relaxed);
                 // Copies written onto a device being resilvered are its
@@ -762,22 +785,26 @@ impl Vdev {
     }
 
     /// A leaf that is present, in service and not being resilvered: it
-    /// holds a copy of every block (interior vdevs: all children do).
+    /// holds a copy of every block (a mirror-like vdev — mirror, spare,
+    /// replacing — when one child does; other interior vdevs: all do).
     pub fn present_whole(&self) -> bool {
         match &self.kind {
             VdevKind::Leaf(d) => {
                 d.is_some() && self.usable() && !self.stats.resilvering.load(Ordering::Relaxed)
             }
             VdevKind::Hole => false,
+            VdevKind::Mirror => self.children.iter().any(|c| c.present_whole()),
             _ => self.children.iter().all(|c| c.present_whole()),
         }
     }
 
-    /// Whether every leaf below is present (a repair can be written).
+    /// Whether a repair can be written here: a present leaf, a mirror-like
+    /// vdev with one present child, other interior vdevs with all.
     fn present(&self) -> bool {
         match &self.kind {
             VdevKind::Leaf(d) => d.is_some() && self.usable(),
             VdevKind::Hole => false,
+            VdevKind::Mirror => self.children.iter().any(|c| c.present()),
             _ => self.children.iter().all(|c| c.present()),
         }
     }
@@ -833,6 +860,9 @@ impl Vdev {
                     });
                 if ctx.scrub || parity_resilvering {
                     self.raidz_check_parity(nparity, &map, &mut cols, ctx);
+                }
+                if ctx.heal {
+                    self.raidz_fill_spared(nparity, &map, &cols, ctx);
                 }
                 return Ok(data);
             }
@@ -898,11 +928,63 @@ impl Vdev {
                         }
                     }
                 }
+                if ctx.heal {
+                    self.raidz_fill_spared(nparity, &map, &trial, ctx);
+                }
                 return Ok(assemble(&trial));
             }
         }
         self.stats.add_cksum();
         Err(self.cksum_error(offset, psize))
+    }
+
+    /// A column whose device is a spare or replacing vdev reads from the
+    /// side that holds it; the side being resilvered gets the column here
+    /// (`cols`: the verified data columns; parity columns, when empty,
+    /// are computed).
+    fn raidz_fill_spared(&self, nparity: usize, map: &RaidzMap, cols: &[Vec<u8>], ctx: &ReadCtx) {
+        let spared = |c: usize| {
+            map.cols[c].size > 0
+                && self
+                    .children
+                    .get(map.cols[c].dev)
+                    .is_some_and(|ch| !matches!(ch.kind, VdevKind::Leaf(_)) && ch.resilvering())
+        };
+        let wanted: Vec<usize> = (0..map.cols.len()).filter(|&c| spared(c)).collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let mut full: Vec<Vec<u8>> = cols.to_vec();
+        if wanted.iter().any(|&c| c < nparity) && full[..nparity].iter().any(|p| p.is_empty()) {
+            for (c, p) in full.iter_mut().enumerate().take(nparity) {
+                *p = vec![0u8; map.cols[c].size as usize];
+            }
+            ozfs_codec::raidz::generate_parity(nparity, &mut full);
+        }
+        for c in wanted {
+            if let Some(child) = self.children.get(map.cols[c].dev) {
+                child.fill_resilvering(map.cols[c].offset, &full[c], ctx);
+            }
+        }
+    }
+
+    /// Write `data` at `offset` to the leaves below that are being
+    /// resilvered (their copy is the missing one).
+    fn fill_resilvering(&self, offset: u64, data: &[u8], ctx: &ReadCtx) {
+        match self.kind {
+            VdevKind::Leaf(_) => {
+                if self.stats.resilvering.load(Ordering::Relaxed) {
+                    self.repair(offset, data, ctx);
+                }
+            }
+            _ => {
+                for c in &self.children {
+                    if c.resilvering() {
+                        c.fill_resilvering(offset, data, ctx);
+                    }
+                }
+            }
+        }
     }
 
     /// Scrub of a RAID-Z block whose data verified: the parity columns on
