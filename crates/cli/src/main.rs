@@ -20,6 +20,7 @@ mod daemon;
 mod mount;
 mod output;
 mod scan;
+mod sendrecv;
 mod state;
 mod zdb;
 mod zfs;

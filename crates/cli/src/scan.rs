@@ -118,7 +118,7 @@ impl ScanState {
 }
 
 /// Human bytes as zpool prints them (1.50M, 0B).
-fn nice(n: u64) -> String {
+pub fn nice(n: u64) -> String {
     if n < 1024 {
         format!("{n}B")
     } else {

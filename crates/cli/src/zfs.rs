@@ -13,6 +13,9 @@ const USAGE: &str = "usage: zfs <command>
 	set <property=value> ... <filesystem> ...
 	inherit [-r] <property> <filesystem> ...
 	snapshot [-r] <filesystem@snapname> ...
+	rollback <snapshot>
+	send [-v] [-i snapshot | -I snapshot] <snapshot>
+	receive [-vnFu] <filesystem|snapshot>
 	mount
 	mount [-a | <filesystem> [mountpoint]]
 	unmount [-a | <filesystem|mountpoint>]
@@ -33,6 +36,9 @@ pub fn main(argv: &[String]) -> CmdResult {
         "set" => set(rest),
         "inherit" => inherit(rest),
         "snapshot" | "snap" => snapshot(rest),
+        "send" => crate::sendrecv::send(rest),
+        "receive" | "recv" => crate::sendrecv::receive(rest),
+        "rollback" => crate::sendrecv::rollback(rest),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
         other => Err(Fail::Usage(format!(

@@ -369,6 +369,57 @@ impl ObjsetTx {
         Ok(obj)
     }
 
+    /// Allocate object number `obj` (which must be free in this txg) with
+    /// the given shape: how `zfs receive` recreates a sender's objects.
+    pub fn claim_object(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        blksz: u64,
+        bonustype: u8,
+        bonus: Vec<u8>,
+    ) -> Result<()> {
+        if obj == 0 || obj >= 1 << 48 {
+            return Err(Error::Invalid(format!("object number {obj} out of range")));
+        }
+        match self.dnode(obj) {
+            Ok(_) => return Err(Error::Invalid(format!("object {obj} is in use"))),
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
+            return Err(Error::Invalid(format!(
+                "object {obj}: bonus {} bytes, block size {blksz}",
+                bonus.len()
+            )));
+        }
+        let nblkptr = (1 + (320 - bonus.len()) / 128).clamp(1, 3) as u8;
+        let dn = DnodePhys {
+            object_type,
+            indblkshift: 14,
+            nlevels: 1,
+            nblkptr,
+            bonustype,
+            flags: DNODE_FLAG_USED_BYTES,
+            datablkszsec: (blksz / 512) as u16,
+            bonuslen: bonus.len() as u16,
+            blkptr: vec![BlkPtr::default(); nblkptr as usize],
+            bonus,
+            ..Default::default()
+        };
+        self.dnodes.insert(obj, dn);
+        Ok(())
+    }
+
+    /// One past the highest object number that may be allocated (committed
+    /// dnode blocks and objects changed in this txg).
+    pub fn object_limit(&self) -> u64 {
+        let meta = self.dnode_meta();
+        let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
+        let dirty = self.dnodes.keys().next_back().map(|k| k + 1).unwrap_or(0);
+        capacity.max(dirty)
+    }
+
     /// Create a new (micro) ZAP object.
     pub fn create_zap(
         &mut self,

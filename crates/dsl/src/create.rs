@@ -70,6 +70,11 @@ fn empty_dnode(t: u8, blkszsec: u16, nlevels: u8) -> DnodePhys {
     }
 }
 
+/// The meta-dnode of a new, empty objset (16 KiB dnode blocks).
+pub fn empty_meta_dnode() -> DnodePhys {
+    empty_dnode(ot::DNODE, 32, 7)
+}
+
 type Devices = BTreeMap<u64, (Arc<dyn BlockDevice>, String)>;
 
 /// Open a leaf device for a new vdev: (guid, allocatable size).

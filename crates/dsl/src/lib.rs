@@ -20,7 +20,10 @@ pub mod create;
 pub mod destroy;
 pub mod pool;
 pub mod props;
+pub mod recv;
+pub mod rollback;
 pub mod scrub;
+pub mod send;
 pub mod snapshot;
 pub mod sync;
 

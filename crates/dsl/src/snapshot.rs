@@ -17,6 +17,12 @@ use ozfs_format::{Error, Result};
 impl PoolWriter {
     /// `zfs snapshot fs@name`: returns the snapshot's dataset object.
     pub fn snapshot(&mut self, full: &str) -> Result<u64> {
+        self.snapshot_as(full, None)
+    }
+
+    /// A snapshot with a given guid and creation time (`zfs receive`: the
+    /// sender's, so that later incremental streams find their source).
+    pub fn snapshot_as(&mut self, full: &str, ident: Option<(u64, u64)>) -> Result<u64> {
         let (fs, snap) = full
             .split_once('@')
             .ok_or_else(|| Error::Invalid(format!("'{full}' is not a snapshot name")))?;
@@ -59,7 +65,7 @@ impl PoolWriter {
             next_snap_obj: head.ds_obj,
             snapnames_zapobj: 0,
             num_children: 1,
-            creation_time: now,
+            creation_time: ident.map(|i| i.1).unwrap_or(now),
             creation_txg: txg,
             deadlist_obj: h.deadlist_obj,
             referenced_bytes: h.referenced_bytes,
@@ -68,7 +74,7 @@ impl PoolWriter {
             // Everything the snapshot holds is still shared with the head.
             unique_bytes: 0,
             fsid_guid: random_u64() & ((1 << 56) - 1),
-            guid: random_u64(),
+            guid: ident.map(|i| i.0).unwrap_or_else(random_u64),
             flags: h.flags,
             bp: h.bp,
             next_clones_obj: 0,

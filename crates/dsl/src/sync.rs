@@ -110,10 +110,10 @@ impl WritePolicy for FsPolicy {
 }
 
 #[derive(Default)]
-struct Sums {
-    dsize: i64,
-    psize: i64,
-    ucsize: i64,
+pub(crate) struct Sums {
+    pub(crate) dsize: i64,
+    pub(crate) psize: i64,
+    pub(crate) ucsize: i64,
 }
 
 impl Sums {
@@ -400,7 +400,13 @@ impl PoolWriter {
         })
     }
 
-    fn apply_dir_delta(&mut self, dir_obj: u64, d: &Sums, head: i64, snap: i64) -> Result<()> {
+    pub(crate) fn apply_dir_delta(
+        &mut self,
+        dir_obj: u64,
+        d: &Sums,
+        head: i64,
+        snap: i64,
+    ) -> Result<()> {
         let mut obj = dir_obj;
         let mut first = true;
         for _ in 0..64 {

@@ -27,6 +27,7 @@ pub mod error;
 pub mod label;
 pub mod nvlist;
 pub mod objset;
+pub mod stream;
 pub mod types;
 pub mod zap;
 pub mod zap_write;

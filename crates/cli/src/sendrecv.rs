@@ -1,0 +1,277 @@
+//! `zfs send`, `zfs receive` and `zfs rollback` on the command line.
+//!
+//! `send` reads committed snapshots only, so it opens the pool read-only
+//! (also while the daemon holds it). `receive` needs the pool's writer: on
+//! its own it takes it; when the daemon holds the pool the client spools
+//! standard input to a file in the state directory and forwards the
+//! command with the hidden option `-S FILE` (see `client.rs`). `-I` sends
+//! one incremental stream per snapshot in the range, back to back; receive
+//! takes streams until its input ends.
+
+use crate::args::Args;
+use crate::{CmdResult, Fail};
+use ozfs_dsl::{DatasetInfo, DslPool};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::time::Instant;
+
+fn nice(n: u64) -> String {
+    crate::scan::nice(n)
+}
+
+/// The snapshot named by `-i`/`-I` (`@a`, `fs@a` or `a`) for `to` (`fs@b`).
+fn from_name(from: &str, to: &str) -> String {
+    let fs = to.split('@').next().unwrap_or(to);
+    if let Some(s) = from.strip_prefix('@') {
+        format!("{fs}@{s}")
+    } else if from.contains('@') {
+        from.to_string()
+    } else {
+        format!("{fs}@{from}")
+    }
+}
+
+/// `zfs send [-v] [-i snap | -I snap] snapshot`
+pub fn send(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "vnPpDLecwbh", "iI")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(
+            "usage:\n\tsend [-v] [-i snapshot | -I snapshot] <snapshot>".into(),
+        ));
+    }
+    let to_name = a.pos[0].clone();
+    if !to_name.contains('@') {
+        return Err(Fail::Err(format!(
+            "cannot send '{to_name}': not a snapshot"
+        )));
+    }
+    let mut out = std::io::stdout().lock();
+    if out.is_terminal() && !a.flag('n') {
+        return Err(Fail::Err(
+            "Error: Stream can not be written to a terminal.\nYou must redirect standard output."
+                .into(),
+        ));
+    }
+    let pool_name = to_name.split(['/', '@']).next().unwrap_or("").to_string();
+    let (_, pool) = crate::zpool::open_imported(&pool_name)?;
+    let dsl =
+        DslPool::open(pool).map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+    let lookup = |n: &str| -> Result<DatasetInfo, Fail> {
+        dsl.lookup(n)
+            .map_err(|_| Fail::Err(format!("cannot open '{n}': dataset does not exist")))
+    };
+    let to = lookup(&to_name)?;
+    // The (from, to) pairs to send.
+    let mut pairs: Vec<(Option<DatasetInfo>, DatasetInfo)> = Vec::new();
+    match (a.opt('i'), a.opt('I')) {
+        (Some(_), Some(_)) => {
+            return Err(Fail::Usage("-i and -I are mutually exclusive".into()));
+        }
+        (Some(f), None) => pairs.push((Some(lookup(&from_name(f, &to_name))?), to)),
+        (None, Some(f)) => {
+            let from = lookup(&from_name(f, &to_name))?;
+            let head_name = to_name.split('@').next().unwrap_or("");
+            let head = lookup(head_name)?;
+            let mut snaps: Vec<DatasetInfo> = dsl
+                .snapshots(&head)
+                .map_err(|e| Fail::Err(e.to_string()))?
+                .into_iter()
+                .filter(|s| {
+                    s.ds.creation_txg > from.ds.creation_txg
+                        && s.ds.creation_txg <= to.ds.creation_txg
+                })
+                .collect();
+            snaps.sort_by_key(|s| s.ds.creation_txg);
+            let mut prev = from;
+            for s in snaps {
+                pairs.push((Some(prev), s.clone()));
+                prev = s;
+            }
+        }
+        (None, None) => pairs.push((None, to)),
+    }
+    let verbose = a.flag('v') || a.flag('n');
+    if verbose {
+        let mut total = 0;
+        for (f, t) in &pairs {
+            let est = t.ds.referenced_bytes;
+            total += est;
+            match f {
+                Some(f) => eprintln!(
+                    "send from {} to {} estimated size is {}",
+                    f.name
+                        .rsplit_once('@')
+                        .map(|x| format!("@{}", x.1))
+                        .unwrap_or_default(),
+                    t.name,
+                    nice(est)
+                ),
+                None => eprintln!("full send of {} estimated size is {}", t.name, nice(est)),
+            }
+        }
+        eprintln!("total estimated size is {}", nice(total));
+    }
+    if a.flag('n') {
+        return Ok(());
+    }
+    let t0 = Instant::now();
+    let mut sent = 0;
+    for (f, t) in &pairs {
+        let mut last = Instant::now();
+        let base = sent;
+        let mut tick = |b: u64| {
+            if verbose && last.elapsed().as_secs() >= 1 {
+                eprintln!(
+                    "{}\t{}\t{}",
+                    chrono_like(t0.elapsed().as_secs()),
+                    nice(base + b),
+                    t.name
+                );
+                last = Instant::now();
+            }
+        };
+        sent += ozfs_dsl::send::send(&dsl, t, f.as_ref(), &mut out, &mut tick)
+            .map_err(|e| Fail::Err(format!("cannot send '{}': {e}", t.name)))?;
+    }
+    if verbose {
+        let secs = t0.elapsed().as_secs_f64().max(0.001);
+        eprintln!(
+            "sent {} in {:.1} seconds ({}/sec)",
+            nice(sent),
+            secs,
+            nice((sent as f64 / secs) as u64)
+        );
+    }
+    Ok(())
+}
+
+fn chrono_like(secs: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// `zfs receive [-vuF] filesystem[@snapshot]` (stream on standard input).
+pub fn receive(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "vunFdes", "oxS")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(
+            "usage:\n\treceive [-vnFu] <filesystem|snapshot>".into(),
+        ));
+    }
+    if a.flag('d') || a.flag('e') {
+        return Err(Fail::Err(
+            "cannot receive: -d and -e are not supported yet".into(),
+        ));
+    }
+    let target = a.pos[0].clone();
+    let file;
+    let mut input: Box<dyn BufRead> = match a.opt('S') {
+        Some(p) => {
+            file = std::fs::File::open(p)
+                .map_err(|e| Fail::Err(format!("cannot receive: {p}: {e}")))?;
+            Box::new(BufReader::with_capacity(1 << 20, file))
+        }
+        None => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(Fail::Err(
+                    "Error: Backup stream can not be read from a terminal.\nYou must redirect standard input.".into(),
+                ));
+            }
+            Box::new(BufReader::with_capacity(1 << 20, stdin.lock()))
+        }
+    };
+    if a.flag('n') {
+        let mut sink = Vec::new();
+        input
+            .read_to_end(&mut sink)
+            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
+        return Ok(());
+    }
+    let mut w = crate::zfs::writer_for(&target)?;
+    let opts = ozfs_dsl::recv::RecvOptions { force: a.flag('F') };
+    let mut first = true;
+    loop {
+        // Streams follow each other (zfs send -I); the input may end between them.
+        let more = input
+            .fill_buf()
+            .map(|b| !b.is_empty())
+            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
+        if !more {
+            if first {
+                return Err(Fail::Err(
+                    "cannot receive: failed to read from stream".into(),
+                ));
+            }
+            break;
+        }
+        first = false;
+        let t0 = Instant::now();
+        let mut tick = |_b: u64| {};
+        let r = ozfs_dsl::recv::receive(&mut w, &target, &mut input, &opts, &mut tick)
+            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
+        if a.flag('v') {
+            eprintln!(
+                "receiving {} stream of {} into {}",
+                if r.incremental { "incremental" } else { "full" },
+                r.from_name,
+                r.snapshot
+            );
+            let secs = t0.elapsed().as_secs_f64().max(0.001);
+            eprintln!(
+                "received {} stream in {:.1} seconds ({}/sec)",
+                nice(r.bytes),
+                secs,
+                nice((r.bytes as f64 / secs) as u64)
+            );
+        }
+        if target.contains('@') {
+            break;
+        }
+    }
+    w.sync()
+        .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
+    let _ = std::io::stderr().flush();
+    Ok(())
+}
+
+/// `zfs rollback [-r] snapshot`: to the most recent snapshot.
+pub fn rollback(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rRf", "")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage("usage:\n\trollback [-rRf] <snapshot>".into()));
+    }
+    let snap = &a.pos[0];
+    let Some((fs, _)) = snap.split_once('@') else {
+        return Err(Fail::Err(format!(
+            "cannot rollback '{snap}': not a snapshot"
+        )));
+    };
+    let mut w = crate::zfs::writer_for(fs)?;
+    let dsl = w.dsl();
+    let target = dsl
+        .lookup(snap)
+        .map_err(|_| Fail::Err(format!("cannot open '{snap}': dataset does not exist")))?;
+    let head = dsl
+        .lookup(fs)
+        .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
+    if head.ds.prev_snap_obj != target.ds_obj {
+        let later: Vec<String> = dsl
+            .snapshots(&head)
+            .map_err(|e| Fail::Err(e.to_string()))?
+            .into_iter()
+            .filter(|s| s.ds.creation_txg > target.ds.creation_txg)
+            .map(|s| s.name)
+            .collect();
+        return Err(Fail::Err(format!(
+            "cannot rollback to '{snap}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
+            later.join("\n")
+        )));
+    }
+    w.rollback_to_latest(fs)
+        .and_then(|_| w.sync())
+        .map_err(|e| Fail::Err(format!("cannot rollback '{fs}': {e}")))
+}

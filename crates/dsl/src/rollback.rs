@@ -1,0 +1,114 @@
+//! `zfs rollback`: a file system goes back to its most recent snapshot.
+//!
+//! Theory (pool-v23 dead lists). The head's pending changes are dropped;
+//! every block of its tree born after the snapshot is freed (nothing else
+//! refers to it); the head takes the snapshot's objset BP and sizes; the
+//! blocks on its dead list (born before the snapshot, killed since) are the
+//! head's again, so the dead list is emptied (not freed) and the space it
+//! charged to snapshots returns to the head; the snapshot, sharing all it
+//! has with the head again, has no unique bytes left.
+//!
+//! Invariants: only the most recent snapshot can be the target (later ones
+//! would first have to be destroyed, `-r`); the snapshot's blocks are never
+//! touched.
+
+use crate::sync::PoolWriter;
+use ozfs_dmu::objset::Objset;
+use ozfs_format::types::ot;
+use ozfs_format::{BlkPtr, Error, Result};
+
+impl PoolWriter {
+    /// Roll file system `name` back to its most recent snapshot; returns the
+    /// snapshot's dataset object.
+    pub fn rollback_to_latest(&mut self, name: &str) -> Result<u64> {
+        let dsl = self.dsl();
+        let head = dsl.lookup(name).map_err(|_| {
+            Error::NotFound(format!("cannot open '{name}': dataset does not exist"))
+        })?;
+        if head.is_snapshot {
+            return Err(Error::Invalid(format!(
+                "cannot rollback '{name}': not a file system"
+            )));
+        }
+        let snap_obj = head.ds.prev_snap_obj;
+        let snap = if snap_obj != 0 {
+            Some(self.dataset(snap_obj)?)
+        } else {
+            None
+        };
+        let Some(mut snap) = snap.filter(|s| s.dir_obj == head.dir_obj) else {
+            return Err(Error::Invalid(format!(
+                "cannot rollback '{name}': there are no snapshots of this dataset"
+            )));
+        };
+        // Pending changes are moot.
+        self.fs.remove(&head.ds_obj);
+        let txg = self.txg;
+        let since = head.ds.prev_snap_txg;
+        let mut freed = crate::sync::Sums::default();
+        if !head.ds.bp.is_hole() && head.ds.bp.birth() > since {
+            let os = Objset::open(self.pool.clone(), &head.ds.bp)?;
+            let mut bps: Vec<BlkPtr> = Vec::new();
+            let meta = os.meta_dnode();
+            let mut take = |_: u8, _: u64, bp: &BlkPtr| {
+                if bp.birth() > since {
+                    bps.push(*bp);
+                }
+                Ok(())
+            };
+            os.walk_tree(&meta, &mut take)?;
+            for obj in 1..os.max_object() {
+                match os.dnode(obj) {
+                    Ok(dn) if dn.phys.object_type != 0 => os.walk_tree(&dn, &mut take)?,
+                    _ => {}
+                }
+            }
+            bps.push(head.ds.bp);
+            bps.sort_unstable_by_key(|b| b.dvas()[0].offset);
+            bps.dedup_by_key(|b| b.to_bytes());
+            for bp in &bps {
+                freed.dsize += self.pool.dsize(bp, true) as i64;
+                freed.psize += bp.psize() as i64;
+                freed.ucsize += bp.lsize() as i64;
+                self.pool.free_block(&mut self.alloc, bp, txg)?;
+            }
+        }
+        // The dead list's blocks are the head's again.
+        let dl = self.mos.dnode(head.ds.deadlist_obj)?;
+        if dl.phys.object_type != ot::BPOBJ {
+            return Err(Error::unsupported(
+                format!("cannot rollback '{name}'"),
+                "dead lists other than pool-v23 bplists",
+            ));
+        }
+        let b = &dl.phys.bonus;
+        let dead = if b.len() >= 16 {
+            u64::from_ne_bytes(b[8..16].try_into().unwrap_or([0; 8])) as i64
+        } else {
+            0
+        };
+        self.mos.free_object(head.ds.deadlist_obj)?;
+        let new_dl =
+            self.mos
+                .create_object(ot::BPOBJ, 128 * 1024, ot::BPOBJ_HDR, vec![0u8; 32], 1)?;
+        let mut h = self.dataset(head.ds_obj)?;
+        h.bp = snap.bp;
+        h.referenced_bytes = snap.referenced_bytes;
+        h.compressed_bytes = snap.compressed_bytes;
+        h.uncompressed_bytes = snap.uncompressed_bytes;
+        h.unique_bytes = 0;
+        h.deadlist_obj = new_dl;
+        self.set_dataset(head.ds_obj, &h)?;
+        if snap.next_snap_obj == head.ds_obj {
+            snap.unique_bytes = 0;
+            self.set_dataset(snap_obj, &snap)?;
+        }
+        let net = crate::sync::Sums {
+            dsize: -freed.dsize,
+            psize: -freed.psize,
+            ucsize: -freed.ucsize,
+        };
+        self.apply_dir_delta(head.dir_obj, &net, -freed.dsize + dead, -dead)?;
+        Ok(snap_obj)
+    }
+}
