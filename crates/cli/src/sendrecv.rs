@@ -115,6 +115,16 @@ pub fn send(argv: &[String]) -> CmdResult {
     }
     let t0 = Instant::now();
     let mut sent = 0;
+    // -I: one compound stream (header, substreams, final END), as ZFS writes it.
+    let compound = a.opt('I').is_some();
+    if compound {
+        let last = pairs
+            .last()
+            .map(|p| p.1.name.clone())
+            .unwrap_or(to_name.clone());
+        sent += ozfs_dsl::send::compound_header(&mut out, &last)
+            .map_err(|e| Fail::Err(format!("cannot send '{last}': {e}")))?;
+    }
     for (f, t) in &pairs {
         let mut last = Instant::now();
         let base = sent;
@@ -131,6 +141,10 @@ pub fn send(argv: &[String]) -> CmdResult {
         };
         sent += ozfs_dsl::send::send(&dsl, t, f.as_ref(), &mut out, &mut tick)
             .map_err(|e| Fail::Err(format!("cannot send '{}': {e}", t.name)))?;
+    }
+    if compound {
+        sent += ozfs_dsl::send::compound_end(&mut out)
+            .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
     }
     if verbose {
         let secs = t0.elapsed().as_secs_f64().max(0.001);
@@ -211,9 +225,9 @@ pub fn receive(argv: &[String]) -> CmdResult {
         first = false;
         let t0 = Instant::now();
         let mut tick = |_b: u64| {};
-        let r = ozfs_dsl::recv::receive(&mut w, &target, &mut input, &opts, &mut tick)
+        let rs = ozfs_dsl::recv::receive(&mut w, &target, &mut input, &opts, &mut tick)
             .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
-        if a.flag('v') {
+        for r in rs.iter().filter(|_| a.flag('v')) {
             eprintln!(
                 "receiving {} stream of {} into {}",
                 if r.incremental { "incremental" } else { "full" },

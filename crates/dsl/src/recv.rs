@@ -102,13 +102,18 @@ fn bad(at: u64, m: impl std::fmt::Display) -> Error {
 
 /// Receive a stream from `input` into `target` (`pool/fs` or
 /// `pool/fs@snap`); `progress(bytes)` is called as it goes.
+///
+/// A compound stream (what `zfs send -I` and `-R` write: a header BEGIN
+/// and END, the substreams, a final all-zero END) is received substream by
+/// substream; a substream of a descendant (`-R`) goes to the same path
+/// under `target`. Returns what each substream created.
 pub fn receive(
     w: &mut PoolWriter,
     target: &str,
     input: &mut dyn Read,
     opts: &RecvOptions,
     progress: &mut dyn FnMut(u64),
-) -> Result<Received> {
+) -> Result<Vec<Received>> {
     let mut s = StreamIn {
         inp: input,
         cksum: Cksum([0; 4]),
@@ -125,14 +130,74 @@ pub fn receive(
     let Record::Begin(begin) = rec else {
         return Err(bad(0, "the stream does not start with a BEGIN record"));
     };
+    if begin.versioninfo & 3 != stream::DMU_COMPOUNDSTREAM {
+        return receive_one(w, target, &mut s, begin, payload, opts, progress).map(|r| vec![r]);
+    }
+    // The header: an nvlist of file systems and properties (with -R),
+    // then END over it.
+    if payload > 0 {
+        let nv = s.payload(payload)?;
+        ozfs_format::NvList::unpack(&nv).map_err(|e| e.context("replication stream header"))?;
+    }
+    let before = s.cksum;
+    let (end, _) = Record::parse(&s.record()?, false)?;
+    match end {
+        Record::End { cksum, .. } if cksum == before => {}
+        Record::End { .. } => {
+            return Err(Error::corrupt(
+                "send stream",
+                "the checksum of the compound stream's header does not match",
+            ))
+        }
+        _ => {
+            return Err(bad(
+                s.bytes,
+                "the compound stream's header is not closed by END",
+            ))
+        }
+    }
+    let top = begin.toname.split('@').next().unwrap_or("").to_string();
+    let target_fs = target.split('@').next().unwrap_or(target).to_string();
+    let mut out = Vec::new();
+    loop {
+        s.cksum = Cksum([0; 4]);
+        let at = s.bytes;
+        let raw = s.record()?;
+        let (rec, payload) = Record::parse(&raw, false)?;
+        match rec {
+            Record::End { cksum, toguid } if cksum == Cksum([0; 4]) && toguid == 0 => break,
+            Record::Begin(b) => {
+                if b.versioninfo & 3 != stream::DMU_SUBSTREAM {
+                    return Err(bad(at, "a compound stream inside a compound stream"));
+                }
+                let fs = b.toname.split('@').next().unwrap_or("");
+                let rel = fs
+                    .strip_prefix(top.as_str())
+                    .ok_or_else(|| bad(at, format!("substream '{}' outside '{top}'", b.toname)))?;
+                if !(rel.is_empty() || rel.starts_with('/')) {
+                    return Err(bad(at, format!("substream '{}' outside '{top}'", b.toname)));
+                }
+                let t = format!("{target_fs}{rel}");
+                out.push(receive_one(w, &t, &mut s, b, payload, opts, progress)?);
+            }
+            _ => return Err(bad(at, "expected a substream's BEGIN or the final END")),
+        }
+    }
+    Ok(out)
+}
+
+/// One substream, its BEGIN already read.
+fn receive_one(
+    w: &mut PoolWriter,
+    target: &str,
+    s: &mut StreamIn,
+    begin: stream::Begin,
+    payload: u64,
+    opts: &RecvOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Received> {
     let hdrtype = begin.versioninfo & 3;
     let features = (begin.versioninfo >> 2) & 0x3fff_ffff;
-    if hdrtype == stream::DMU_COMPOUNDSTREAM {
-        return Err(Error::unsupported(
-            "send stream",
-            "replication streams (zfs send -R)",
-        ));
-    }
     if hdrtype != stream::DMU_SUBSTREAM {
         return Err(bad(16, format!("stream header type {hdrtype}")));
     }
@@ -238,7 +303,7 @@ pub fn receive(
         }
         ds
     };
-    let r = replay(w, ds_obj, &mut s, toguid, progress);
+    let r = replay(w, ds_obj, s, toguid, progress);
     let r = r.and_then(|()| {
         w.sync()?;
         w.snapshot_as(&format!("{fs}@{snap}"), Some((toguid, begin.creation_time)))

@@ -71,6 +71,38 @@ impl<'a> StreamOut<'a> {
     }
 }
 
+/// The header of a compound stream (`zfs send -I`/`-R`): BEGIN naming the
+/// last snapshot, without a property list, closed by END. Returns its bytes.
+pub fn compound_header(out: &mut dyn Write, toname: &str) -> Result<u64> {
+    let mut s = StreamOut::new(out);
+    s.record(
+        &Record::Begin(Begin {
+            versioninfo: stream::DMU_COMPOUNDSTREAM,
+            creation_time: 0,
+            objset_type: 0,
+            flags: 0,
+            toguid: 0,
+            fromguid: 0,
+            toname: toname.to_string(),
+        }),
+        &[],
+    )?;
+    s.end(0)?;
+    Ok(s.bytes)
+}
+
+/// The final END of a compound stream (all zero).
+pub fn compound_end(out: &mut dyn Write) -> Result<u64> {
+    let r = Record::End {
+        cksum: Cksum([0; 4]),
+        toguid: 0,
+    };
+    out.write_all(&r.encode())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("write the send stream", e))?;
+    Ok(stream::RECORD_SIZE as u64)
+}
+
 /// Free object numbers waiting to be sent as one FREEOBJECTS record.
 struct FreeRun {
     first: u64,

@@ -86,6 +86,26 @@ impl Ozfs {
         out
     }
 
+    /// Runs a shell script with `$OZFS` naming the binary and the same
+    /// environment as [`Ozfs::run`] (for redirections: `"$OZFS" zfs send
+    /// p/a@s > f`, `"$OZFS" zfs receive p/b < f`).
+    pub fn sh(&self, script: &str) -> CmdOutput {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(script)
+            .env("OZFS", &self.bin)
+            .env("OZFS_STATE_DIR", self.state.path())
+            .env("RUST_BACKTRACE", "1")
+            .env("LC_ALL", "C");
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let out = run_with_timeout(&mut cmd, self.timeout)
+            .unwrap_or_else(|e| panic!("cannot run sh for ozfs: {e}"));
+        assert_no_panic(&out);
+        out
+    }
+
     /// Runs and requires exit code 0; returns stdout.
     pub fn ok<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
         let out = self.run(args);
