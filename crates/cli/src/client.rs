@@ -215,6 +215,13 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("replace")) => pos("fsw", "o", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("add")) => pos("fn", "o", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("remove")) => pos("npsw", "", 2).first().map(|d| pool_of(d)),
+        (Some("zfs"), Some("rollback")) => pos("rRf", "", 2).first().map(|d| pool_of(d)),
+        (Some("zfs"), Some("clone")) => pos("p", "o", 2).get(1).map(|d| pool_of(d)),
+        (Some("zfs"), Some("rename")) => pos("rpfu", "", 2).first().map(|d| pool_of(d)),
+        (Some("zfs"), Some("hold" | "release")) => pos("r", "", 2).get(1).map(|d| pool_of(d)),
+        (Some("zfs"), Some("receive" | "recv")) => {
+            pos("vunFdes", "oxS", 2).first().map(|d| pool_of(d))
+        }
         (Some("zpool"), Some("attach" | "detach")) => {
             pos("fsw", "o", 2).first().map(|d| pool_of(d))
         }
@@ -255,11 +262,36 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
     } else {
         argv.to_vec()
     };
+    // zfs receive: the stream is the client's standard input; the daemon
+    // reads it from a spool file in the state directory.
+    let mut spool = None;
+    let argv = if argv[0] == "zfs" && matches!(argv[1].as_str(), "receive" | "recv") {
+        let p = crate::state::state_dir().join(format!(".recv-{}.stream", std::process::id()));
+        let copied = std::fs::File::create(&p)
+            .and_then(|mut f| std::io::copy(&mut std::io::stdin().lock(), &mut f));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&p);
+            return Some(Err(Fail::Err(format!(
+                "cannot receive: spooling the stream: {e}"
+            ))));
+        }
+        let mut v = argv[..2].to_vec();
+        v.push("-S".into());
+        v.push(p.to_string_lossy().into_owned());
+        v.extend(argv[2..].iter().cloned());
+        spool = Some(p);
+        v
+    } else {
+        argv
+    };
     let r = match call(&json!({"cmd": "run", "argv": argv})) {
         Some(Ok(r)) => r.into_result(),
         Some(Err(e)) => Err(Fail::Err(e)),
         None => Err(Fail::Err("the ozfs daemon went away".into())),
     };
+    if let Some(p) = spool {
+        let _ = std::fs::remove_file(p);
+    }
     // `zpool scrub -w`: the daemon scrubs in the background; wait here.
     if r.is_ok()
         && argv.len() > 2

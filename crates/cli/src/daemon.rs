@@ -945,7 +945,21 @@ impl Daemon {
             (Some("cp" | "rm"), _)
                 | (
                     Some("zfs"),
-                    Some("create" | "destroy" | "set" | "inherit" | "snapshot" | "snap")
+                    Some(
+                        "create"
+                            | "destroy"
+                            | "set"
+                            | "inherit"
+                            | "snapshot"
+                            | "snap"
+                            | "rollback"
+                            | "clone"
+                            | "rename"
+                            | "hold"
+                            | "release"
+                            | "receive"
+                            | "recv"
+                    )
                 )
                 | (
                     Some("zpool"),
@@ -987,6 +1001,37 @@ impl Daemon {
                 {
                     return err(format!(
                         "cannot remove '{t}': the dataset is mounted at {mp}; remove it through the mount"
+                    ));
+                }
+            }
+        }
+        // Changing a mounted file system's objset or name under the kernel's
+        // feet: refuse while mounted.
+        if argv.len() > 2
+            && argv[0] == "zfs"
+            && matches!(argv[1].as_str(), "rollback" | "rename" | "receive" | "recv")
+        {
+            let flags = if argv[1] == "rollback" {
+                "rRf"
+            } else if argv[1] == "rename" {
+                "rpfu"
+            } else {
+                "vunFdes"
+            };
+            let vals = if argv[1].starts_with("rec") {
+                "oxS"
+            } else {
+                ""
+            };
+            if let Some(t) = crate::args::Args::parse(&argv[2..], flags, vals)
+                .ok()
+                .and_then(|a| a.pos.first().cloned())
+            {
+                let fs = t.split('@').next().unwrap_or(&t).to_string();
+                if let Some(mp) = busy(&fs) {
+                    return err(format!(
+                        "cannot {} '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)",
+                        argv[1]
                     ));
                 }
             }
@@ -1060,12 +1105,15 @@ impl Daemon {
             .map(String::as_str)
             .collect();
         match argv[1].as_str() {
-            "create" => {
+            "create" | "clone" | "receive" | "recv" => {
                 if opts.iter().any(|o| o.contains('u') || o.contains('V')) {
                     return Ok(());
                 }
+                // receive: the -S spool path is a positional here; the
+                // target is the last positional all the same.
                 // The dataset is the last positional (after any -o values).
                 let Some(ds) = pos.last() else { return Ok(()) };
+                let ds = ds.split('@').next().unwrap_or(ds);
                 let mut inner = lock(&self.inner);
                 if !inner.pools.contains_key(pool_of(ds)) {
                     return Ok(());

@@ -126,7 +126,7 @@ pub fn nice(n: u64) -> String {
     }
 }
 
-fn date(t: u64) -> String {
+pub fn date(t: u64) -> String {
     let t = t as libc::time_t;
     // SAFETY: localtime_r/strftime on a local buffer.
     unsafe {

@@ -289,3 +289,120 @@ pub fn rollback(argv: &[String]) -> CmdResult {
         .and_then(|_| w.sync())
         .map_err(|e| Fail::Err(format!("cannot rollback '{fs}': {e}")))
 }
+
+/// `zfs clone [-p] snapshot filesystem`
+pub fn clone(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "p", "o")?;
+    if a.pos.len() != 2 {
+        return Err(Fail::Usage(
+            "usage:\n\tclone [-p] <snapshot> <filesystem|volume>".into(),
+        ));
+    }
+    let (snap, name) = (&a.pos[0], &a.pos[1]);
+    let mut w = crate::zfs::writer_for(name)?;
+    ozfs_dsl::create::clone_filesystem(&mut w, snap, name)
+        .and_then(|_| w.sync())
+        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))
+}
+
+/// `zfs rename [-r] old new` (file systems and snapshots).
+pub fn rename(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rpfu", "")?;
+    if a.pos.len() != 2 {
+        return Err(Fail::Usage(
+            "usage:\n\trename [-f] <filesystem|volume|snapshot> <filesystem|volume|snapshot>\n\trename -r <snapshot> <snapshot>"
+                .into(),
+        ));
+    }
+    let (old, new) = (&a.pos[0], &a.pos[1]);
+    let mut w = crate::zfs::writer_for(old)?;
+    let pairs: Vec<(String, String)> = match (a.flag('r'), old.split_once('@')) {
+        (true, Some((fs, osnap))) => {
+            let nsnap = new.rsplit('@').next().unwrap_or(new);
+            let dsl = w.dsl();
+            let top = dsl
+                .lookup(fs)
+                .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
+            dsl.list(&top, false, None)
+                .map_err(|e| Fail::Err(e.to_string()))?
+                .into_iter()
+                .filter(|d| dsl.lookup(&format!("{}@{osnap}", d.name)).is_ok())
+                .map(|d| (format!("{}@{osnap}", d.name), format!("{}@{nsnap}", d.name)))
+                .collect()
+        }
+        (true, None) => {
+            return Err(Fail::Err(
+                "cannot rename: -r applies to snapshots only".into(),
+            ))
+        }
+        (false, _) => vec![(old.clone(), new.clone())],
+    };
+    for (o, n) in pairs {
+        w.rename_dataset(&o, &n)
+            .map_err(|e| Fail::Err(e.to_string()))?;
+    }
+    w.sync()
+        .map_err(|e| Fail::Err(format!("cannot rename '{old}': {e}")))
+}
+
+/// `zfs hold tag snapshot...` / `zfs release tag snapshot...`
+pub fn hold(argv: &[String], hold: bool) -> CmdResult {
+    let a = Args::parse(argv, "r", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!(
+            "usage:\n\t{} [-r] <tag> <snapshot> ...",
+            if hold { "hold" } else { "release" }
+        )));
+    }
+    let tag = &a.pos[0];
+    let mut w = crate::zfs::writer_for(&a.pos[1])?;
+    for s in &a.pos[1..] {
+        let r = if hold {
+            w.hold(s, tag)
+        } else {
+            w.release(s, tag)
+        };
+        r.map_err(|e| Fail::Err(e.to_string()))?;
+    }
+    w.sync().map_err(|e| Fail::Err(e.to_string()))
+}
+
+/// `zfs holds [-H] snapshot...`
+pub fn holds(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "Hrp", "")?;
+    if a.pos.is_empty() {
+        return Err(Fail::Usage("usage:\n\tholds [-H] <snapshot> ...".into()));
+    }
+    let pool_name = a.pos[0].split(['/', '@']).next().unwrap_or("").to_string();
+    let (_, pool) = crate::zpool::open_imported(&pool_name)?;
+    let dsl = DslPool::open(pool).map_err(|e| Fail::Err(e.to_string()))?;
+    let mut rows = Vec::new();
+    for s in &a.pos {
+        let ds = dsl
+            .lookup(s)
+            .map_err(|_| Fail::Err(format!("cannot open '{s}': dataset does not exist")))?;
+        if ds.ds.userrefs_obj == 0 {
+            continue;
+        }
+        for e in ozfs_dmu::zap::list_obj(&dsl.mos, ds.ds.userrefs_obj)
+            .map_err(|e| Fail::Err(e.to_string()))?
+        {
+            rows.push(vec![
+                s.clone(),
+                e.name_str(),
+                crate::scan::date(e.as_u64().unwrap_or(0)),
+            ]);
+        }
+    }
+    use crate::output::{print_table, Align};
+    print_table(
+        &[
+            ("NAME", Align::Left),
+            ("TAG", Align::Left),
+            ("TIMESTAMP", Align::Left),
+        ],
+        &rows,
+        a.flag('H'),
+    );
+    Ok(())
+}

@@ -14,6 +14,11 @@ const USAGE: &str = "usage: zfs <command>
 	inherit [-r] <property> <filesystem> ...
 	snapshot [-r] <filesystem@snapname> ...
 	rollback <snapshot>
+	clone [-p] <snapshot> <filesystem>
+	rename [-r] <dataset> <new-name>
+	hold [-r] <tag> <snapshot> ...
+	release [-r] <tag> <snapshot> ...
+	holds [-H] <snapshot> ...
 	send [-v] [-i snapshot | -I snapshot] <snapshot>
 	receive [-vnFu] <filesystem|snapshot>
 	mount
@@ -39,6 +44,14 @@ pub fn main(argv: &[String]) -> CmdResult {
         "send" => crate::sendrecv::send(rest),
         "receive" | "recv" => crate::sendrecv::receive(rest),
         "rollback" => crate::sendrecv::rollback(rest),
+        "clone" => crate::sendrecv::clone(rest),
+        "rename" => crate::sendrecv::rename(rest),
+        "hold" => crate::sendrecv::hold(rest, true),
+        "release" => crate::sendrecv::hold(rest, false),
+        "holds" => crate::sendrecv::holds(rest),
+        "promote" => Err(Fail::Err(
+            "cannot promote: zfs promote is not supported yet".into(),
+        )),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
         other => Err(Fail::Usage(format!(
@@ -584,29 +597,111 @@ fn create(argv: &[String]) -> CmdResult {
 }
 
 fn destroy(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "rRfnpv", "")?;
+    let a = Args::parse(argv, "rRfnpvd", "")?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(format!("missing dataset argument\n{USAGE}")));
     }
     let name = &a.pos[0];
+    let recursive = a.flag('r') || a.flag('R');
     let mut w = writer_for(name)?;
     let dsl = w.dsl();
+    let fs_name = name.split('@').next().unwrap_or(name);
     let ds = dsl
-        .lookup(name)
-        .map_err(|_| Fail::Err(format!("cannot open '{name}': dataset does not exist")))?;
-    let mut victims: Vec<String> = if a.flag('r') || a.flag('R') {
+        .lookup(fs_name)
+        .map_err(|_| Fail::Err(format!("cannot open '{fs_name}': dataset does not exist")))?;
+    let tree: Vec<DatasetInfo> = if recursive {
         dsl.list(&ds, false, None)
             .map_err(|e| Fail::Err(e.to_string()))?
-            .into_iter()
-            .map(|d| d.name)
-            .collect()
     } else {
-        vec![name.clone()]
+        vec![ds.clone()]
     };
-    // Children first.
-    victims.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
-    for v in victims {
-        w.destroy_filesystem(&v)
+    // Snapshots first (oldest first), then file systems (children first).
+    let mut snaps: Vec<String> = Vec::new();
+    let mut filesystems: Vec<String> = Vec::new();
+    match name.split_once('@') {
+        Some((_, spec)) => {
+            for fs in &tree {
+                let mut all = dsl.snapshots(fs).map_err(|e| Fail::Err(e.to_string()))?;
+                all.sort_by_key(|s| s.ds.creation_txg);
+                let short = |s: &DatasetInfo| s.name.rsplit('@').next().unwrap_or("").to_string();
+                let names: Vec<String> = all.iter().map(short).collect();
+                for part in spec.split(',') {
+                    match part.split_once('%') {
+                        Some((from, to)) => {
+                            let lo = if from.is_empty() {
+                                Some(0)
+                            } else {
+                                names.iter().position(|n| n == from)
+                            };
+                            let hi = if to.is_empty() {
+                                names.len().checked_sub(1)
+                            } else {
+                                names.iter().position(|n| n == to)
+                            };
+                            if let (Some(lo), Some(hi)) = (lo, hi) {
+                                for s in all.iter().take(hi + 1).skip(lo) {
+                                    snaps.push(s.name.clone());
+                                }
+                            } else if fs.name == fs_name {
+                                return Err(Fail::Err(format!(
+                                    "cannot destroy '{name}': snapshot range '{part}' does not exist"
+                                )));
+                            }
+                        }
+                        None => {
+                            if names.iter().any(|n| n == part) {
+                                snaps.push(format!("{}@{part}", fs.name));
+                            } else if !recursive {
+                                return Err(Fail::Err(format!(
+                                    "could not find any snapshots to destroy; check snapshot names.\n'{}@{part}'",
+                                    fs.name
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+            if snaps.is_empty() {
+                return Err(Fail::Err(format!(
+                    "could not find any snapshots to destroy; check snapshot names.\n'{name}'"
+                )));
+            }
+        }
+        None => {
+            for fs in &tree {
+                let mut all = dsl.snapshots(fs).map_err(|e| Fail::Err(e.to_string()))?;
+                if !recursive && !all.is_empty() {
+                    return Err(Fail::Err(format!(
+                        "cannot destroy '{name}': filesystem has children\nuse '-r' to destroy the following datasets:\n{}",
+                        all.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
+                    )));
+                }
+                all.sort_by_key(|s| s.ds.creation_txg);
+                snaps.extend(all.into_iter().map(|s| s.name));
+                filesystems.push(fs.name.clone());
+            }
+            filesystems.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
+        }
+    }
+    snaps.dedup();
+    if a.flag('n') || a.flag('v') {
+        for v in snaps.iter().chain(filesystems.iter()) {
+            println!(
+                "{}destroy {v}",
+                if a.flag('n') { "would " } else { "will " }
+            );
+        }
+        if a.flag('n') {
+            return Ok(());
+        }
+    }
+    for v in &snaps {
+        w.destroy_snapshot(v)
+            .and_then(|()| w.sync())
+            .map_err(|e| Fail::Err(format!("cannot destroy '{v}': {e}")))?;
+    }
+    for v in &filesystems {
+        w.destroy_filesystem(v)
             .map_err(|e| Fail::Err(e.to_string()))?;
         w.sync()
             .map_err(|e| Fail::Err(format!("cannot destroy '{v}': {e}")))?;

@@ -654,6 +654,65 @@ pub fn create_filesystem(
     Ok(ds)
 }
 
+/// `zfs clone SNAPSHOT NAME`: a new file system whose objset is the
+/// snapshot's (shared, copy-on-write from here on). The snapshot counts
+/// the clone among its children and in its `next_clones` map; the new
+/// directory names it as origin. Nothing is copied.
+pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<u64> {
+    let dsl = w.dsl();
+    let snap = dsl
+        .lookup(origin)
+        .map_err(|_| Error::NotFound(format!("cannot open '{origin}': dataset does not exist")))?;
+    if !snap.is_snapshot {
+        return Err(Error::Invalid(format!(
+            "cannot clone '{origin}': not a snapshot"
+        )));
+    }
+    if name.split('/').next() != origin.split('/').next() {
+        return Err(Error::Invalid(format!(
+            "cannot create '{name}': source and target pools differ"
+        )));
+    }
+    let ds = create_filesystem(w, name, &[])?;
+    // Not the fresh ZPL objset: the snapshot's.
+    w.fs.remove(&ds);
+    let empty_origin = {
+        let d = w.dataset(ds)?;
+        d.prev_snap_obj
+    };
+    // Undo the link to $ORIGIN made by create_filesystem.
+    let mut eo = w.dataset(empty_origin)?;
+    eo.num_children = eo.num_children.saturating_sub(1);
+    let eclones = eo.next_clones_obj;
+    w.set_dataset(empty_origin, &eo)?;
+    if eclones != 0 {
+        zap_tx::remove(&mut w.mos, eclones, format!("{ds:x}").as_bytes())?;
+    }
+    let s = snap.ds;
+    let mut d = w.dataset(ds)?;
+    d.prev_snap_obj = snap.ds_obj;
+    d.prev_snap_txg = s.creation_txg;
+    d.bp = s.bp;
+    d.referenced_bytes = s.referenced_bytes;
+    d.compressed_bytes = s.compressed_bytes;
+    d.uncompressed_bytes = s.uncompressed_bytes;
+    d.unique_bytes = 0;
+    w.set_dataset(ds, &d)?;
+    let mut o = w.dataset(snap.ds_obj)?;
+    o.num_children += 1;
+    if o.next_clones_obj == 0 {
+        o.next_clones_obj = w.mos.create_zap(ot::NEXT_CLONES, 0, Vec::new(), 0, 1)?;
+    }
+    let clones = o.next_clones_obj;
+    w.set_dataset(snap.ds_obj, &o)?;
+    zap_tx::add(&mut w.mos, clones, format!("{ds:x}").as_bytes(), 8, &[ds])?;
+    let dir = d.dir_obj;
+    let mut dd = w.dir(dir)?;
+    dd.origin_obj = snap.ds_obj;
+    w.set_dir(dir, &dd)?;
+    Ok(ds)
+}
+
 /// A property value as stored.
 #[derive(Debug, Clone)]
 pub enum PropSetting {

@@ -1,9 +1,15 @@
 //! Destroying a file system (no snapshots, no children): every block of its
 //! objset is freed, its DSL objects are removed from the MOS, its directory
 //! leaves its parent's child map, and the space it used leaves the ancestors.
+//!
+//! Destroying a snapshot (pool-v23 dead lists): see
+//! [`PoolWriter::destroy_snapshot`]. Invariant kept: every block is either
+//! referenced by the head or a snapshot, or on exactly one dead list of
+//! the dataset after the last snapshot that references it — or freed.
 
-use crate::sync::PoolWriter;
+use crate::sync::{PoolWriter, Sums};
 use ozfs_dmu::{zap_tx, Objset};
+use ozfs_format::types::ot;
 use ozfs_format::{BlkPtr, Error, Result};
 
 impl PoolWriter {
@@ -33,23 +39,23 @@ impl PoolWriter {
         // Pending changes to it are moot.
         self.fs.remove(&ds.ds_obj);
         let txg = self.txg;
-        // Free every block of the objset.
-        if !ds.ds.bp.is_hole() {
+        // Free every block of the objset born after its origin (a clone
+        // shares the older ones with its origin snapshot).
+        let since = ds.ds.prev_snap_txg;
+        if !ds.ds.bp.is_hole() && ds.ds.bp.birth() > since {
             let os = Objset::open(self.pool.clone(), &ds.ds.bp)?;
             let mut bps: Vec<BlkPtr> = Vec::new();
-            let meta = os.meta_dnode();
-            os.walk_tree(&meta, &mut |_, _, bp| {
-                bps.push(*bp);
+            let mut take = |_: u8, _: u64, bp: &BlkPtr| {
+                if bp.birth() > since && !bp.is_embedded() {
+                    bps.push(*bp);
+                }
                 Ok(())
-            })?;
+            };
+            let meta = os.meta_dnode();
+            os.walk_tree(&meta, &mut take)?;
             for obj in 1..os.max_object() {
                 match os.dnode(obj) {
-                    Ok(dn) if dn.phys.object_type != 0 => {
-                        os.walk_tree(&dn, &mut |_, _, bp| {
-                            bps.push(*bp);
-                            Ok(())
-                        })?;
-                    }
+                    Ok(dn) if dn.phys.object_type != 0 => os.walk_tree(&dn, &mut take)?,
                     _ => {}
                 }
             }
@@ -97,6 +103,175 @@ impl PoolWriter {
             dir.child_dir_zapobj,
             ds.dir_obj,
         ] {
+            if o != 0 {
+                self.mos.free_object(o)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The entries of a pool-v23 dead list (a bplist object).
+fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
+    let dn = w.mos.dnode(obj)?;
+    if dn.phys.object_type != ot::BPOBJ {
+        return Err(Error::unsupported(
+            format!("dead list object {obj}"),
+            format!("type {} (only pool-v23 bplists)", dn.phys.object_type),
+        ));
+    }
+    let entries = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "bplist entries")?;
+    let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz()) / 128;
+    if entries > max {
+        return Err(Error::corrupt(
+            format!("dead list object {obj}"),
+            format!("{entries} entries in room for {max}"),
+        ));
+    }
+    let data = w.mos.read(obj, 0, (entries * 128) as usize)?;
+    data.chunks_exact(128)
+        .map(|c| BlkPtr::from_bytes(c, dn.swap))
+        .collect()
+}
+
+/// Bytes (dsize) of the dead list entries born in (`min`, `max`].
+fn deadlist_space_birthrange(w: &PoolWriter, obj: u64, min: u64, max: u64) -> Result<u64> {
+    Ok(read_bplist(w, obj)?
+        .iter()
+        .filter(|b| b.birth() > min && b.birth() <= max)
+        .map(|b| w.pool.dsize(b, true))
+        .sum())
+}
+
+impl PoolWriter {
+    /// `zfs destroy fs@snap` (pool-v23 dead lists, as ZFS does it): the
+    /// next dataset's dead list is split — entries born before this
+    /// snapshot's predecessor are still held by it and move to this
+    /// snapshot's dead list, which becomes the next one's; the others were
+    /// this snapshot's alone and are freed. Unique bytes of the neighbours
+    /// and the directory's snapshot space follow.
+    pub fn destroy_snapshot(&mut self, name: &str) -> Result<()> {
+        let dsl = self.dsl();
+        let snap = dsl.lookup(name).map_err(|_| {
+            Error::NotFound(format!(
+                "could not find any snapshots to destroy; check snapshot names.\n'{name}'"
+            ))
+        })?;
+        if !snap.is_snapshot {
+            return Err(Error::Invalid(format!("'{name}' is not a snapshot")));
+        }
+        let s = snap.ds;
+        if s.num_children > 1 {
+            return Err(Error::Invalid(format!(
+                "cannot destroy '{name}': snapshot has dependent clones\nuse '-R' to destroy the following datasets"
+            )));
+        }
+        if s.userrefs_obj != 0 && !zap_tx::list(&self.mos, s.userrefs_obj)?.is_empty() {
+            return Err(Error::Invalid(format!(
+                "cannot destroy snapshot {name}: dataset is busy (it has holds)"
+            )));
+        }
+        // Pending changes of the head are committed first (they may put
+        // blocks on its dead list).
+        self.sync()?;
+        let txg = self.txg;
+        let obj = snap.ds_obj;
+        let next_obj = s.next_snap_obj;
+        let mut next = self.dataset(next_obj)?;
+        let prev_obj = s.prev_snap_obj;
+        let prev = if prev_obj != 0 {
+            Some(self.dataset(prev_obj)?)
+        } else {
+            None
+        };
+        let after_branch_point = prev.as_ref().is_some_and(|p| p.next_snap_obj != obj);
+        // Split the next dataset's dead list.
+        let mut keep = Vec::new();
+        let mut keep_sums = Sums::default();
+        let mut freed = Sums::default();
+        let mut prev_unique = 0u64;
+        let pool = self.pool.clone();
+        for bp in read_bplist(self, next.deadlist_obj)? {
+            if bp.birth() <= s.prev_snap_txg {
+                if let Some(p) = &prev {
+                    if !after_branch_point && bp.birth() > p.prev_snap_txg {
+                        prev_unique += pool.dsize(&bp, true);
+                    }
+                }
+                keep_sums.add(&pool, &bp, 1);
+                keep.push(bp);
+            } else {
+                freed.add(&pool, &bp, 1);
+                if !bp.is_embedded() {
+                    self.pool.free_block(&mut self.alloc, &bp, txg)?;
+                }
+            }
+        }
+        self.deadlist_append(s.deadlist_obj, &keep, &keep_sums)?;
+        self.mos.free_object(next.deadlist_obj)?;
+        next.deadlist_obj = s.deadlist_obj;
+        next.prev_snap_obj = s.prev_snap_obj;
+        next.prev_snap_txg = s.prev_snap_txg;
+        if next.next_snap_obj != 0 {
+            // Blocks shared by just the destroyed snapshot and next are
+            // next's alone now: born after prev, died after next.
+            let after = self.dataset(next.next_snap_obj)?;
+            next.unique_bytes += deadlist_space_birthrange(
+                self,
+                after.deadlist_obj,
+                s.prev_snap_txg,
+                s.creation_txg,
+            )?;
+            self.set_dataset(next_obj, &next)?;
+        } else {
+            // The head: unique = referenced - (prev's referenced - dead list).
+            self.set_dataset(next_obj, &next)?;
+            let mrs = match &prev {
+                Some(p) => p.referenced_bytes,
+                None => 0,
+            };
+            let dl = read_bplist(self, next.deadlist_obj)?
+                .iter()
+                .map(|b| self.pool.dsize(b, true))
+                .sum::<u64>();
+            next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
+            self.set_dataset(next_obj, &next)?;
+        }
+        if let Some(mut p) = prev {
+            if after_branch_point {
+                if p.next_clones_obj != 0 {
+                    let _ = zap_tx::remove(
+                        &mut self.mos,
+                        p.next_clones_obj,
+                        format!("{obj:x}").as_bytes(),
+                    )?;
+                    zap_tx::update(
+                        &mut self.mos,
+                        p.next_clones_obj,
+                        &format!("{next_obj:x}"),
+                        8,
+                        &[next_obj],
+                    )?;
+                }
+            } else {
+                p.next_snap_obj = next_obj;
+                p.unique_bytes += prev_unique;
+                self.set_dataset(prev_obj, &p)?;
+            }
+        }
+        // The directory's snapshot space loses what was freed.
+        let net = Sums {
+            dsize: -freed.dsize,
+            psize: -freed.psize,
+            ucsize: -freed.ucsize,
+        };
+        self.apply_dir_delta(snap.dir_obj, &net, 0, -freed.dsize)?;
+        // Out of the head's snapshot names.
+        let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
+        let head = self.dataset(head_obj)?;
+        let short = name.rsplit('@').next().unwrap_or(name);
+        zap_tx::remove(&mut self.mos, head.snapnames_zapobj, short.as_bytes())?;
+        for o in [s.next_clones_obj, s.props_obj, s.userrefs_obj, obj] {
             if o != 0 {
                 self.mos.free_object(o)?;
             }

@@ -21,6 +21,7 @@ pub mod destroy;
 pub mod pool;
 pub mod props;
 pub mod recv;
+pub mod rename;
 pub mod rollback;
 pub mod scrub;
 pub mod send;

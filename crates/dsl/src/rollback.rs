@@ -67,9 +67,11 @@ impl PoolWriter {
             bps.sort_unstable_by_key(|b| b.dvas()[0].offset);
             bps.dedup_by_key(|b| b.to_bytes());
             for bp in &bps {
-                freed.dsize += self.pool.dsize(bp, true) as i64;
-                freed.psize += bp.psize() as i64;
-                freed.ucsize += bp.lsize() as i64;
+                if bp.is_embedded() {
+                    continue;
+                }
+                let pool = self.pool.clone();
+                freed.add(&pool, bp, 1);
                 self.pool.free_block(&mut self.alloc, bp, txg)?;
             }
         }

@@ -87,6 +87,19 @@ impl PoolWriter {
             if prev.next_snap_obj == head.ds_obj {
                 prev.next_snap_obj = snap_obj;
                 self.set_dataset(h.prev_snap_obj, &prev)?;
+            } else if prev.next_clones_obj != 0 {
+                // The first snapshot of a clone takes the head's place
+                // among its origin's clones.
+                let hk = format!("{:x}", head.ds_obj);
+                if zap_tx::remove(&mut self.mos, prev.next_clones_obj, hk.as_bytes())? {
+                    zap_tx::add(
+                        &mut self.mos,
+                        prev.next_clones_obj,
+                        format!("{snap_obj:x}").as_bytes(),
+                        8,
+                        &[snap_obj],
+                    )?;
+                }
             }
         }
         h.prev_snap_obj = snap_obj;

@@ -117,7 +117,7 @@ pub(crate) struct Sums {
 }
 
 impl Sums {
-    fn add(&mut self, pool: &Pool, bp: &BlkPtr, sign: i64) {
+    pub(crate) fn add(&mut self, pool: &Pool, bp: &BlkPtr, sign: i64) {
         self.dsize += sign * pool.dsize(bp, true) as i64;
         self.psize += sign * bp.psize() as i64;
         let meta = bp.level() > 0 || ozfs_format::types::object_type_is_metadata(bp.object_type());
@@ -435,7 +435,7 @@ impl PoolWriter {
     }
 
     /// Append BPs to a pool-v23 dead list (a bplist object).
-    fn deadlist_append(&mut self, obj: u64, bps: &[BlkPtr], sums: &Sums) -> Result<()> {
+    pub(crate) fn deadlist_append(&mut self, obj: u64, bps: &[BlkPtr], sums: &Sums) -> Result<()> {
         if bps.is_empty() {
             return Ok(());
         }

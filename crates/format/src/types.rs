@@ -59,6 +59,8 @@ pub mod ot {
     pub const DSL_DS_SNAP_MAP: u8 = 14;
     pub const DSL_PROPS: u8 = 15;
     pub const DSL_DATASET: u8 = 16;
+    pub const NEXT_CLONES: u8 = 37;
+    pub const USERREFS: u8 = 41;
     pub const ZNODE: u8 = 17;
     pub const PLAIN_FILE_CONTENTS: u8 = 19;
     pub const DIRECTORY_CONTENTS: u8 = 20;
