@@ -152,8 +152,9 @@ impl Record {
             .flatten()
             .filter_map(|e| {
                 let n = e.file_name().to_string_lossy().to_string();
+                // `<pool>.scan.json` is a pool's scan state, not a pool.
                 n.strip_suffix(".json")
-                    .filter(|s| !s.starts_with('.'))
+                    .filter(|s| !s.starts_with('.') && !s.ends_with(".scan"))
                     .map(String::from)
             })
             .collect();
