@@ -1,9 +1,9 @@
 //! Snapshot lifecycle on a pool ozfs writes (issue 6): snapshot, clone,
 //! hold/release, rollback, rename, destroy (one, a range, with dependents
 //! refused), checked at every step against the trees copied out when each
-//! snapshot was taken; `zfs list -o space` figures add up (USED = USEDSNAP
-//! + USEDDS + USEDCHILD) and USEDSNAP returns to 0 when the last snapshot
-//! goes. Then zfs-fuse: its zdb is clean, it imports the pool and reports
+//! snapshot was taken; `zfs list -o space` figures add up (USED is USEDSNAP
+//! plus USEDDS plus USEDCHILD) and USEDSNAP returns to 0 when the last
+//! snapshot goes. Then zfs-fuse: its zdb is clean, it imports the pool and reports
 //! the same space figures, and destroying a snapshot there (which walks the
 //! dead lists ozfs wrote) leaves its zdb clean too.
 
