@@ -32,10 +32,10 @@ fn from_name(from: &str, to: &str) -> String {
 
 /// `zfs send [-v] [-i snap | -I snap] snapshot`
 pub fn send(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "vnPpDLecwbh", "iI")?;
+    let a = Args::parse(argv, "vnPpDLecwbhR", "iI")?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
-            "usage:\n\tsend [-v] [-i snapshot | -I snapshot] <snapshot>".into(),
+            "usage:\n\tsend [-vR] [-i snapshot | -I snapshot] <snapshot>".into(),
         ));
     }
     let to_name = a.pos[0].clone();
@@ -62,9 +62,22 @@ pub fn send(argv: &[String]) -> CmdResult {
     let to = lookup(&to_name)?;
     // The (from, to) pairs to send.
     let mut pairs: Vec<(Option<DatasetInfo>, DatasetInfo)> = Vec::new();
+    let mut repl_header = None;
     match (a.opt('i'), a.opt('I')) {
         (Some(_), Some(_)) => {
             return Err(Fail::Usage("-i and -I are mutually exclusive".into()));
+        }
+        (i, ii) if a.flag('R') => {
+            // A replication stream: every descendant with this snapshot.
+            let (head_name, tosnap) = to_name.split_once('@').unwrap_or((&to_name, ""));
+            let head = lookup(head_name)?;
+            let from = i
+                .or(ii)
+                .map(|f| f.rsplit('@').next().unwrap_or(f).to_string());
+            let (hdr, p) = ozfs_dsl::send::replication_plan(&dsl, &head, tosnap, from.as_deref())
+                .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
+            pairs = p;
+            repl_header = Some(hdr);
         }
         (Some(f), None) => pairs.push((Some(lookup(&from_name(f, &to_name))?), to)),
         (None, Some(f)) => {
@@ -116,8 +129,11 @@ pub fn send(argv: &[String]) -> CmdResult {
     let t0 = Instant::now();
     let mut sent = 0;
     // -I: one compound stream (header, substreams, final END), as ZFS writes it.
-    let compound = a.opt('I').is_some();
-    if compound {
+    let compound = a.opt('I').is_some() || repl_header.is_some();
+    if let Some(hdr) = &repl_header {
+        sent += ozfs_dsl::send::replication_header(&mut out, &to_name, hdr)
+            .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
+    } else if compound {
         let last = pairs
             .last()
             .map(|p| p.1.name.clone())
@@ -125,18 +141,13 @@ pub fn send(argv: &[String]) -> CmdResult {
         sent += ozfs_dsl::send::compound_header(&mut out, &last)
             .map_err(|e| Fail::Err(format!("cannot send '{last}': {e}")))?;
     }
+    let total: u64 = pairs.iter().map(|(_, t)| t.ds.referenced_bytes).sum();
+    let mut prog = Progress::new(Some(total), &to_name);
     for (f, t) in &pairs {
-        let mut last = Instant::now();
         let base = sent;
         let mut tick = |b: u64| {
-            if verbose && last.elapsed().as_secs() >= 1 {
-                eprintln!(
-                    "{}\t{}\t{}",
-                    chrono_like(t0.elapsed().as_secs()),
-                    nice(base + b),
-                    t.name
-                );
-                last = Instant::now();
+            if verbose {
+                prog.tick(base + b);
             }
         };
         sent += ozfs_dsl::send::send(&dsl, t, f.as_ref(), &mut out, &mut tick)
@@ -165,6 +176,48 @@ fn chrono_like(secs: u64) -> String {
         (secs / 60) % 60,
         secs % 60
     )
+}
+
+/// A progress line on stderr at most once a second: elapsed time, bytes,
+/// rate and (when the total is known) time left.
+struct Progress {
+    t0: Instant,
+    last: Instant,
+    total: Option<u64>,
+    what: String,
+}
+
+impl Progress {
+    fn new(total: Option<u64>, what: &str) -> Progress {
+        Progress {
+            t0: Instant::now(),
+            last: Instant::now(),
+            total,
+            what: what.to_string(),
+        }
+    }
+
+    fn tick(&mut self, bytes: u64) {
+        if self.last.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        self.last = Instant::now();
+        let secs = self.t0.elapsed().as_secs_f64().max(0.001);
+        let rate = bytes as f64 / secs;
+        let left = match self.total {
+            Some(t) if rate > 0.0 && t > bytes => chrono_like(((t - bytes) as f64 / rate) as u64),
+            Some(_) => chrono_like(0),
+            None => "-".into(),
+        };
+        eprintln!(
+            "{}\t{}\t{}/s\t{} left\t{}",
+            chrono_like(secs as u64),
+            nice(bytes),
+            nice(rate as u64),
+            left,
+            self.what
+        );
+    }
 }
 
 /// `zfs receive [-vuF] filesystem[@snapshot]` (stream on standard input).
@@ -224,7 +277,21 @@ pub fn receive(argv: &[String]) -> CmdResult {
         }
         first = false;
         let t0 = Instant::now();
-        let mut tick = |_b: u64| {};
+        // The stream's size is known when it comes from a file.
+        let total = match a.opt('S') {
+            Some(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            None => std::fs::metadata("/proc/self/fd/0")
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len()),
+        };
+        let mut prog = Progress::new(total, &target);
+        let verbose = a.flag('v');
+        let mut tick = |b: u64| {
+            if verbose {
+                prog.tick(b);
+            }
+        };
         let rs = ozfs_dsl::recv::receive(&mut w, &target, &mut input, &opts, &mut tick)
             .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
         for r in rs.iter().filter(|_| a.flag('v')) {

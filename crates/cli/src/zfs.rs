@@ -336,7 +336,14 @@ fn get(argv: &[String]) -> CmdResult {
                     PropValue::Text(if ds.ds.flags & 0x8 != 0 { "on" } else { "off" }.into()),
                     PropSource::None,
                 ));
-                props.push(("userrefs".into(), PropValue::Num(0), PropSource::None));
+                let refs = if ds.ds.userrefs_obj != 0 {
+                    ozfs_dmu::zap::list_obj(&dsl.mos, ds.ds.userrefs_obj)
+                        .map(|v| v.len() as u64)
+                        .unwrap_or(0)
+                } else {
+                    0
+                };
+                props.push(("userrefs".into(), PropValue::Num(refs), PropSource::None));
             }
             sort_props(&mut props);
             let chosen: Vec<(String, PropValue, PropSource)> = match &wanted {

@@ -294,3 +294,140 @@ fn send_receive_with_zfs_fuse() {
     src.export().unwrap();
     phase(&format!("{tag}: done"), t0);
 }
+
+/// Replication streams (`zfs send -R`): a file system with a child, a
+/// user property and a native one, two snapshots. zfs-fuse's stream
+/// received by ozfs brings every snapshot of both and the locally set
+/// properties; ozfs's stream of the result received by zfs-fuse brings them
+/// back (zfs-fuse shows them as received), trees equal throughout.
+#[test]
+fn replication_streams() {
+    let t0 = Instant::now();
+    let tag = "repl";
+    let mut src = TestPool::create_with(&PoolSpec {
+        prefix: "ozrsrc".into(),
+        ..PoolSpec::new(Layout::Stripe, 1, 256 * MIB)
+    })
+    .unwrap();
+    src.set("", "atime", "off").unwrap();
+    src.create_dataset("r", &[("compression", "lzjb")]).unwrap();
+    src.create_dataset("r/c", &[("com.example:tag", "hello")])
+        .unwrap();
+    let root_r = src.root("r");
+    let root_c = src.root("r/c");
+    populate(&root_r, &Profile::small(81)).unwrap();
+    populate(&root_c, &Profile::small(82)).unwrap();
+    let m_r1 = src.record_snapshot("r", "a").unwrap();
+    let m_c1 = src.record_live("r/c").unwrap();
+    src.snapshot("r/c", "a").unwrap();
+    mutate(&root_c, 1, 82).unwrap();
+    let m_c2 = src.record_live("r/c").unwrap();
+    src.snapshot("r", "b").unwrap();
+    src.snapshot("r/c", "b").unwrap();
+    let work = local_dir(tag);
+    let wd = work.path().canonicalize().unwrap();
+    let stream = wd.join("zr");
+    zf_sh(
+        &src,
+        &format!("zfs send -R {}@b > '{}'", src.ds("r"), stream.display()),
+    );
+
+    let oz = ozfs();
+    let dst = new_devs("ozrdst", Layout::Stripe, 1, 256);
+    oz_create(&oz, &dst, None, &[]);
+    let got = format!("{}/got", dst.name());
+    oz_recv(&oz, &got, &stream, "-v");
+    let snaps = oz.ok(&["zfs", "list", "-H", "-t", "snapshot", "-o", "name"]);
+    for s in ["got@a", "got@b", "got/c@a", "got/c@b"] {
+        assert!(
+            snaps.contains(&format!("{}/{s}", dst.name())),
+            "{s}:\n{snaps}"
+        );
+    }
+    for (name, m) in [
+        (format!("{got}@a"), &m_r1),
+        (format!("{got}/c@a"), &m_c1),
+        (format!("{got}/c@b"), &m_c2),
+    ] {
+        let c = oz_copyout(&oz, &dst, &format!("{name}:/"), tag, true);
+        m.assert_same(&c, &format!("{name} from zfs-fuse's -R stream"));
+    }
+    let props = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "name,property,value,source",
+        "com.example:tag,compression",
+        &got,
+        &format!("{got}/c"),
+    ]);
+    assert!(
+        props.contains(&format!("{got}/c\tcom.example:tag\thello\tlocal")),
+        "{props}"
+    );
+    assert!(
+        props.contains(&format!("{got}\tcompression\tlzjb\tlocal")),
+        "{props}"
+    );
+    phase(&format!("{tag}: ozfs received zfs-fuse's -R stream"), t0);
+
+    let back_stream = wd.join("or");
+    oz_send(&oz, &format!("-R {got}@b"), &back_stream);
+    zf_sh(
+        &src,
+        &format!(
+            "zfs receive -u {} < '{}'",
+            src.ds("back"),
+            back_stream.display()
+        ),
+    );
+    let zl = src
+        .zfs(&["list", "-H", "-t", "snapshot", "-o", "name"])
+        .unwrap();
+    for s in ["back@a", "back@b", "back/c@a", "back/c@b"] {
+        assert!(zl.contains(&format!("{}/{s}", src.name())), "{s}:\n{zl}");
+    }
+    let zp = src
+        .zfs(&[
+            "get",
+            "-H",
+            "-o",
+            "name,property,value",
+            "com.example:tag",
+            &src.ds("back/c"),
+        ])
+        .unwrap();
+    assert!(zp.contains("hello"), "{zp}");
+    // The stream brought the source's mountpoints along: give the copies
+    // their own before mounting.
+    src.set(
+        "back",
+        "mountpoint",
+        &src.mountpoint("back").to_string_lossy(),
+    )
+    .unwrap();
+    src.set(
+        "back/c",
+        "mountpoint",
+        &src.mountpoint("back/c").to_string_lossy(),
+    )
+    .unwrap();
+    zf_sh(
+        &src,
+        &format!(
+            "zfs mount {} 2>/dev/null; zfs mount {} 2>/dev/null; true",
+            src.ds("back"),
+            src.ds("back/c")
+        ),
+    );
+    let mp = src.get("back/c", "mountpoint").unwrap();
+    m_c2.assert_same(
+        &scan_zf(&src.zf().path(mp.trim()), true),
+        "zfs-fuse received ozfs's -R stream",
+    );
+    oz_export(&oz, dst.name());
+    assert_zdb_clean(&dst, &dst.dev_dir(), &format!("{tag}: ozfs pool"));
+    src.export().unwrap();
+    phase(&format!("{tag}: done"), t0);
+}

@@ -455,6 +455,27 @@ impl DslPool {
                 n.clone(),
             ));
         }
+        // written: blocks born since the previous snapshot and still
+        // referenced = referenced now - the previous snapshot's + what
+        // died since (the dead list holds exactly those born before it).
+        let prev_ref = if d.prev_snap_obj != 0 {
+            self.dataset(d.prev_snap_obj)
+                .map(|p| p.referenced_bytes)
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let dead = self
+            .mos
+            .dnode(d.deadlist_obj)
+            .ok()
+            .and_then(|dn| ozfs_format::bytes::u64_at(&dn.phys.bonus, 8, dn.swap, "bplist").ok())
+            .unwrap_or(0);
+        out.push((
+            "written".into(),
+            PropValue::Bytes((d.referenced_bytes + dead).saturating_sub(prev_ref)),
+            n.clone(),
+        ));
         out.push(("guid".into(), PropValue::Num(d.guid), n.clone()));
         out.push((
             "createtxg".into(),
@@ -598,5 +619,40 @@ mod tests {
             parse_setting("user:prop", "x"),
             Ok(PropSetting::Text(_))
         ));
+    }
+}
+
+/// A property from a replication stream's header (`props` of a file
+/// system), as it is to be stored: user properties (a `:` in the name) as
+/// text, settable native ones in their kind (index values must be in the
+/// property's table, sizes plausible). Anything else is ignored (None).
+pub fn received_setting(
+    name: &str,
+    value: &ozfs_format::NvValue,
+) -> Option<crate::create::PropSetting> {
+    use crate::create::PropSetting;
+    use ozfs_format::NvValue;
+    if name.contains(':') {
+        return match value {
+            NvValue::String(s) if name.len() <= 256 && s.len() <= 8192 => {
+                Some(PropSetting::Text(s.clone()))
+            }
+            _ => None,
+        };
+    }
+    let (_, kind, _, _) = NATIVE.iter().find(|(n, ..)| *n == name)?;
+    match (kind, value) {
+        (Kind::Text, NvValue::String(s)) if s.len() <= 4096 && !s.contains('\0') => {
+            Some(PropSetting::Text(s.clone()))
+        }
+        (Kind::Index(table), NvValue::Uint64(v)) if table.iter().any(|(_, x)| x == v) => {
+            Some(PropSetting::Num(*v))
+        }
+        (Kind::Bytes, NvValue::Uint64(v))
+            if name != "recordsize" || (512..=131072).contains(v) && v.is_power_of_two() =>
+        {
+            Some(PropSetting::Num(*v))
+        }
+        _ => None,
     }
 }

@@ -135,10 +135,12 @@ pub fn receive(
     }
     // The header: an nvlist of file systems and properties (with -R),
     // then END over it.
-    if payload > 0 {
+    let header = if payload > 0 {
         let nv = s.payload(payload)?;
-        ozfs_format::NvList::unpack(&nv).map_err(|e| e.context("replication stream header"))?;
-    }
+        Some(ozfs_format::NvList::unpack(&nv).map_err(|e| e.context("replication stream header"))?)
+    } else {
+        None
+    };
     let before = s.cksum;
     let (end, _) = Record::parse(&s.record()?, false)?;
     match end {
@@ -178,12 +180,50 @@ pub fn receive(
                     return Err(bad(at, format!("substream '{}' outside '{top}'", b.toname)));
                 }
                 let t = format!("{target_fs}{rel}");
-                out.push(receive_one(w, &t, &mut s, b, payload, opts, progress)?);
+                let src_fs = fs.to_string();
+                let r = receive_one(w, &t, &mut s, b, payload, opts, progress)?;
+                if !r.incremental {
+                    if let Some(h) = &header {
+                        apply_header_props(w, h, &src_fs, &t)?;
+                    }
+                }
+                out.push(r);
             }
             _ => return Err(bad(at, "expected a substream's BEGIN or the final END")),
         }
     }
     Ok(out)
+}
+
+/// Set on `target` the locally set properties a replication header lists
+/// for file system `src` (unknown or malformed ones are skipped).
+fn apply_header_props(
+    w: &mut PoolWriter,
+    header: &ozfs_format::NvList,
+    src: &str,
+    target: &str,
+) -> Result<()> {
+    let Some(fss) = header.get_nvlist("fss") else {
+        return Ok(());
+    };
+    let Some(props) = fss.pairs.iter().find_map(|(_, v)| match v {
+        ozfs_format::NvValue::NvList(f) if f.get_str("name") == Some(src) => f.get_nvlist("props"),
+        _ => None,
+    }) else {
+        return Ok(());
+    };
+    let ds = w.dsl().lookup(target)?;
+    let mut changed = false;
+    for (k, v) in &props.pairs {
+        if let Some(setting) = crate::props::received_setting(k, v) {
+            crate::create::set_prop_dir(w, ds.dir_obj, k, &setting)?;
+            changed = true;
+        }
+    }
+    if changed {
+        w.sync()?;
+    }
+    Ok(())
 }
 
 /// One substream, its BEGIN already read.
@@ -343,6 +383,7 @@ fn replay(
     progress: &mut dyn FnMut(u64),
 ) -> Result<()> {
     let mut dirty = 0u64;
+    let mut reported = s.bytes;
     loop {
         let at = s.bytes;
         let before = s.cksum;
@@ -428,6 +469,9 @@ fn replay(
         if dirty >= SYNC_EVERY {
             w.sync()?;
             dirty = 0;
+        }
+        if s.bytes >= reported + (4 << 20) {
+            reported = s.bytes;
             progress(s.bytes);
         }
     }

@@ -348,3 +348,123 @@ fn send_object(
     free(s, next, p.maxblkid + 1)?;
     Ok(())
 }
+
+/// The locally set properties of a file system's directory, as a
+/// replication header lists them (numbers as uint64, text as strings).
+fn local_props(dsl: &DslPool, dir_props: u64) -> Result<ozfs_format::NvList> {
+    let mut nv = ozfs_format::NvList::new();
+    if dir_props == 0 {
+        return Ok(nv);
+    }
+    for e in ozfs_dmu::zap::list_obj(&dsl.mos, dir_props)? {
+        let name = e.name_str();
+        if name.contains('$') {
+            continue;
+        }
+        if e.int_len == 1 {
+            let bytes: Vec<u8> = e
+                .value
+                .iter()
+                .map(|&v| v as u8)
+                .take_while(|&b| b != 0)
+                .collect();
+            nv.set(
+                &name,
+                ozfs_format::NvValue::String(String::from_utf8_lossy(&bytes).into_owned()),
+            );
+        } else if let Some(v) = e.as_u64() {
+            nv.set(&name, ozfs_format::NvValue::Uint64(v));
+        }
+    }
+    Ok(nv)
+}
+
+/// The plan of a replication stream (`zfs send -R top@tosnap`, `-I`/`-i`
+/// from `fromsnap`): its header nvlist — `tosnap`, `fromsnap`, and `fss`,
+/// per file system (key: its guid in hex) its name, locally set
+/// properties, snapshots by name with guids — and the (from, to) snapshot
+/// pairs to send, parents first, each file system's snapshots in order.
+pub fn replication_plan(
+    dsl: &DslPool,
+    top: &DatasetInfo,
+    tosnap: &str,
+    fromsnap: Option<&str>,
+) -> Result<(ozfs_format::NvList, Vec<(Option<DatasetInfo>, DatasetInfo)>)> {
+    use ozfs_format::{NvList, NvValue};
+    let mut fss = NvList::new();
+    let mut pairs = Vec::new();
+    for fs in dsl.list(top, false, None)? {
+        if fs.is_snapshot {
+            continue;
+        }
+        let mut snaps = dsl.snapshots(&fs)?;
+        snaps.sort_by_key(|s| s.ds.creation_txg);
+        let short = |s: &DatasetInfo| s.name.rsplit('@').next().unwrap_or("").to_string();
+        let Some(to_idx) = snaps.iter().position(|s| short(s) == tosnap) else {
+            continue; // file systems without the snapshot are not sent
+        };
+        let mut nvfs = NvList::new();
+        nvfs.set("name", NvValue::String(fs.name.clone()));
+        nvfs.set("parentfromsnap", NvValue::Uint64(0));
+        nvfs.set(
+            "props",
+            NvValue::NvList(local_props(dsl, fs.dir.props_zapobj)?),
+        );
+        let mut sn = NvList::new();
+        let mut sp = NvList::new();
+        for s in &snaps {
+            sn.set(&short(s), NvValue::Uint64(s.ds.guid));
+            sp.set(&short(s), NvValue::NvList(NvList::new()));
+        }
+        nvfs.set("snaps", NvValue::NvList(sn));
+        nvfs.set("snapprops", NvValue::NvList(sp));
+        fss.set(&format!("0x{:x}", fs.ds.guid), NvValue::NvList(nvfs));
+        let from_idx = match fromsnap {
+            Some(f) => snaps.iter().position(|s| short(s) == f),
+            None => None,
+        };
+        let start = match (fromsnap, from_idx) {
+            (Some(_), Some(i)) => i,
+            // New since the source: send it whole.
+            (Some(_), None) | (None, _) => {
+                pairs.push((None, snaps[0].clone()));
+                0
+            }
+        };
+        for i in start..to_idx {
+            pairs.push((Some(snaps[i].clone()), snaps[i + 1].clone()));
+        }
+    }
+    let mut hdr = NvList::new();
+    if let Some(f) = fromsnap {
+        hdr.set("fromsnap", NvValue::String(f.to_string()));
+    }
+    hdr.set("tosnap", NvValue::String(tosnap.to_string()));
+    hdr.set("fss", NvValue::NvList(fss));
+    Ok((hdr, pairs))
+}
+
+/// [`compound_header`] carrying a replication header nvlist.
+pub fn replication_header(
+    out: &mut dyn Write,
+    toname: &str,
+    hdr: &ozfs_format::NvList,
+) -> Result<u64> {
+    let packed = hdr.pack_xdr();
+    let mut s = StreamOut::new(out);
+    let mut rec = Record::Begin(Begin {
+        versioninfo: stream::DMU_COMPOUNDSTREAM,
+        creation_time: 0,
+        objset_type: 0,
+        flags: 0,
+        toguid: 0,
+        fromguid: 0,
+        toname: toname.to_string(),
+    })
+    .encode();
+    rec[4..8].copy_from_slice(&(packed.len() as u32).to_le_bytes());
+    s.put(&rec)?;
+    s.put(&packed)?;
+    s.end(0)?;
+    Ok(s.bytes)
+}
