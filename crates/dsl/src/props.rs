@@ -581,6 +581,41 @@ pub fn parse_size(s: &str) -> Option<u64> {
     Some((f * mult as f64) as u64)
 }
 
+/// A property from a replication stream's header (`props` of a file
+/// system), as it is to be stored: user properties (a `:` in the name) as
+/// text, settable native ones in their kind (index values must be in the
+/// property's table, sizes plausible). Anything else is ignored (None).
+pub fn received_setting(
+    name: &str,
+    value: &ozfs_format::NvValue,
+) -> Option<crate::create::PropSetting> {
+    use crate::create::PropSetting;
+    use ozfs_format::NvValue;
+    if name.contains(':') {
+        return match value {
+            NvValue::String(s) if name.len() <= 256 && s.len() <= 8192 => {
+                Some(PropSetting::Text(s.clone()))
+            }
+            _ => None,
+        };
+    }
+    let (_, kind, _, _) = NATIVE.iter().find(|(n, ..)| *n == name)?;
+    match (kind, value) {
+        (Kind::Text, NvValue::String(s)) if s.len() <= 4096 && !s.contains('\0') => {
+            Some(PropSetting::Text(s.clone()))
+        }
+        (Kind::Index(table), NvValue::Uint64(v)) if table.iter().any(|(_, x)| x == v) => {
+            Some(PropSetting::Num(*v))
+        }
+        (Kind::Bytes, NvValue::Uint64(v))
+            if name != "recordsize" || (512..=131072).contains(v) && v.is_power_of_two() =>
+        {
+            Some(PropSetting::Num(*v))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,40 +654,5 @@ mod tests {
             parse_setting("user:prop", "x"),
             Ok(PropSetting::Text(_))
         ));
-    }
-}
-
-/// A property from a replication stream's header (`props` of a file
-/// system), as it is to be stored: user properties (a `:` in the name) as
-/// text, settable native ones in their kind (index values must be in the
-/// property's table, sizes plausible). Anything else is ignored (None).
-pub fn received_setting(
-    name: &str,
-    value: &ozfs_format::NvValue,
-) -> Option<crate::create::PropSetting> {
-    use crate::create::PropSetting;
-    use ozfs_format::NvValue;
-    if name.contains(':') {
-        return match value {
-            NvValue::String(s) if name.len() <= 256 && s.len() <= 8192 => {
-                Some(PropSetting::Text(s.clone()))
-            }
-            _ => None,
-        };
-    }
-    let (_, kind, _, _) = NATIVE.iter().find(|(n, ..)| *n == name)?;
-    match (kind, value) {
-        (Kind::Text, NvValue::String(s)) if s.len() <= 4096 && !s.contains('\0') => {
-            Some(PropSetting::Text(s.clone()))
-        }
-        (Kind::Index(table), NvValue::Uint64(v)) if table.iter().any(|(_, x)| x == v) => {
-            Some(PropSetting::Num(*v))
-        }
-        (Kind::Bytes, NvValue::Uint64(v))
-            if name != "recordsize" || (512..=131072).contains(v) && v.is_power_of_two() =>
-        {
-            Some(PropSetting::Num(*v))
-        }
-        _ => None,
     }
 }

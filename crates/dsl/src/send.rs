@@ -103,6 +103,9 @@ pub fn compound_end(out: &mut dyn Write) -> Result<u64> {
     Ok(stream::RECORD_SIZE as u64)
 }
 
+/// One stream to send: (incremental source, snapshot).
+pub type SendPair = (Option<DatasetInfo>, DatasetInfo);
+
 /// Free object numbers waiting to be sent as one FREEOBJECTS record.
 struct FreeRun {
     first: u64,
@@ -389,7 +392,7 @@ pub fn replication_plan(
     top: &DatasetInfo,
     tosnap: &str,
     fromsnap: Option<&str>,
-) -> Result<(ozfs_format::NvList, Vec<(Option<DatasetInfo>, DatasetInfo)>)> {
+) -> Result<(ozfs_format::NvList, Vec<SendPair>)> {
     use ozfs_format::{NvList, NvValue};
     let mut fss = NvList::new();
     let mut pairs = Vec::new();
