@@ -216,6 +216,7 @@ fn write_target(argv: &[String]) -> Option<String> {
         (Some("zpool"), Some("add")) => pos("fn", "o", 2).first().map(|d| pool_of(d)),
         (Some("zpool"), Some("remove")) => pos("npsw", "", 2).first().map(|d| pool_of(d)),
         (Some("zfs"), Some("rollback")) => pos("rRf", "", 2).first().map(|d| pool_of(d)),
+        (Some("zfs"), Some("promote")) => pos("", "", 2).first().map(|d| pool_of(d)),
         (Some("zfs"), Some("clone")) => pos("p", "o", 2).get(1).map(|d| pool_of(d)),
         (Some("zfs"), Some("rename")) => pos("rpfu", "", 2).first().map(|d| pool_of(d)),
         (Some("zfs"), Some("hold" | "release")) => pos("r", "", 2).get(1).map(|d| pool_of(d)),

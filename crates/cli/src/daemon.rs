@@ -955,6 +955,7 @@ impl Daemon {
                             | "rollback"
                             | "clone"
                             | "rename"
+                            | "promote"
                             | "hold"
                             | "release"
                             | "receive"

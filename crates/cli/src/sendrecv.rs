@@ -473,3 +473,16 @@ pub fn holds(argv: &[String]) -> CmdResult {
     );
     Ok(())
 }
+
+/// `zfs promote clone`
+pub fn promote(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "", "")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage("usage:\n\tpromote <clone-filesystem>".into()));
+    }
+    let name = &a.pos[0];
+    let mut w = crate::zfs::writer_for(name)?;
+    w.promote(name)
+        .and_then(|()| w.sync())
+        .map_err(|e| Fail::Err(e.to_string()))
+}

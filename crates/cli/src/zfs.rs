@@ -16,6 +16,7 @@ const USAGE: &str = "usage: zfs <command>
 	rollback <snapshot>
 	clone [-p] <snapshot> <filesystem>
 	rename [-r] <dataset> <new-name>
+	promote <clone-filesystem>
 	hold [-r] <tag> <snapshot> ...
 	release [-r] <tag> <snapshot> ...
 	holds [-H] <snapshot> ...
@@ -49,9 +50,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "hold" => crate::sendrecv::hold(rest, true),
         "release" => crate::sendrecv::hold(rest, false),
         "holds" => crate::sendrecv::holds(rest),
-        "promote" => Err(Fail::Err(
-            "cannot promote: zfs promote is not supported yet".into(),
-        )),
+        "promote" => crate::sendrecv::promote(rest),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
         other => Err(Fail::Usage(format!(

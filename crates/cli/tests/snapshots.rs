@@ -139,7 +139,31 @@ fn snapshot_lifecycle() {
     assert!(!names.contains(&format!("{fs}@s3")), "{names}");
     copy_of(&oz, &pool, &format!("{fs}@third:/")).assert_same(&m3, "renamed snapshot");
 
-    // zfs-fuse reads the pool as it is now (clone and all) and finds it clean.
+    // Promote the clone: s1 and s2 move to it, fs keeps its later snapshot.
+    oz.ok(&["zfs", "promote", &cl2]);
+    let names = oz.ok(&["zfs", "list", "-H", "-t", "snapshot", "-o", "name"]);
+    for s in [
+        format!("{cl2}@s1"),
+        format!("{cl2}@s2"),
+        format!("{fs}@third"),
+    ] {
+        assert!(names.lines().any(|l| l == s), "{s} after promote:\n{names}");
+    }
+    assert!(!names.contains(&format!("{fs}@s1")), "{names}");
+    copy_of(&oz, &pool, &format!("{cl2}@s1:/")).assert_same(&m1, "s1 after promote");
+    copy_of(&oz, &pool, &format!("{cl2}@s2:/")).assert_same(&m2, "s2 after promote");
+    copy_of(&oz, &pool, &format!("{fs}:/")).assert_same(&m3, "fs after promote");
+    assert_space_adds_up(&space(&oz, &name), "after promote");
+    let r = oz.run(&["zfs", "destroy", &cl2]);
+    assert_eq!(
+        r.code,
+        Some(1),
+        "destroying the promoted clone's parent: {}",
+        r.describe()
+    );
+
+    // zfs-fuse reads the pool as it is now (promoted clone and all) and
+    // finds it clean.
     let before = space(&oz, &name);
     oz.ok(&["zpool", "scrub", "-w", &name]);
     let st = oz.ok(&["zpool", "status", &name]);
@@ -193,8 +217,17 @@ fn snapshot_lifecycle() {
             before.get(n)
         );
     }
+    // zfs-fuse promotes fs back (walking what ozfs's promote wrote).
+    pool.zfs(&["promote", &fs]).unwrap();
     pool.export().unwrap();
+    assert_zdb_clean(
+        &pool,
+        &pool.dev_dir(),
+        &format!("{tag}: promoted back by zfs-fuse"),
+    );
     oz_import_rw(&oz, &pool.dev_dir(), &name);
+    let names = oz.ok(&["zfs", "list", "-H", "-t", "snapshot", "-o", "name"]);
+    assert!(names.lines().any(|l| l == format!("{fs}@s1")), "{names}");
     phase(&format!("{tag}: zfs-fuse agrees"), t0);
 
     // Destroy the clone, then the middle snapshot, then the rest as a range.

@@ -19,6 +19,7 @@
 pub mod create;
 pub mod destroy;
 pub mod pool;
+pub mod promote;
 pub mod props;
 pub mod recv;
 pub mod rename;
