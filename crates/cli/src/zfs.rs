@@ -145,11 +145,18 @@ fn select(
 fn list(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rHp", "odtsS")?;
     let types = parse_types(a.opt('t'), false)?;
+    // `-o space` is ZFS's shorthand for the space columns.
     let cols: Vec<String> = a
         .opt('o')
         .unwrap_or("name,used,avail,refer,mountpoint")
         .split(',')
-        .map(|s| s.trim().to_lowercase())
+        .flat_map(|s| match s.trim().to_lowercase().as_str() {
+            "space" => "name,avail,used,usedsnap,usedds,usedrefreserv,usedchild"
+                .split(',')
+                .map(String::from)
+                .collect::<Vec<_>>(),
+            other => vec![other.to_string()],
+        })
         .collect();
     let scripted = a.flag('H');
     let parsable = a.flag('p');

@@ -202,6 +202,53 @@ impl DslPool {
         Ok(v)
     }
 
+    /// The full name of a DSL directory (`pool/a/b`), found by walking up
+    /// the parents' child maps.
+    pub fn dir_name(&self, dir_obj: u64) -> Result<String> {
+        let mut parts = Vec::new();
+        let mut obj = dir_obj;
+        for _ in 0..64 {
+            let d = self.dir(obj)?;
+            if d.parent_obj == 0 {
+                parts.push(self.pool.name.clone());
+                parts.reverse();
+                return Ok(parts.join("/"));
+            }
+            let p = self.dir(d.parent_obj)?;
+            let name = zap::list_obj(&self.mos, p.child_dir_zapobj)?
+                .into_iter()
+                .find(|e| e.as_u64() == Some(obj))
+                .map(|e| e.name_str())
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        format!("DSL directory {obj}"),
+                        "not in its parent's child map",
+                    )
+                })?;
+            parts.push(name);
+            obj = d.parent_obj;
+        }
+        Err(Error::corrupt(
+            "DSL directory tree",
+            "parent chain too long",
+        ))
+    }
+
+    /// The full name of snapshot dataset `ds_obj` (`pool/fs@snap`).
+    pub fn snapshot_name(&self, ds_obj: u64) -> Result<String> {
+        let ds = self.dataset(ds_obj)?;
+        let dir = self.dir(ds.dir_obj)?;
+        let head = self.dataset(dir.head_dataset_obj)?;
+        let snap = zap::list_obj(&self.mos, head.snapnames_zapobj)?
+            .into_iter()
+            .find(|e| e.as_u64() == Some(ds_obj))
+            .map(|e| e.name_str())
+            .ok_or_else(|| {
+                Error::corrupt(format!("snapshot {ds_obj}"), "not in its snapshot map")
+            })?;
+        Ok(format!("{}@{snap}", self.dir_name(ds.dir_obj)?))
+    }
+
     /// Snapshots of a head dataset, oldest first (by creation txg).
     pub fn snapshots(&self, head: &DatasetInfo) -> Result<Vec<DatasetInfo>> {
         if head.is_snapshot || head.ds.snapnames_zapobj == 0 {

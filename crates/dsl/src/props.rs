@@ -380,6 +380,15 @@ impl DslPool {
         out.push(("compressratio".into(), PropValue::Ratio(cr), n.clone()));
         if !ds.is_snapshot {
             out.push(("mounted".into(), PropValue::Text("no".into()), n.clone()));
+            // A clone's origin ($ORIGIN, the origin of every file system
+            // in a version-23 pool, is not shown).
+            if dir.origin_obj != 0 {
+                if let Ok(o) = self.snapshot_name(dir.origin_obj) {
+                    if !o.contains("/$ORIGIN@") {
+                        out.push(("origin".into(), PropValue::Text(o), n.clone()));
+                    }
+                }
+            }
         }
         for (name, kind, inh, default) in NATIVE {
             if ds.is_snapshot
