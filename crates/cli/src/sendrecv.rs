@@ -340,17 +340,25 @@ pub fn rollback(argv: &[String]) -> CmdResult {
         .lookup(fs)
         .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
     if head.ds.prev_snap_obj != target.ds_obj {
-        let later: Vec<String> = dsl
+        let mut later: Vec<DatasetInfo> = dsl
             .snapshots(&head)
             .map_err(|e| Fail::Err(e.to_string()))?
             .into_iter()
             .filter(|s| s.ds.creation_txg > target.ds.creation_txg)
-            .map(|s| s.name)
             .collect();
-        return Err(Fail::Err(format!(
-            "cannot rollback to '{snap}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
-            later.join("\n")
-        )));
+        if !(a.flag('r') || a.flag('R')) {
+            return Err(Fail::Err(format!(
+                "cannot rollback to '{snap}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
+                later.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
+            )));
+        }
+        // -r: the later snapshots go first, newest first.
+        later.sort_by_key(|s| std::cmp::Reverse(s.ds.creation_txg));
+        for s in later {
+            w.destroy_snapshot(&s.name)
+                .and_then(|()| w.sync())
+                .map_err(|e| Fail::Err(format!("cannot destroy '{}': {e}", s.name)))?;
+        }
     }
     w.rollback_to_latest(fs)
         .and_then(|_| w.sync())

@@ -253,6 +253,21 @@ fn snapshot_lifecycle() {
         "USED != REFER without snapshots: {sp:?}"
     );
     copy_of(&oz, &pool, &format!("{fs}:/")).assert_same(&m3, "head at the end");
+    // rollback -r past a later snapshot destroys it.
+    oz.ok(&["zfs", "snapshot", &format!("{fs}@r1")]);
+    oz_rm(&oz, &format!("{fs}:/third"), true);
+    oz.ok(&["zfs", "snapshot", &format!("{fs}@r2")]);
+    oz_cp_in(&oz, &t2, &format!("{fs}:/again"));
+    oz.ok(&["zfs", "rollback", "-r", &format!("{fs}@r1")]);
+    copy_of(&oz, &pool, &format!("{fs}:/")).assert_same(&m3, "head after rollback -r");
+    let names = oz.ok(&["zfs", "list", "-H", "-t", "snapshot", "-o", "name"]);
+    assert_eq!(names.trim(), format!("{fs}@r1"), "after rollback -r");
+    oz.ok(&["zfs", "destroy", &format!("{fs}@r1")]);
+    assert_eq!(
+        space(&oz, &name)[&fs][1],
+        0,
+        "USEDSNAP after rollback -r and destroy"
+    );
     phase(&format!("{tag}: destroys"), t0);
 
     // zfs-fuse: clean, and it can destroy what ozfs made.
