@@ -255,25 +255,39 @@ fn activate_spares(d: &Daemon) {
             .into_iter()
             .filter(|s| pool.spare_state(s) == ozfs_spa::spares::SpareState::Avail)
             .collect();
+        // Pairs that failed once (a spare too small for that device) are
+        // not tried again; the next spare is.
+        static REFUSED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
         let mut started = false;
-        for (failed, spare) in wanting.into_iter().zip(avail) {
-            let Ok(mut l) = sw.lease() else { continue };
-            let r = pool.activate_spare(failed, &spare, l.txg).and_then(|()| {
-                l.config_dirty = true;
-                l.sync()
-            });
-            match r {
-                Ok(()) => {
-                    eprintln!(
-                        "ozfs daemon: '{name}': hot spare {} takes over device {failed}",
-                        spare.path
-                    );
-                    started = true;
+        let mut used: Vec<u64> = Vec::new();
+        for failed in wanting {
+            for spare in avail.iter().filter(|s| !used.contains(&s.guid)) {
+                if lock(&REFUSED).contains(&(failed, spare.guid)) {
+                    continue;
                 }
-                Err(e) => eprintln!(
-                    "ozfs daemon: '{name}': hot spare {} not activated: {e}",
-                    spare.path
-                ),
+                let Ok(mut l) = sw.lease() else { break };
+                let r = pool.activate_spare(failed, spare, l.txg).and_then(|()| {
+                    l.config_dirty = true;
+                    l.sync()
+                });
+                match r {
+                    Ok(()) => {
+                        eprintln!(
+                            "ozfs daemon: '{name}': hot spare {} takes over device {failed}",
+                            spare.path
+                        );
+                        started = true;
+                        used.push(spare.guid);
+                        break;
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "ozfs daemon: '{name}': hot spare {} not activated: {e}",
+                            spare.path
+                        );
+                        lock(&REFUSED).push((failed, spare.guid));
+                    }
+                }
             }
         }
         if started {

@@ -330,10 +330,11 @@ pub fn run_scrub(
     // resilvering when it started (a scrub heals onto them too).
     if !leaves.is_empty() && !res.stopped && res.progress.errors == 0 {
         pool.resilver_done(&leaves);
-        // A device that replaced a spared one is whole: the spare goes back.
-        let released = pool.release_spares();
-        // The next sync records the device as whole again.
+        // The next sync records the device as whole again; a device that
+        // replaced a spared one is whole: the spare goes back (under the
+        // writer, so nothing activates it in between).
         with_writer(&mut |w| {
+            let released = w.pool.release_spares();
             w.config_dirty = true;
             if !released.is_empty() {
                 match w.sync() {

@@ -264,6 +264,97 @@ impl Objset {
         Ok(())
     }
 
+    /// Every BP of the objset born after txg `since`: the meta-dnode's
+    /// tree, every object's tree and spill block, the user/group used
+    /// objects; subtrees born at or before `since` are not entered (all
+    /// they hold is older). Embedded BPs are left out (they hold no space).
+    pub fn bps_born_after(&self, since: u64) -> Result<Vec<BlkPtr>> {
+        let mut out = Vec::new();
+        let mut take = |_: u8, _: u64, bp: &BlkPtr| {
+            if !bp.is_embedded() {
+                out.push(*bp);
+            }
+            Ok(())
+        };
+        let meta = self.meta_dnode();
+        self.walk_tree_since(&meta, since, &mut take)?;
+        for special in [&self.phys.userused_dnode, &self.phys.groupused_dnode] {
+            if special.object_type != 0 {
+                let dn = Dnode {
+                    object: u64::MAX,
+                    phys: special.clone(),
+                    swap: meta.swap,
+                };
+                self.walk_tree_since(&dn, since, &mut take)?;
+            }
+        }
+        for obj in 1..self.max_object() {
+            let dn = match self.dnode(obj) {
+                Ok(d) if d.phys.object_type != 0 => d,
+                Ok(_) | Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            self.walk_tree_since(&dn, since, &mut take)?;
+            if let Some(sp) = &dn.phys.spill {
+                if !sp.is_hole() && sp.birth() > since {
+                    take(0, 0, sp)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`walk_tree`](Self::walk_tree) limited to BPs born after `since`.
+    pub fn walk_tree_since(
+        &self,
+        dn: &Dnode,
+        since: u64,
+        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
+        let p = &dn.phys;
+        if p.nlevels == 0 {
+            return Ok(());
+        }
+        let epbs = p.indblkshift.saturating_sub(7) as u32;
+        let mut g = |level: u8, blkid: u64, bp: &BlkPtr| -> Result<()> { f(level, blkid, bp) };
+        for (i, bp) in p.blkptr.iter().enumerate() {
+            self.walk_bp_since(bp, p.nlevels - 1, i as u64, epbs, since, &mut g)?;
+        }
+        Ok(())
+    }
+
+    fn walk_bp_since(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        blkid: u64,
+        epbs: u32,
+        since: u64,
+        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
+        if bp.is_hole() || bp.birth() <= since {
+            return Ok(());
+        }
+        f(level, blkid, bp)?;
+        if level == 0 || bp.is_embedded() {
+            return Ok(());
+        }
+        let block = self.read_cached(bp)?;
+        let swap = swap_of(bp);
+        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
+            let child = BlkPtr::from_bytes(raw, swap)?;
+            self.walk_bp_since(
+                &child,
+                level - 1,
+                (blkid << epbs).wrapping_add(i as u64),
+                epbs,
+                since,
+                f,
+            )?;
+        }
+        Ok(())
+    }
+
     fn walk_bp(
         &self,
         bp: &BlkPtr,

@@ -411,6 +411,29 @@ impl ObjsetTx {
         Ok(())
     }
 
+    /// Allocated object numbers in [`first`, `end`): committed ones (up to
+    /// the meta-dnode's size) and ones created in this txg, ascending. The
+    /// work follows the objects that exist, never the width of the range.
+    pub fn allocated_in(&self, first: u64, end: u64) -> Result<Vec<u64>> {
+        let meta = &self.os.phys.meta_dnode;
+        let committed = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
+        let mut v = Vec::new();
+        for obj in first..end.min(committed) {
+            if self.dnode(obj).is_ok() {
+                v.push(obj);
+            }
+        }
+        let lo = first.max(committed);
+        if lo < end {
+            for (&obj, d) in self.dnodes.range(lo..end) {
+                if d.object_type != 0 {
+                    v.push(obj);
+                }
+            }
+        }
+        Ok(v)
+    }
+
     /// One past the highest object number that may be allocated (committed
     /// dnode blocks and objects changed in this txg).
     pub fn object_limit(&self) -> u64 {

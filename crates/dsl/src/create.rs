@@ -194,6 +194,8 @@ pub fn add_spares(w: &mut PoolWriter, paths: &[std::path::PathBuf]) -> Result<()
         ));
     }
     let mut spares = w.pool.spares();
+    // Every device is checked and opened before any label is written.
+    let mut new = Vec::new();
     for p in paths {
         let path = p.display().to_string();
         if spares.iter().any(|s| s.path == path) || w.pool.find_leaf(&path).is_some() {
@@ -204,13 +206,18 @@ pub fn add_spares(w: &mut PoolWriter, paths: &[std::path::PathBuf]) -> Result<()
         let (dev, path) = devs
             .remove(&guid)
             .ok_or_else(|| Error::Invalid("device not opened".into()))?;
-        ozfs_spa::spares::write_spare_label(dev.as_ref(), guid, w.version)?;
-        spares.push(ozfs_spa::spares::Spare {
+        new.push(ozfs_spa::spares::Spare {
             guid,
             path,
             dev: Some(dev),
         });
     }
+    for s in &new {
+        if let Some(d) = &s.dev {
+            ozfs_spa::spares::write_spare_label(d.as_ref(), s.guid, w.version)?;
+        }
+    }
+    spares.extend(new);
     w.pool.set_spares(spares);
     w.spares_dirty = true;
     w.sync()
@@ -221,7 +228,9 @@ pub fn add_spares(w: &mut PoolWriter, paths: &[std::path::PathBuf]) -> Result<()
 /// their labels' pool membership the same way.
 pub fn relabel_spares(w: &PoolWriter, guids: &[u64]) {
     for s in w.pool.spares() {
-        if !guids.contains(&s.guid) {
+        // A spare taken again meanwhile keeps its member labels.
+        if !guids.contains(&s.guid) || w.pool.spare_state(&s) == ozfs_spa::spares::SpareState::InUse
+        {
             continue;
         }
         if let Some(d) = &s.dev {
@@ -602,12 +611,7 @@ pub fn create_filesystem(
     let (parent_name, child) = name
         .rsplit_once('/')
         .ok_or_else(|| Error::Invalid(format!("cannot create '{name}': missing dataset name")))?;
-    if child.is_empty()
-        || child.len() > 255
-        || child.contains('@')
-        || child.contains('%')
-        || child.starts_with('$')
-    {
+    if !crate::rename::valid_component(child) {
         return Err(Error::Invalid(format!(
             "cannot create '{name}': invalid name"
         )));

@@ -42,27 +42,8 @@ impl PoolWriter {
         // Free every block of the objset born after its origin (a clone
         // shares the older ones with its origin snapshot).
         let since = ds.ds.prev_snap_txg;
-        if !ds.ds.bp.is_hole() && ds.ds.bp.birth() > since {
-            let os = Objset::open(self.pool.clone(), &ds.ds.bp)?;
-            let mut bps: Vec<BlkPtr> = Vec::new();
-            let mut take = |_: u8, _: u64, bp: &BlkPtr| {
-                if bp.birth() > since && !bp.is_embedded() {
-                    bps.push(*bp);
-                }
-                Ok(())
-            };
-            let meta = os.meta_dnode();
-            os.walk_tree(&meta, &mut take)?;
-            for obj in 1..os.max_object() {
-                match os.dnode(obj) {
-                    Ok(dn) if dn.phys.object_type != 0 => os.walk_tree(&dn, &mut take)?,
-                    _ => {}
-                }
-            }
-            bps.push(ds.ds.bp);
-            for bp in bps {
-                self.pool.free_block(&mut self.alloc, &bp, txg)?;
-            }
+        for bp in self.objset_born_after(&ds.ds.bp, since)? {
+            self.pool.free_block(&mut self.alloc, &bp, txg)?;
         }
         // Ancestors no longer carry its space.
         let dir = self.dir(ds.dir_obj)?;
@@ -111,8 +92,26 @@ impl PoolWriter {
     }
 }
 
+/// Most dead-list entries read at once (2 GiB of block pointers): a larger
+/// count in a bplist header is taken for corruption.
+const MAX_BPLIST_ENTRIES: u64 = 1 << 24;
+
+impl PoolWriter {
+    /// Every BP of the objset at `bp` born after `since`, the objset block
+    /// included (what a file system alone holds, over its origin).
+    pub(crate) fn objset_born_after(&self, bp: &BlkPtr, since: u64) -> Result<Vec<BlkPtr>> {
+        if bp.is_hole() || bp.birth() <= since {
+            return Ok(Vec::new());
+        }
+        let os = Objset::open(self.pool.clone(), bp)?;
+        let mut v = os.bps_born_after(since)?;
+        v.push(*bp);
+        Ok(v)
+    }
+}
+
 /// The entries of a pool-v23 dead list (a bplist object).
-fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
+pub(crate) fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
     let dn = w.mos.dnode(obj)?;
     if dn.phys.object_type != ot::BPOBJ {
         return Err(Error::unsupported(
@@ -122,10 +121,13 @@ fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
     }
     let entries = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "bplist entries")?;
     let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz()) / 128;
-    if entries > max {
+    if entries > max || entries > MAX_BPLIST_ENTRIES {
         return Err(Error::corrupt(
             format!("dead list object {obj}"),
-            format!("{entries} entries in room for {max}"),
+            format!(
+                "{entries} entries in room for {}",
+                max.min(MAX_BPLIST_ENTRIES)
+            ),
         ));
     }
     let data = w.mos.read(obj, 0, (entries * 128) as usize)?;
@@ -135,7 +137,12 @@ fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
 }
 
 /// Bytes (dsize) of the dead list entries born in (`min`, `max`].
-fn deadlist_space_birthrange(w: &PoolWriter, obj: u64, min: u64, max: u64) -> Result<u64> {
+pub(crate) fn deadlist_space_birthrange(
+    w: &PoolWriter,
+    obj: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64> {
     Ok(read_bplist(w, obj)?
         .iter()
         .filter(|b| b.birth() > min && b.birth() <= max)

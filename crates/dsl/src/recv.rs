@@ -341,6 +341,9 @@ fn receive_one(
                 ozfs_dmu::Objset::from_parts(w.pool.clone(), ozfs_format::BlkPtr::default(), phys);
             w.fs.insert(ds, ozfs_dmu::tx::ObjsetTx::new(os));
         }
+        // Committed empty, so that a failure can destroy it again (the
+        // undo looks datasets up in the synced state).
+        w.sync()?;
         ds
     };
     let r = replay(w, ds_obj, s, toguid, progress);
@@ -418,6 +421,7 @@ fn replay(
                 let payload = s.payload(plen)?;
                 apply_object(w, ds_obj, &o, &payload)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
+                dirty += 1024;
             }
             Record::FreeObjects {
                 first,
@@ -429,19 +433,23 @@ fn replay(
                     .checked_add(count)
                     .ok_or_else(|| bad(at, format!("FREEOBJECTS {first}+{count} overflows")))?;
                 let tx = w.fs_tx(ds_obj)?;
-                let limit = tx.object_limit();
-                for obj in first.max(1)..end.min(limit) {
-                    if tx.dnode(obj).is_ok() {
-                        tx.free_object(obj)?;
-                    }
+                for obj in tx.allocated_in(first.max(1), end)? {
+                    tx.free_object(obj)?;
                 }
+                dirty += 512;
             }
             Record::Write(wr) => {
                 guid_ok(wr.toguid)?;
                 let payload = s.payload(plen)?;
-                apply_write(w, ds_obj, wr.object, wr.offset, &payload)
+                if plen % 8 != 0 {
+                    return Err(bad(
+                        at,
+                        format!("WRITE of {plen} bytes (not a multiple of 8)"),
+                    ));
+                }
+                // Memory held: whole blocks, however small the write.
+                dirty += apply_write(w, ds_obj, wr.object, wr.offset, &payload)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
-                dirty += plen;
             }
             Record::Free {
                 object,
@@ -450,7 +458,7 @@ fn replay(
                 toguid: g,
             } => {
                 guid_ok(g)?;
-                apply_free(w, ds_obj, object, offset, length)
+                dirty += apply_free(w, ds_obj, object, offset, length)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
             Record::Spill { .. } => {
@@ -488,7 +496,9 @@ fn apply_object(
     if obj == 0 || obj >= 1 << 48 {
         return Err(Error::corrupt(&what, "object number out of range"));
     }
-    if o.object_type == 0 || o.object_type >= 0x80 || o.bonustype >= 0x80 {
+    // Pool version 23 knows object types below 44 (DDT_STATS is 43),
+    // checksums up to sha256 (8) and compressions up to zle (14).
+    if o.object_type == 0 || o.object_type >= 44 || o.bonustype >= 44 {
         return Err(Error::corrupt(
             &what,
             format!("type {} bonus type {}", o.object_type, o.bonustype),
@@ -510,7 +520,7 @@ fn apply_object(
             "large dnodes or raw (encrypted) objects",
         ));
     }
-    if o.checksum > 10 || o.compress > 15 {
+    if o.checksum > 8 || o.compress > 14 {
         return Err(Error::corrupt(
             &what,
             format!("checksum {} compression {}", o.checksum, o.compress),
@@ -551,13 +561,17 @@ fn apply_object(
 /// levels a dnode can address).
 const MAX_BLKID: u64 = 1 << 40;
 
-fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u8]) -> Result<()> {
+/// Returns the bytes of blocks it changed.
+fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u8]) -> Result<u64> {
     let what = format!("WRITE to object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
     let dn = tx
         .dnode(obj)
         .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
     let bs = dn.phys.datablksz();
+    if bs == 0 {
+        return Err(Error::corrupt(&what, "the object has block size 0"));
+    }
     let len = data.len() as u64;
     let blkid = offset / bs;
     if blkid >= MAX_BLKID || offset.checked_add(len).is_none() {
@@ -573,20 +587,25 @@ fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u
             format!("{len} bytes cross a block boundary (block size {bs})"),
         ));
     }
-    Ok(())
+    Ok(bs)
 }
 
-fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u64) -> Result<()> {
+/// Returns the bytes of blocks it rewrote (partial frees).
+fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u64) -> Result<u64> {
     let what = format!("FREE of object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
     let dn = tx
         .dnode(obj)
         .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
     let bs = dn.phys.datablksz();
+    if bs == 0 {
+        return Err(Error::corrupt(&what, "the object has block size 0"));
+    }
     let end = offset.saturating_add(length);
     if end <= offset {
-        return Ok(());
+        return Ok(0);
     }
+    let mut touched = 0u64;
     let maxblk = tx.max_blkid(obj)?;
     let first = offset / bs;
     let last = ((end - 1) / bs).min(maxblk);
@@ -595,7 +614,8 @@ fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u6
         let Some(blk) = tx.next_block(obj, b, last, true)? else {
             break;
         };
-        let (bstart, bend) = (blk * bs, blk * bs + bs);
+        let bstart = blk.saturating_mul(bs);
+        let bend = bstart.saturating_add(bs);
         if offset <= bstart && end >= bend {
             tx.punch_block(obj, blk);
         } else if let Some(mut data) = tx.read_block(obj, blk)? {
@@ -604,8 +624,9 @@ fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u6
             data.resize(bs as usize, 0);
             data[from as usize..to as usize].fill(0);
             tx.write_block(obj, blk, data);
+            touched += bs;
         }
         b = blk + 1;
     }
-    Ok(())
+    Ok(touched)
 }

@@ -15,7 +15,9 @@ use ozfs_dmu::zap_tx;
 use ozfs_format::types::ot;
 use ozfs_format::{Error, Result};
 
-fn valid_component(c: &str) -> bool {
+/// A name component ZFS accepts: letters, digits, `_ - . : ` and space,
+/// not starting with `$` (internal names), at most 255 bytes.
+pub(crate) fn valid_component(c: &str) -> bool {
     !c.is_empty()
         && c.len() <= 255
         && !c.starts_with('$')
@@ -54,6 +56,11 @@ impl PoolWriter {
             }
             let head = self.dir(ds.dir_obj)?.head_dataset_obj;
             let map = self.dataset(head)?.snapnames_zapobj;
+            if zap_tx::lookup(&self.mos, map, nsnap.as_bytes())?.is_some() {
+                return Err(Error::Invalid(format!(
+                    "cannot rename to '{ofs}@{nsnap}': dataset already exists"
+                )));
+            }
             let oshort = old.rsplit('@').next().unwrap_or(old);
             zap_tx::remove(&mut self.mos, map, oshort.as_bytes())?;
             zap_tx::add(&mut self.mos, map, nsnap.as_bytes(), 8, &[ds.ds_obj])?;

@@ -13,9 +13,8 @@
 //! touched.
 
 use crate::sync::PoolWriter;
-use ozfs_dmu::objset::Objset;
 use ozfs_format::types::ot;
-use ozfs_format::{BlkPtr, Error, Result};
+use ozfs_format::{Error, Result};
 
 impl PoolWriter {
     /// Roll file system `name` back to its most recent snapshot; returns the
@@ -46,34 +45,10 @@ impl PoolWriter {
         let txg = self.txg;
         let since = head.ds.prev_snap_txg;
         let mut freed = crate::sync::Sums::default();
-        if !head.ds.bp.is_hole() && head.ds.bp.birth() > since {
-            let os = Objset::open(self.pool.clone(), &head.ds.bp)?;
-            let mut bps: Vec<BlkPtr> = Vec::new();
-            let meta = os.meta_dnode();
-            let mut take = |_: u8, _: u64, bp: &BlkPtr| {
-                if bp.birth() > since {
-                    bps.push(*bp);
-                }
-                Ok(())
-            };
-            os.walk_tree(&meta, &mut take)?;
-            for obj in 1..os.max_object() {
-                match os.dnode(obj) {
-                    Ok(dn) if dn.phys.object_type != 0 => os.walk_tree(&dn, &mut take)?,
-                    _ => {}
-                }
-            }
-            bps.push(head.ds.bp);
-            bps.sort_unstable_by_key(|b| b.dvas()[0].offset);
-            bps.dedup_by_key(|b| b.to_bytes());
-            for bp in &bps {
-                if bp.is_embedded() {
-                    continue;
-                }
-                let pool = self.pool.clone();
-                freed.add(&pool, bp, 1);
-                self.pool.free_block(&mut self.alloc, bp, txg)?;
-            }
+        let pool = self.pool.clone();
+        for bp in self.objset_born_after(&head.ds.bp, since)? {
+            freed.add(&pool, &bp, 1);
+            self.pool.free_block(&mut self.alloc, &bp, txg)?;
         }
         // The dead list's blocks are the head's again.
         let dl = self.mos.dnode(head.ds.deadlist_obj)?;
@@ -83,12 +58,15 @@ impl PoolWriter {
                 "dead lists other than pool-v23 bplists",
             ));
         }
-        let b = &dl.phys.bonus;
-        let dead = if b.len() >= 16 {
-            u64::from_ne_bytes(b[8..16].try_into().unwrap_or([0; 8])) as i64
-        } else {
-            0
-        };
+        // Only what was charged to this directory moves back: blocks born
+        // after its origin (a clone's older blocks are its origin's).
+        let origin_txg = self.origin_txg(head.dir_obj)?;
+        let dead = crate::destroy::deadlist_space_birthrange(
+            self,
+            head.ds.deadlist_obj,
+            origin_txg,
+            u64::MAX,
+        )? as i64;
         self.mos.free_object(head.ds.deadlist_obj)?;
         let new_dl =
             self.mos

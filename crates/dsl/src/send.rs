@@ -284,7 +284,7 @@ fn send_object(
         }),
         &bonus,
     )?;
-    let end = (p.maxblkid + 1).saturating_mul(bs);
+    let end = p.maxblkid.saturating_add(1).saturating_mul(bs);
     s.record(
         &Record::Free {
             object: obj,
@@ -299,6 +299,7 @@ fn send_object(
     let same_shape = old.is_some_and(|o| {
         o.phys.object_type == p.object_type
             && o.phys.datablksz() == bs
+            && o.phys.bonustype == p.bonustype
             && o.phys.bonuslen == p.bonuslen
     });
     let blocks = data_blocks(os, dn)?;
@@ -308,8 +309,8 @@ fn send_object(
             s.record(
                 &Record::Free {
                     object: obj,
-                    offset: from * bs,
-                    length: (to - from) * bs,
+                    offset: from.saturating_mul(bs),
+                    length: (to - from).saturating_mul(bs),
                     toguid,
                 },
                 &[],
@@ -335,7 +336,7 @@ fn send_object(
             &Record::Write(WriteRec {
                 object: obj,
                 object_type: p.object_type as u32,
-                offset: blkid * bs,
+                offset: blkid.saturating_mul(bs),
                 length: bs,
                 toguid,
                 checksum_type: 0,
@@ -348,7 +349,7 @@ fn send_object(
             &buf,
         )?;
     }
-    free(s, next, p.maxblkid + 1)?;
+    free(s, next, p.maxblkid.saturating_add(1))?;
     Ok(())
 }
 

@@ -469,6 +469,16 @@ impl PoolWriter {
         self.mos.set_bonus(obj, nb)
     }
 
+    /// The creation txg of a directory's origin snapshot (0 without one):
+    /// blocks born at or before it were charged to the origin's directory.
+    pub(crate) fn origin_txg(&self, dir_obj: u64) -> Result<u64> {
+        let origin = self.dir(dir_obj)?.origin_obj;
+        if origin == 0 {
+            return Ok(0);
+        }
+        Ok(self.dataset(origin)?.creation_txg)
+    }
+
     /// Sync one file system's changes and charge them.
     fn sync_fs(&mut self, ds_obj: u64, mut otx: ObjsetTx) -> Result<()> {
         let policy = self.fs_policy(ds_obj)?;
@@ -503,16 +513,26 @@ impl PoolWriter {
             psize: acct.born.psize - acct.freed.psize,
             ucsize: acct.born.ucsize - acct.freed.ucsize,
         };
-        self.apply_dir_delta(
-            ds.dir_obj,
-            &net,
-            net.dsize - acct.dead.dsize,
-            acct.dead.dsize,
-        )?;
+        // Dead blocks move from the head's space to the snapshots' — those
+        // charged to this directory: born after its origin (a clone's
+        // older blocks belong to its origin's directory).
+        let origin_txg = if acct.dead_bps.is_empty() {
+            0
+        } else {
+            self.origin_txg(ds.dir_obj)?
+        };
+        let moved: i64 = acct
+            .dead_bps
+            .iter()
+            .filter(|b| b.birth() > origin_txg)
+            .map(|b| self.pool.dsize(b, true) as i64)
+            .sum();
+        self.apply_dir_delta(ds.dir_obj, &net, net.dsize - moved, moved)?;
         if !acct.dead_bps.is_empty() {
             self.deadlist_append(ds.deadlist_obj, &acct.dead_bps, &acct.dead)?;
-            // Blocks born after the previous snapshot's own predecessor were unique to it.
-            if ds.prev_snap_obj != 0 {
+            // Blocks born after the previous snapshot's own predecessor were
+            // unique to it (not for a clone: its origin has a next of its own).
+            if ds.prev_snap_obj != 0 && self.dataset(ds.prev_snap_obj)?.next_snap_obj == ds_obj {
                 let mut prev = self.dataset(ds.prev_snap_obj)?;
                 let mut uniq = 0i64;
                 for bp in &acct.dead_bps {
@@ -728,7 +748,6 @@ impl PoolWriter {
         }
         if self.spares_dirty {
             self.write_spares_object()?;
-            self.spares_dirty = false;
         }
         if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
             return Ok(());
@@ -796,6 +815,7 @@ impl PoolWriter {
             self.pool.flush_all()?;
             self.config_dirty = false;
         }
+        self.spares_dirty = false;
         self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;

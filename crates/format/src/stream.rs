@@ -189,7 +189,10 @@ impl Record {
                     return Err(bad(format!("BEGIN with bad magic {:#x}", r.u64(8))));
                 }
                 let name = &b[56..312];
-                let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+                let end = name
+                    .iter()
+                    .position(|&c| c == 0)
+                    .ok_or_else(|| bad("BEGIN name is not NUL-terminated".into()))?;
                 let toname = std::str::from_utf8(&name[..end])
                     .map_err(|_| bad("BEGIN name is not UTF-8".into()))?
                     .to_string();
