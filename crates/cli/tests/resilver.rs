@@ -70,6 +70,40 @@ fn content(i: usize) -> Vec<u8> {
     v
 }
 
+/// A thread writing files `load/fNNNNN` (content(i), fsync every fifth)
+/// through mount `mnt` until `stop` (at least `min`, at most `max` files);
+/// `written` counts them. Returns once 20 are written.
+fn write_load(
+    mnt: &Path,
+    stop: &Arc<AtomicBool>,
+    written: &Arc<AtomicUsize>,
+    min: usize,
+    max: usize,
+) -> std::thread::JoinHandle<()> {
+    let counter = written.clone();
+    let (stop, written, dir) = (stop.clone(), written.clone(), mnt.join("load"));
+    let h = std::thread::spawn(move || {
+        fs::create_dir_all(&dir).unwrap();
+        let mut i = 0;
+        while (!stop.load(Ordering::Relaxed) || i < min) && i < max {
+            let p = dir.join(format!("f{i:05}"));
+            let mut f = fs::File::create(&p).unwrap_or_else(|e| panic!("create {i}: {e}"));
+            f.write_all(&content(i))
+                .unwrap_or_else(|e| panic!("write {i}: {e}"));
+            if i % 5 == 4 {
+                f.sync_all().unwrap_or_else(|e| panic!("fsync {i}: {e}"));
+            }
+            i += 1;
+            written.store(i, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    while counter.load(Ordering::Relaxed) < 20 && !h.is_finished() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h
+}
+
 /// Bytes the last scan visited (from its state file) and the pool's
 /// allocated bytes.
 fn last_scan_share(oz: &Ozfs, name: &str) -> (u64, u64) {
@@ -140,29 +174,8 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     // A steady write load.
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
-    let writer = {
-        let (stop, written, dir) = (stop.clone(), written.clone(), mnt.join("load"));
-        std::thread::spawn(move || {
-            fs::create_dir_all(&dir).unwrap();
-            let mut i = 0;
-            // At most 500 files (about 29 MiB): the devices are small.
-            while (!stop.load(Ordering::Relaxed) || i < 60) && i < 500 {
-                let p = dir.join(format!("f{i:05}"));
-                let mut f = fs::File::create(&p).unwrap_or_else(|e| panic!("create {i}: {e}"));
-                f.write_all(&content(i))
-                    .unwrap_or_else(|e| panic!("write {i}: {e}"));
-                if i % 5 == 4 {
-                    f.sync_all().unwrap_or_else(|e| panic!("fsync {i}: {e}"));
-                }
-                i += 1;
-                written.store(i, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
-    while written.load(Ordering::Relaxed) < 20 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // At most 500 files (about 29 MiB): the devices are small.
+    let writer = write_load(&mnt, &stop, &written, 60, 500);
 
     // Pull a disk.
     let pulled = pool.devs()[0].clone();
@@ -596,28 +609,7 @@ fn hot_spare() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicUsize::new(0));
-    let writer = {
-        let (stop, written, dir) = (stop.clone(), written.clone(), mnt.join("load"));
-        std::thread::spawn(move || {
-            fs::create_dir_all(&dir).unwrap();
-            let mut i = 0;
-            while (!stop.load(Ordering::Relaxed) || i < 40) && i < 300 {
-                let p = dir.join(format!("f{i:05}"));
-                let mut f = fs::File::create(&p).unwrap_or_else(|e| panic!("create {i}: {e}"));
-                f.write_all(&content(i))
-                    .unwrap_or_else(|e| panic!("write {i}: {e}"));
-                if i % 5 == 4 {
-                    f.sync_all().unwrap_or_else(|e| panic!("fsync {i}: {e}"));
-                }
-                i += 1;
-                written.store(i, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
-    while written.load(Ordering::Relaxed) < 20 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let writer = write_load(&mnt, &stop, &written, 40, 300);
 
     // Pull a disk: the daemon activates the spare by itself.
     let pulled = pool.devs()[0].clone();

@@ -253,15 +253,8 @@ impl Objset {
         dn: &Dnode,
         f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
     ) -> Result<()> {
-        let p = &dn.phys;
-        if p.nlevels == 0 {
-            return Ok(());
-        }
-        let epbs = p.indblkshift.saturating_sub(7) as u32;
-        for (i, bp) in p.blkptr.iter().enumerate() {
-            self.walk_bp(bp, p.nlevels - 1, i as u64, epbs, f)?;
-        }
-        Ok(())
+        // Every BP that is not a hole was born in txg 1 or later.
+        self.walk_tree_since(dn, 0, f)
     }
 
     /// Every BP of the objset born after txg `since`: the meta-dnode's
@@ -351,30 +344,6 @@ impl Objset {
                 since,
                 f,
             )?;
-        }
-        Ok(())
-    }
-
-    fn walk_bp(
-        &self,
-        bp: &BlkPtr,
-        level: u8,
-        blkid: u64,
-        epbs: u32,
-        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
-    ) -> Result<()> {
-        if bp.is_hole() {
-            return Ok(());
-        }
-        f(level, blkid, bp)?;
-        if level == 0 {
-            return Ok(());
-        }
-        let block = self.read_cached(bp)?;
-        let swap = swap_of(bp);
-        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
-            let child = BlkPtr::from_bytes(raw, swap)?;
-            self.walk_bp(&child, level - 1, (blkid << epbs) + i as u64, epbs, f)?;
         }
         Ok(())
     }

@@ -340,38 +340,13 @@ impl ObjsetTx {
     ) -> Result<u64> {
         let obj = self.alloc_object(hint)?;
         self.obj_next.set(obj + 1);
-        let nblkptr = (1 + 320usize.saturating_sub(bonus.len()) / 128).clamp(1, 3) as u8;
-        if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
-            return Err(Error::Invalid(format!(
-                "bad new object: bonus {} bytes, block size {blksz}",
-                bonus.len()
-            )));
-        }
-        let dn = DnodePhys {
-            object_type,
-            indblkshift: 14,
-            nlevels: 1,
-            nblkptr,
-            bonustype,
-            checksum: 0,
-            compress: 0,
-            flags: DNODE_FLAG_USED_BYTES,
-            datablkszsec: (blksz / 512) as u16,
-            bonuslen: bonus.len() as u16,
-            extra_slots: 0,
-            maxblkid: 0,
-            used: 0,
-            blkptr: vec![BlkPtr::default(); nblkptr as usize],
-            bonus,
-            spill: None,
-        };
-        self.dnodes.insert(obj, dn);
+        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus)?;
         Ok(obj)
     }
 
-    /// Allocate object number `obj` (which must be free in this txg) with
-    /// the given shape: how `zfs receive` recreates a sender's objects.
-    pub fn claim_object(
+    /// The dnode of a new object at `obj`: block pointers as many as the
+    /// bonus leaves room for (FORMAT.md §5.2), one level, 16 KiB indirects.
+    fn put_new_dnode(
         &mut self,
         obj: u64,
         object_type: u8,
@@ -379,14 +354,6 @@ impl ObjsetTx {
         bonustype: u8,
         bonus: Vec<u8>,
     ) -> Result<()> {
-        if obj == 0 || obj >= 1 << 48 {
-            return Err(Error::Invalid(format!("object number {obj} out of range")));
-        }
-        match self.dnode(obj) {
-            Ok(_) => return Err(Error::Invalid(format!("object {obj} is in use"))),
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
         if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
             return Err(Error::Invalid(format!(
                 "object {obj}: bonus {} bytes, block size {blksz}",
@@ -409,6 +376,27 @@ impl ObjsetTx {
         };
         self.dnodes.insert(obj, dn);
         Ok(())
+    }
+
+    /// Allocate object number `obj` (which must be free in this txg) with
+    /// the given shape: how `zfs receive` recreates a sender's objects.
+    pub fn claim_object(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        blksz: u64,
+        bonustype: u8,
+        bonus: Vec<u8>,
+    ) -> Result<()> {
+        if obj == 0 || obj >= 1 << 48 {
+            return Err(Error::Invalid(format!("object number {obj} out of range")));
+        }
+        match self.dnode(obj) {
+            Ok(_) => return Err(Error::Invalid(format!("object {obj} is in use"))),
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus)
     }
 
     /// Allocated object numbers in [`first`, `end`): committed ones (up to

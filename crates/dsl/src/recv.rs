@@ -561,17 +561,22 @@ fn apply_object(
 /// levels a dnode can address).
 const MAX_BLKID: u64 = 1 << 40;
 
+/// The block size of an object a record refers to (which must exist).
+fn block_size_of(tx: &ozfs_dmu::tx::ObjsetTx, obj: u64, what: &str) -> Result<u64> {
+    let dn = tx
+        .dnode(obj)
+        .map_err(|_| Error::corrupt(what, "the object does not exist"))?;
+    match dn.phys.datablksz() {
+        0 => Err(Error::corrupt(what, "the object has block size 0")),
+        bs => Ok(bs),
+    }
+}
+
 /// Returns the bytes of blocks it changed.
 fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u8]) -> Result<u64> {
     let what = format!("WRITE to object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
-    let dn = tx
-        .dnode(obj)
-        .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
-    let bs = dn.phys.datablksz();
-    if bs == 0 {
-        return Err(Error::corrupt(&what, "the object has block size 0"));
-    }
+    let bs = block_size_of(tx, obj, &what)?;
     let len = data.len() as u64;
     let blkid = offset / bs;
     if blkid >= MAX_BLKID || offset.checked_add(len).is_none() {
@@ -594,13 +599,7 @@ fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u
 fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u64) -> Result<u64> {
     let what = format!("FREE of object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
-    let dn = tx
-        .dnode(obj)
-        .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
-    let bs = dn.phys.datablksz();
-    if bs == 0 {
-        return Err(Error::corrupt(&what, "the object has block size 0"));
-    }
+    let bs = block_size_of(tx, obj, &what)?;
     let end = offset.saturating_add(length);
     if end <= offset {
         return Ok(0);
