@@ -460,3 +460,89 @@ pub fn zstd_decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
         Err(_) => Err(Error::corrupt("zstd frame", "decoder failure")),
     }
 }
+
+// ---------------------------------------------------------------------------
+// External (pre-compressed) payloads, issue 7
+
+/// Decompress a client's payload of algorithm `tag` (see
+/// `ozfs_format::external`) into `dst` (the record): lz4 as a raw block,
+/// gzip as a zlib stream, zstd as a standard frame (with its magic), zle and
+/// lzjb as ZFS writes them. The payload must decode to exactly the record
+/// size. Opaque and unknown tags are an error naming the tag.
+pub fn external_decompress(tag: u8, payload: &[u8], dst: &mut [u8]) -> Result<()> {
+    let what = "pre-compressed payload";
+    match tag {
+        1 => {
+            let got = lz4_flex::block::decompress_into(payload, dst)
+                .map_err(|e| Error::corrupt(what, format!("lz4: {e}")))?;
+            if got != dst.len() {
+                return Err(Error::corrupt(
+                    what,
+                    format!("lz4 decoded to {got} bytes, the record has {}", dst.len()),
+                ));
+            }
+            Ok(())
+        }
+        2 => gzip_decompress(payload, dst),
+        3 => {
+            let dlen = dst.len();
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut dec = ruzstd::FrameDecoder::new();
+                dec.decode_all(payload, dst).map_err(|e| e.to_string())
+            }));
+            match res {
+                Ok(Ok(n)) if n == dlen => Ok(()),
+                Ok(Ok(n)) => Err(Error::corrupt(
+                    what,
+                    format!("zstd decoded to {n} bytes, the record has {dlen}"),
+                )),
+                Ok(Err(e)) => Err(Error::corrupt(what, format!("zstd: {e}"))),
+                Err(_) => Err(Error::corrupt(what, "zstd decoder failure")),
+            }
+        }
+        4 => zle_decompress(payload, dst),
+        5 => lzjb_decompress(payload, dst),
+        t => Err(Error::unsupported(
+            what,
+            format!("algorithm tag {t} (ozfs stores and returns it raw only)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod external_tests {
+    use super::*;
+
+    #[test]
+    fn known_algorithms_roundtrip() {
+        let rec: Vec<u8> = (0..131072u32).map(|i| ((i / 64) % 251) as u8).collect();
+        // lz4: raw block.
+        let lz = lz4_flex::block::compress(&rec);
+        let mut out = vec![0u8; rec.len()];
+        external_decompress(1, &lz, &mut out).unwrap();
+        assert_eq!(out, rec);
+        // gzip: zlib stream.
+        let mut z = vec![0u8; rec.len()];
+        let n = gzip_compress(&rec, &mut z, 6).unwrap();
+        let mut out = vec![0u8; rec.len()];
+        external_decompress(2, &z[..n], &mut out).unwrap();
+        assert_eq!(out, rec);
+        // zle and lzjb, as ZFS writes them.
+        let mut c = vec![0u8; rec.len()];
+        let n = lzjb_compress(&rec, &mut c).unwrap();
+        let mut out = vec![0u8; rec.len()];
+        external_decompress(5, &c[..n], &mut out).unwrap();
+        assert_eq!(out, rec);
+        let zeros = vec![0u8; 4096];
+        let mut c = vec![0u8; 4096];
+        let n = zle_compress(&zeros, &mut c).unwrap();
+        let mut out = vec![1u8; 4096];
+        external_decompress(4, &c[..n], &mut out).unwrap();
+        assert_eq!(out, zeros);
+        // Wrong sizes and opaque tags are errors, never panics.
+        let mut short = vec![0u8; 1000];
+        assert!(external_decompress(1, &lz, &mut short).is_err());
+        assert!(external_decompress(200, &lz, &mut out).is_err());
+        assert!(external_decompress(3, &[1, 2, 3], &mut out).is_err());
+    }
+}

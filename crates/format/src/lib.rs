@@ -24,6 +24,7 @@ pub mod bytes;
 pub mod dnode;
 pub mod dsl;
 pub mod error;
+pub mod external;
 pub mod label;
 pub mod nvlist;
 pub mod objset;

@@ -1,11 +1,12 @@
 //! The private zfs-fuse daemon.
 //!
 //! Why private: the zfs-fuse daemon keeps its state in `/run/zfs` (control
-//! socket), `/var/lock/zfs` and `/etc/zfs` (zpool.cache, zfsrc).  A system
-//! daemon (or another test process) would share those and pools would leak
-//! between runs.  We therefore start `zfs-fuse --no-daemon` inside a new mount
-//! namespace (`unshare -m --propagation private`) with fresh tmpfs mounts over
-//! those three directories, and talk to it with
+//! socket), `/var/lock/zfs`, `/etc/zfs` (zfsrc) and `/var/lib/zfs`
+//! (zpool.cache: every daemon imports the pools listed there when it
+//! starts).  A system daemon (or another test process) would share those and
+//! pools would leak between runs.  We therefore start `zfs-fuse --no-daemon`
+//! inside a new mount namespace (`unshare -m --propagation private`) with
+//! fresh tmpfs mounts over those four directories, and talk to it with
 //! `nsenter -t <pid> -m zpool|zfs|zdb ...`.  Everything it mounts is visible
 //! only inside that namespace; from outside, a dataset mounted at `/x/y` is
 //! reached (as root) through `/proc/<pid>/root/x/y`, see [`ZfsFuse::path`].
@@ -49,7 +50,7 @@ pub const ZDB_TIMEOUT: Duration = Duration::from_secs(600);
 
 const NS_SCRIPT: &str = r#"set -e
 mount --make-rprivate /
-for d in /run/zfs /var/lock/zfs /etc/zfs; do
+for d in /run/zfs /var/lock/zfs /etc/zfs /var/lib/zfs; do
     mkdir -p "$d"
     mount -t tmpfs -o mode=0755 tmpfs "$d"
 done
