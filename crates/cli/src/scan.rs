@@ -139,7 +139,8 @@ pub fn date(t: u64) -> String {
     }
 }
 
-fn hms(secs: u64) -> String {
+/// Seconds as HH:MM:SS.
+pub fn hms(secs: u64) -> String {
     format!(
         "{:02}:{:02}:{:02}",
         secs / 3600,

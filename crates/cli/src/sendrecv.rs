@@ -130,16 +130,17 @@ pub fn send(argv: &[String]) -> CmdResult {
     let mut sent = 0;
     // -I: one compound stream (header, substreams, final END), as ZFS writes it.
     let compound = a.opt('I').is_some() || repl_header.is_some();
-    if let Some(hdr) = &repl_header {
-        sent += ozfs_dsl::send::replication_header(&mut out, &to_name, hdr)
-            .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
-    } else if compound {
-        let last = pairs
-            .last()
-            .map(|p| p.1.name.clone())
-            .unwrap_or(to_name.clone());
-        sent += ozfs_dsl::send::compound_header(&mut out, &last)
-            .map_err(|e| Fail::Err(format!("cannot send '{last}': {e}")))?;
+    if compound {
+        // -R names the snapshot asked for; -I the last one sent.
+        let name = match &repl_header {
+            Some(_) => to_name.clone(),
+            None => pairs
+                .last()
+                .map(|p| p.1.name.clone())
+                .unwrap_or(to_name.clone()),
+        };
+        sent += ozfs_dsl::send::compound_header(&mut out, &name, repl_header.as_ref())
+            .map_err(|e| Fail::Err(format!("cannot send '{name}': {e}")))?;
     }
     let total: u64 = pairs.iter().map(|(_, t)| t.ds.referenced_bytes).sum();
     let mut prog = Progress::new(Some(total), &to_name);
@@ -169,15 +170,6 @@ pub fn send(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-fn chrono_like(secs: u64) -> String {
-    format!(
-        "{:02}:{:02}:{:02}",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
-}
-
 /// A progress line on stderr at most once a second: elapsed time, bytes,
 /// rate and (when the total is known) time left.
 struct Progress {
@@ -205,13 +197,15 @@ impl Progress {
         let secs = self.t0.elapsed().as_secs_f64().max(0.001);
         let rate = bytes as f64 / secs;
         let left = match self.total {
-            Some(t) if rate > 0.0 && t > bytes => chrono_like(((t - bytes) as f64 / rate) as u64),
-            Some(_) => chrono_like(0),
+            Some(t) if rate > 0.0 && t > bytes => {
+                crate::scan::hms(((t - bytes) as f64 / rate) as u64)
+            }
+            Some(_) => crate::scan::hms(0),
             None => "-".into(),
         };
         eprintln!(
             "{}\t{}\t{}/s\t{} left\t{}",
-            chrono_like(secs as u64),
+            crate::scan::hms(secs as u64),
             nice(bytes),
             nice(rate as u64),
             left,

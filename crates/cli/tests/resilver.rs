@@ -225,12 +225,7 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     let n = written.load(Ordering::Relaxed);
 
     // Nothing left for a scrub to repair; every file verifies.
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "scrub after the resilver:\n{st}"
-    );
+    let st = oz_scrub_clean(&oz, &name, "scrub after the resilver");
     let rows = parse_status(&st);
     assert!(
         rows.iter().all(|r| r.cksum == 0),
@@ -276,12 +271,7 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
         examined * 3 < alloc,
         "resilver after online visited {examined} of {alloc} allocated bytes"
     );
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "scrub after online:\n{st}"
-    );
+    oz_scrub_clean(&oz, &name, "scrub after online");
     for i in 0..n + 10 {
         assert!(fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i));
     }
@@ -640,12 +630,7 @@ fn hot_spare() {
     stop.store(true, Ordering::Relaxed);
     writer.join().expect("writer thread");
     let n = written.load(Ordering::Relaxed);
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "scrub with the spare in use:\n{st}"
-    );
+    oz_scrub_clean(&oz, &name, "scrub with the spare in use");
     for i in 0..n {
         assert!(
             fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i),
@@ -669,12 +654,7 @@ fn hot_spare() {
     assert_eq!(spare_state_of(&st, &s1).as_deref(), Some("AVAIL"), "{st}");
     assert_eq!(state_of(&st, &new0).as_deref(), Some("ONLINE"), "{st}");
     assert!(state_of(&st, &s1).is_none(), "{st}");
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "{st}"
-    );
+    oz_scrub_clean(&oz, &name, "scrub");
     phase(&format!("{tag}: replaced, spare released"), t0);
 
     // A second pull takes the spare again; detaching the pulled disk makes
@@ -706,12 +686,7 @@ fn hot_spare() {
     assert!(spare_state_of(&st, &s1).is_none(), "{st}");
     assert!(!st.contains("spares"), "{st}");
     assert_eq!(state_of(&st, &s1).as_deref(), Some("ONLINE"), "{st}");
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "{st}"
-    );
+    oz_scrub_clean(&oz, &name, "scrub");
     for i in 0..n + 10 {
         assert!(fs::read(mnt.join(format!("load/f{i:05}"))).unwrap() == content(i));
     }

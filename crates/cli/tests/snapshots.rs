@@ -165,12 +165,7 @@ fn snapshot_lifecycle() {
     // zfs-fuse reads the pool as it is now (promoted clone and all) and
     // finds it clean.
     let before = space(&oz, &name);
-    oz.ok(&["zpool", "scrub", "-w", &name]);
-    let st = oz.ok(&["zpool", "status", &name]);
-    assert!(
-        st.contains("repaired 0B") && st.contains("with 0 errors"),
-        "{st}"
-    );
+    oz_scrub_clean(&oz, &name, "scrub");
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &pool.dev_dir(), &format!("{tag}: with a clone"));
     pool.import().unwrap();

@@ -48,20 +48,14 @@ impl PoolWriter {
         // Ancestors no longer carry its space.
         let dir = self.dir(ds.dir_obj)?;
         let parent = dir.parent_obj;
-        let mut obj = parent;
-        for _ in 0..64 {
-            let mut d = self.dir(obj)?;
-            d.used_bytes = d.used_bytes.saturating_sub(dir.used_bytes);
-            d.compressed_bytes = d.compressed_bytes.saturating_sub(dir.compressed_bytes);
-            d.uncompressed_bytes = d.uncompressed_bytes.saturating_sub(dir.uncompressed_bytes);
-            d.used_breakdown[2] = d.used_breakdown[2].saturating_sub(dir.used_bytes);
-            let p = d.parent_obj;
-            self.set_dir(obj, &d)?;
-            if p == 0 {
-                break;
-            }
-            obj = p;
-        }
+        self.apply_child_delta(
+            parent,
+            &Sums {
+                dsize: -(dir.used_bytes as i64),
+                psize: -(dir.compressed_bytes as i64),
+                ucsize: -(dir.uncompressed_bytes as i64),
+            },
+        )?;
         // Unlink from the origin snapshot.
         let origin = ds.ds.prev_snap_obj;
         if origin != 0 {
@@ -134,6 +128,15 @@ pub(crate) fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
     data.chunks_exact(128)
         .map(|c| BlkPtr::from_bytes(c, dn.swap))
         .collect()
+}
+
+/// A dead list's (used, compressed, uncompressed) bytes from its header
+/// (zero for fields an old, shorter header lacks).
+pub(crate) fn bplist_sums(w: &PoolWriter, obj: u64) -> Result<(u64, u64, u64)> {
+    let dn = w.mos.dnode(obj)?;
+    let at =
+        |o: usize| ozfs_format::bytes::u64_at(&dn.phys.bonus, o, dn.swap, "bplist").unwrap_or(0);
+    Ok((at(8), at(16), at(24)))
 }
 
 /// Bytes (dsize) of the dead list entries born in (`min`, `max`].

@@ -22,43 +22,10 @@
 use crate::sync::{PoolWriter, Sums};
 use ozfs_dmu::zap_tx;
 use ozfs_format::dsl::DslDatasetPhys;
-use ozfs_format::types::ot;
-use ozfs_format::{BlkPtr, Error, Result};
-
-/// A bplist's (used, compressed, uncompressed) bytes and its entries.
-fn bplist(w: &PoolWriter, obj: u64) -> Result<((u64, u64, u64), Vec<BlkPtr>)> {
-    let dn = w.mos.dnode(obj)?;
-    if dn.phys.object_type != ot::BPOBJ {
-        return Err(Error::unsupported(
-            format!("dead list object {obj}"),
-            "only pool-v23 bplists",
-        ));
-    }
-    let b = &dn.phys.bonus;
-    let at = |o: usize| ozfs_format::bytes::u64_at(b, o, dn.swap, "bplist").unwrap_or(0);
-    let entries = at(0);
-    let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz()) / 128;
-    if entries > max {
-        return Err(Error::corrupt(
-            format!("dead list object {obj}"),
-            format!("{entries} entries in room for {max}"),
-        ));
-    }
-    let data = w.mos.read(obj, 0, (entries * 128) as usize)?;
-    let bps = data
-        .chunks_exact(128)
-        .map(|c| BlkPtr::from_bytes(c, dn.swap))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(((at(8), at(16), at(24)), bps))
-}
+use ozfs_format::{Error, Result};
 
 fn space_since(w: &PoolWriter, dl: u64, min: u64) -> Result<u64> {
-    Ok(bplist(w, dl)?
-        .1
-        .iter()
-        .filter(|b| b.birth() > min)
-        .map(|b| w.pool.dsize(b, true))
-        .sum())
+    crate::destroy::deadlist_space_birthrange(w, dl, min, u64::MAX)
 }
 
 impl PoolWriter {
@@ -159,7 +126,7 @@ impl PoolWriter {
             if d.prev_snap_obj == 0 {
                 continue;
             }
-            let ((u, cp, uc), _) = bplist(self, d.deadlist_obj)?;
+            let (u, cp, uc) = crate::destroy::bplist_sums(self, d.deadlist_obj)?;
             used += u as i64;
             comp += cp as i64;
             uncomp += uc as i64;

@@ -448,7 +448,7 @@ fn replay(
                     ));
                 }
                 // Memory held: whole blocks, however small the write.
-                dirty += apply_write(w, ds_obj, wr.object, wr.offset, &payload)
+                dirty += apply_write(w, ds_obj, wr.object, wr.offset, payload)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
             Record::Free {
@@ -573,7 +573,13 @@ fn block_size_of(tx: &ozfs_dmu::tx::ObjsetTx, obj: u64, what: &str) -> Result<u6
 }
 
 /// Returns the bytes of blocks it changed.
-fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u8]) -> Result<u64> {
+fn apply_write(
+    w: &mut PoolWriter,
+    ds_obj: u64,
+    obj: u64,
+    offset: u64,
+    data: Vec<u8>,
+) -> Result<u64> {
     let what = format!("WRITE to object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
     let bs = block_size_of(tx, obj, &what)?;
@@ -583,9 +589,9 @@ fn apply_write(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, data: &[u
         return Err(Error::corrupt(&what, "offset out of range"));
     }
     if offset.is_multiple_of(bs) && len == bs {
-        tx.write_block(obj, blkid, data.to_vec());
+        tx.write_block(obj, blkid, data);
     } else if (offset % bs) + len <= bs {
-        tx.write(obj, offset, data)?;
+        tx.write(obj, offset, &data)?;
     } else {
         return Err(Error::corrupt(
             &what,

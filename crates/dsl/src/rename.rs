@@ -138,28 +138,6 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// Add `d` to directory `dir` and its ancestors as child space.
-    fn apply_child_delta(&mut self, dir: u64, d: &Sums) -> Result<()> {
-        let mut obj = dir;
-        for _ in 0..64 {
-            let mut x = self.dir(obj)?;
-            x.used_bytes = (x.used_bytes as i64 + d.dsize).max(0) as u64;
-            x.compressed_bytes = (x.compressed_bytes as i64 + d.psize).max(0) as u64;
-            x.uncompressed_bytes = (x.uncompressed_bytes as i64 + d.ucsize).max(0) as u64;
-            x.used_breakdown[2] = (x.used_breakdown[2] as i64 + d.dsize).max(0) as u64;
-            let p = x.parent_obj;
-            self.set_dir(obj, &x)?;
-            if p == 0 {
-                return Ok(());
-            }
-            obj = p;
-        }
-        Err(Error::corrupt(
-            "DSL directory tree",
-            "parent chain too long",
-        ))
-    }
-
     /// `zfs hold TAG SNAPSHOT`.
     pub fn hold(&mut self, snap: &str, tag: &str) -> Result<()> {
         let ds = self.dsl().lookup(snap).map_err(|_| {

@@ -72,35 +72,37 @@ impl<'a> StreamOut<'a> {
 }
 
 /// The header of a compound stream (`zfs send -I`/`-R`): BEGIN naming the
-/// last snapshot, without a property list, closed by END. Returns its bytes.
-pub fn compound_header(out: &mut dyn Write, toname: &str) -> Result<u64> {
+/// last snapshot, carrying the replication header nvlist (`-R`) as its
+/// payload or none (`-I`), closed by END. Returns its bytes.
+pub fn compound_header(
+    out: &mut dyn Write,
+    toname: &str,
+    hdr: Option<&ozfs_format::NvList>,
+) -> Result<u64> {
+    let packed = hdr.map(|h| h.pack_xdr()).unwrap_or_default();
+    let mut rec = Record::Begin(Begin {
+        versioninfo: stream::DMU_COMPOUNDSTREAM,
+        creation_time: 0,
+        objset_type: 0,
+        flags: 0,
+        toguid: 0,
+        fromguid: 0,
+        toname: toname.to_string(),
+    })
+    .encode();
+    rec[4..8].copy_from_slice(&(packed.len() as u32).to_le_bytes());
     let mut s = StreamOut::new(out);
-    s.record(
-        &Record::Begin(Begin {
-            versioninfo: stream::DMU_COMPOUNDSTREAM,
-            creation_time: 0,
-            objset_type: 0,
-            flags: 0,
-            toguid: 0,
-            fromguid: 0,
-            toname: toname.to_string(),
-        }),
-        &[],
-    )?;
+    s.put(&rec)?;
+    s.put(&packed)?;
     s.end(0)?;
     Ok(s.bytes)
 }
 
-/// The final END of a compound stream (all zero).
+/// The final END of a compound stream (all zero: a fresh stream's checksum).
 pub fn compound_end(out: &mut dyn Write) -> Result<u64> {
-    let r = Record::End {
-        cksum: Cksum([0; 4]),
-        toguid: 0,
-    };
-    out.write_all(&r.encode())
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::io("write the send stream", e))?;
-    Ok(stream::RECORD_SIZE as u64)
+    let mut s = StreamOut::new(out);
+    s.end(0)?;
+    Ok(s.bytes)
 }
 
 /// One stream to send: (incremental source, snapshot).
@@ -330,8 +332,17 @@ fn send_object(
         let data = os
             .data_block(dn, blkid)?
             .ok_or_else(|| Error::corrupt(format!("object {obj}"), "block vanished"))?;
-        let mut buf = data.as_ref().clone();
-        buf.resize(bs as usize, 0);
+        // Blocks are whole records; a short one (never written by ZFS) is
+        // padded, the common case goes out without a copy.
+        let padded;
+        let buf: &[u8] = if data.len() as u64 == bs {
+            &data
+        } else {
+            let mut v = data.as_ref().clone();
+            v.resize(bs as usize, 0);
+            padded = v;
+            &padded
+        };
         s.record(
             &Record::Write(WriteRec {
                 object: obj,
@@ -346,7 +357,7 @@ fn send_object(
                 key_prop: 0,
                 compressed_size: 0,
             }),
-            &buf,
+            buf,
         )?;
     }
     free(s, next, p.maxblkid.saturating_add(1))?;
@@ -446,29 +457,4 @@ pub fn replication_plan(
     hdr.set("tosnap", NvValue::String(tosnap.to_string()));
     hdr.set("fss", NvValue::NvList(fss));
     Ok((hdr, pairs))
-}
-
-/// [`compound_header`] carrying a replication header nvlist.
-pub fn replication_header(
-    out: &mut dyn Write,
-    toname: &str,
-    hdr: &ozfs_format::NvList,
-) -> Result<u64> {
-    let packed = hdr.pack_xdr();
-    let mut s = StreamOut::new(out);
-    let mut rec = Record::Begin(Begin {
-        versioninfo: stream::DMU_COMPOUNDSTREAM,
-        creation_time: 0,
-        objset_type: 0,
-        flags: 0,
-        toguid: 0,
-        fromguid: 0,
-        toname: toname.to_string(),
-    })
-    .encode();
-    rec[4..8].copy_from_slice(&(packed.len() as u32).to_le_bytes());
-    s.put(&rec)?;
-    s.put(&packed)?;
-    s.end(0)?;
-    Ok(s.bytes)
 }

@@ -400,6 +400,8 @@ impl PoolWriter {
         })
     }
 
+    /// Charge `d` to directory `dir`: its totals, `head` and `snap` to its
+    /// HEAD and SNAP breakdown; its ancestors get `d` as child space.
     pub(crate) fn apply_dir_delta(
         &mut self,
         dir_obj: u64,
@@ -407,26 +409,37 @@ impl PoolWriter {
         head: i64,
         snap: i64,
     ) -> Result<()> {
-        let mut obj = dir_obj;
-        let mut first = true;
+        let add = |x: u64, v: i64| (x as i64 + v).max(0) as u64;
+        let mut dir = self.dir(dir_obj)?;
+        dir.used_bytes = add(dir.used_bytes, d.dsize);
+        dir.compressed_bytes = add(dir.compressed_bytes, d.psize);
+        dir.uncompressed_bytes = add(dir.uncompressed_bytes, d.ucsize);
+        dir.used_breakdown[0] = add(dir.used_breakdown[0], head);
+        dir.used_breakdown[1] = add(dir.used_breakdown[1], snap);
+        let parent = dir.parent_obj;
+        self.set_dir(dir_obj, &dir)?;
+        if parent == 0 {
+            return Ok(());
+        }
+        self.apply_child_delta(parent, d)
+    }
+
+    /// Add `d` to directory `dir` and its ancestors as child space.
+    pub(crate) fn apply_child_delta(&mut self, dir: u64, d: &Sums) -> Result<()> {
+        let add = |x: u64, v: i64| (x as i64 + v).max(0) as u64;
+        let mut obj = dir;
         for _ in 0..64 {
-            let mut dir = self.dir(obj)?;
-            dir.used_bytes = (dir.used_bytes as i64 + d.dsize).max(0) as u64;
-            dir.compressed_bytes = (dir.compressed_bytes as i64 + d.psize).max(0) as u64;
-            dir.uncompressed_bytes = (dir.uncompressed_bytes as i64 + d.ucsize).max(0) as u64;
-            if first {
-                dir.used_breakdown[0] = (dir.used_breakdown[0] as i64 + head).max(0) as u64;
-                dir.used_breakdown[1] = (dir.used_breakdown[1] as i64 + snap).max(0) as u64;
-            } else {
-                dir.used_breakdown[2] = (dir.used_breakdown[2] as i64 + d.dsize).max(0) as u64;
-            }
-            let parent = dir.parent_obj;
-            self.set_dir(obj, &dir)?;
-            if parent == 0 {
+            let mut x = self.dir(obj)?;
+            x.used_bytes = add(x.used_bytes, d.dsize);
+            x.compressed_bytes = add(x.compressed_bytes, d.psize);
+            x.uncompressed_bytes = add(x.uncompressed_bytes, d.ucsize);
+            x.used_breakdown[2] = add(x.used_breakdown[2], d.dsize);
+            let p = x.parent_obj;
+            self.set_dir(obj, &x)?;
+            if p == 0 {
                 return Ok(());
             }
-            obj = parent;
-            first = false;
+            obj = p;
         }
         Err(Error::corrupt(
             "DSL directory tree",

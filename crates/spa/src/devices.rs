@@ -104,6 +104,25 @@ fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
     }
 }
 
+/// Whether `dev` is large enough to stand for a leaf of top-level vdev
+/// `top` (a RAID-Z column or a whole mirror side, plus both label areas);
+/// an error naming the sizes if not.
+pub(crate) fn check_leaf_size(top: &Vdev, dev: &dyn BlockDevice, path: &str) -> Result<()> {
+    let per_leaf = match top.kind {
+        VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
+        _ => top.asize,
+    };
+    let need =
+        per_leaf + crate::metaslab::VDEV_LABEL_START_SIZE + crate::metaslab::VDEV_LABEL_END_SIZE;
+    if dev.size() < need {
+        return Err(Error::Invalid(format!(
+            "{path}: device is too small ({} bytes, at least {need} needed)",
+            dev.size()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether top-level vdev `top` still holds every block without child
 /// `guid` (the other children that hold whole copies suffice).
 fn can_do_without(top: &Vdev, guid: u64) -> bool {
@@ -191,17 +210,7 @@ impl Pool {
         if !can_do_without(top, old) {
             return Err(Error::Invalid("no valid replicas".into()));
         }
-        let need = match top.kind {
-            VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
-            _ => top.asize,
-        };
-        if dev.size() < need + (4 << 20) + (512 << 10) {
-            return Err(Error::Invalid(format!(
-                "{path}: device is too small ({} bytes, at least {} needed)",
-                dev.size(),
-                need + (4 << 20) + (512 << 10)
-            )));
-        }
+        check_leaf_size(top, dev.as_ref(), path)?;
         // Replacing the device a hot spare stands for: once the new one
         // is resilvered the spare goes back (`unspare`).
         let unspare = self.is_spared_original(old);
@@ -357,13 +366,7 @@ impl Pool {
         let (top, _) = self
             .top_of(existing)
             .ok_or_else(|| Error::NotFound(format!("device {existing} in pool '{}'", self.name)))?;
-        let need = top.asize + (4 << 20) + (512 << 10);
-        if dev.size() < need {
-            return Err(Error::Invalid(format!(
-                "{path}: device is too small ({} bytes, at least {need} needed)",
-                dev.size()
-            )));
-        }
+        check_leaf_size(top, dev.as_ref(), path)?;
         let new_leaf = |id: u64| {
             let mut nv = NvList::new();
             nv.set("type", NvValue::String("file".into()));

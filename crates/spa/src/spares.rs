@@ -245,8 +245,7 @@ impl Pool {
         let Some(dev) = spare.dev.clone() else {
             return Err(what("device not found"));
         };
-        let leaf = self
-            .leaf_by_guid(failed)
+        self.leaf_by_guid(failed)
             .ok_or_else(|| Error::NotFound(format!("device {failed}")))?;
         if spare_parent_of(&self.root, failed).is_some() {
             return Err(what("the device is already spared"));
@@ -260,18 +259,8 @@ impl Pool {
         if top.guid == failed || !matches!(top.kind, VdevKind::Mirror | VdevKind::Raidz { .. }) {
             return Err(what("the device is not part of a mirror or raidz"));
         }
-        let need = match top.kind {
-            VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
-            _ => top.asize,
-        } + (4 << 20)
-            + (512 << 10);
-        if dev.size() < need {
-            return Err(what(&format!(
-                "device is too small ({} bytes, at least {need} needed)",
-                dev.size()
-            )));
-        }
-        let _ = leaf;
+        crate::devices::check_leaf_size(top, dev.as_ref(), &spare.path)
+            .map_err(|e| what(&e.to_string()))?;
         let sguid = spare.guid;
         let spath = spare.path.clone();
         let tops_nv: Vec<NvList> = self

@@ -344,3 +344,16 @@ pub fn assert_nlinks(root: &Path, m: &Manifest, context: &str) {
             .join("\n  ")
     );
 }
+
+/// `ozfs zpool scrub -w POOL`, then `zpool status` must say it repaired
+/// nothing and found no errors (panics with the status and `context`);
+/// returns the status.
+pub fn oz_scrub_clean(oz: &Ozfs, pool: &str, context: &str) -> String {
+    oz.ok(&["zpool", "scrub", "-w", pool]);
+    let st = oz.ok(&["zpool", "status", pool]);
+    assert!(
+        st.contains("repaired 0B") && st.contains("with 0 errors"),
+        "{context}:\n{st}"
+    );
+    st
+}
