@@ -377,7 +377,8 @@ fn new_dir(w: &mut PoolWriter, parent: u64) -> Result<u64> {
     Ok(dir)
 }
 
-fn new_bplist(w: &mut PoolWriter, blksz: u64) -> Result<u64> {
+/// A new, empty pool-v23 bplist (dead lists: 128 KiB blocks).
+pub(crate) fn new_bplist(w: &mut PoolWriter, blksz: u64) -> Result<u64> {
     w.mos
         .create_object(ot::BPOBJ, blksz, ot::BPOBJ_HDR, vec![0u8; 32], 1)
 }

@@ -68,9 +68,7 @@ impl PoolWriter {
             u64::MAX,
         )? as i64;
         self.mos.free_object(head.ds.deadlist_obj)?;
-        let new_dl =
-            self.mos
-                .create_object(ot::BPOBJ, 128 * 1024, ot::BPOBJ_HDR, vec![0u8; 32], 1)?;
+        let new_dl = crate::create::new_bplist(self, 128 * 1024)?;
         let mut h = self.dataset(head.ds_obj)?;
         h.bp = snap.bp;
         h.referenced_bytes = snap.referenced_bytes;

@@ -48,9 +48,7 @@ impl PoolWriter {
         }
         let txg = self.txg;
         let mut h = self.dataset(head.ds_obj)?;
-        let new_deadlist =
-            self.mos
-                .create_object(ot::BPOBJ, 128 * 1024, ot::BPOBJ_HDR, vec![0u8; 32], 1)?;
+        let new_deadlist = crate::create::new_bplist(self, 128 * 1024)?;
         let snap_obj =
             self.mos
                 .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
