@@ -230,6 +230,12 @@ fn write_target(argv: &[String]) -> Option<String> {
             pos("tfe", "", 2).first().map(|d| pool_of(d))
         }
 
+        (Some("rawio"), Some("write")) => {
+            let v = crate::rawio::short_args(&argv[2..]);
+            crate::args::Args::parse(&v, "U", "ralcS")
+                .ok()
+                .and_then(|a| a.pos.first().map(|d| pool_of(d)))
+        }
         (Some("cp"), _) => {
             // Copy in: SRC POOL/DATASET:PATH.
             let p = pos("rRapv", "", 1);
@@ -265,15 +271,19 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
     };
     // zfs receive: the stream is the client's standard input; the daemon
     // reads it from a spool file in the state directory.
+    // rawio write: the same for the payload.
     let mut spool = None;
-    let argv = if argv[0] == "zfs" && matches!(argv[1].as_str(), "receive" | "recv") {
+    let stdin_cmd = (argv[0] == "zfs" && matches!(argv[1].as_str(), "receive" | "recv"))
+        || (argv[0] == "rawio" && argv[1] == "write");
+    let argv = if stdin_cmd {
         let p = crate::state::state_dir().join(format!(".recv-{}.stream", std::process::id()));
         let copied = std::fs::File::create(&p)
             .and_then(|mut f| std::io::copy(&mut std::io::stdin().lock(), &mut f));
         if let Err(e) = copied {
             let _ = std::fs::remove_file(&p);
             return Some(Err(Fail::Err(format!(
-                "cannot receive: spooling the stream: {e}"
+                "cannot {}: spooling standard input: {e}",
+                argv[1]
             ))));
         }
         let mut v = argv[..2].to_vec();

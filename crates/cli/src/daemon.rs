@@ -957,6 +957,7 @@ impl Daemon {
                 argv.get(1).map(String::as_str)
             ),
             (Some("cp" | "rm"), _)
+                | (Some("rawio"), Some("write"))
                 | (
                     Some("zfs"),
                     Some(

@@ -19,6 +19,7 @@ mod cp;
 mod daemon;
 mod mount;
 mod output;
+mod rawio;
 mod scan;
 mod sendrecv;
 mod state;
@@ -61,6 +62,7 @@ commands:
   cp [-r] SRC POOL/DATASET:PATH          copy a file or tree into a dataset
   rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset
   mount [-o ro] POOL/DATASET MOUNTPOINT  serve a dataset through FUSE until unmounted
+  rawio write|read|info ...              pre-compressed records (ozfs rawio for usage)
   daemon [-f]                            the daemon that holds imported pools and their mounts";
 
 /// Keep freed record-sized buffers in the heap for reuse: glibc would
@@ -107,6 +109,7 @@ fn run(argv: &[String]) -> CmdResult {
         "zdb" => zdb::main(rest),
         "cp" => cp::main(rest),
         "rm" => cp::rm(rest),
+        "rawio" => rawio::main(rest),
         "mount" => mount::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

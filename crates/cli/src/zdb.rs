@@ -86,6 +86,9 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
     if a.flag('m') {
         return dump_metaslabs(pool, a.count('m'));
     }
+    if a.flag('b') {
+        return leak_check(pool);
+    }
     let any = a.flag('C') || a.flag('u') || a.flag('d');
     let dsl = DslPool::open(pool.clone())
         .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
@@ -122,6 +125,49 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
         }
     }
     Ok(())
+}
+
+/// `zdb -b`: traverse every block and compare with the space maps.
+fn leak_check(pool: &Arc<Pool>) -> CmdResult {
+    DslPool::open(pool.clone())
+        .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
+    println!("\nTraversing all blocks to verify nothing leaked ...\n");
+    let r = ozfs_dsl::verify::leak_check(pool)
+        .map_err(|e| Fail::Err(format!("zdb: traversal of '{}' failed: {e}", pool.name)))?;
+    for (v, o, l) in &r.leaked {
+        println!("leaked space: vdev {v}, offset 0x{o:x}, size {l}");
+    }
+    for (v, o, l) in &r.unallocated {
+        println!("referenced but not allocated: vdev {v}, offset 0x{o:x}, size {l}");
+    }
+    for (v, o, l) in &r.doubly {
+        println!("referenced twice: vdev {v}, offset 0x{o:x}, size {l}");
+    }
+    for b in &r.bad_blocks {
+        println!("{b}");
+    }
+    if r.clean() {
+        println!("\tNo leaks (block sum matches space maps exactly)\n");
+    } else {
+        println!(
+            "block traversal size {} != alloc {} (unreachable {})\n",
+            r.referenced,
+            r.allocated,
+            r.allocated as i64 - r.referenced as i64
+        );
+    }
+    println!("\tbp count: {:>20}", r.blocks);
+    println!("\tpre-compressed: {:>14}", r.external);
+    println!("\tbp allocated: {:>16}", r.referenced);
+    println!("\tspace map allocated: {:>9}", r.allocated);
+    if r.clean() {
+        Ok(())
+    } else {
+        Err(Fail::Err(format!(
+            "zdb: pool '{}' is not consistent",
+            pool.name
+        )))
+    }
 }
 
 fn dump_uberblock(pool: &Pool, out: &mut String) {
@@ -330,6 +376,23 @@ fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> Cmd
             }
             s.push(' ');
             s.push_str(&bp.to_zdb_compact(false));
+            if bp.compression() == ozfs_format::types::comp::EXTERNAL && !bp.is_hole() {
+                // The algorithm and exact size live in the block's header.
+                match os.pool.read_external_image(bp) {
+                    Ok(img) => match ozfs_format::external::ExtHeader::parse(&img) {
+                        Ok(h) => {
+                            let name = ozfs_format::external::tag_name(h.tag).unwrap_or_default();
+                            let _ = write!(s, " external {name} csize={:x}", h.csize);
+                        }
+                        Err(e) => {
+                            let _ = write!(s, " external <{e}>");
+                        }
+                    },
+                    Err(e) => {
+                        let _ = write!(s, " external <{e}>");
+                    }
+                }
+            }
             println!("{s}");
             Ok(())
         });

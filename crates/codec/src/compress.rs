@@ -59,6 +59,7 @@ pub fn name(kind: u8) -> &'static str {
         14 => "zle",
         15 => "lz4",
         16 => "zstd",
+        ozfs_format::types::comp::EXTERNAL => "external",
         _ => "unknown",
     }
 }
@@ -447,7 +448,7 @@ pub fn zstd_decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
     let dlen = dst.len();
     // ruzstd is not hardened against every malformed frame; contain any panic.
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut dec = ruzstd::FrameDecoder::new();
+        let mut dec = ruzstd::decoding::FrameDecoder::new();
         dec.decode_all(&buf, dst).map_err(|e| e.to_string())
     }));
     match res {
@@ -487,7 +488,7 @@ pub fn external_decompress(tag: u8, payload: &[u8], dst: &mut [u8]) -> Result<()
         3 => {
             let dlen = dst.len();
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut dec = ruzstd::FrameDecoder::new();
+                let mut dec = ruzstd::decoding::FrameDecoder::new();
                 dec.decode_all(payload, dst).map_err(|e| e.to_string())
             }));
             match res {
@@ -502,11 +503,52 @@ pub fn external_decompress(tag: u8, payload: &[u8], dst: &mut [u8]) -> Result<()
         }
         4 => zle_decompress(payload, dst),
         5 => lzjb_decompress(payload, dst),
-        t => Err(Error::unsupported(
-            what,
-            format!("algorithm tag {t} (ozfs stores and returns it raw only)"),
-        )),
+        t => Err(Error::Opaque {
+            what: what.into(),
+            tag: t,
+        }),
     }
+}
+
+/// Compress a record with algorithm `tag` into the payload form
+/// [`external_decompress`] reads (what a client would have sent): used when
+/// an ordinary partial write lands in a pre-compressed record and ozfs
+/// recompresses it with the client's algorithm. Returns None when the
+/// payload would need more than `max` bytes (the record is then stored
+/// plain), and an error for tags ozfs cannot encode.
+pub fn external_compress(tag: u8, src: &[u8], max: usize) -> Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; max];
+    let n = match tag {
+        1 => {
+            // ZFS's lz4 form is a 4-byte length and the raw block: drop the length.
+            let mut tmp = vec![0u8; max.saturating_add(4)];
+            lz4_compress(src, &mut tmp).map(|n| {
+                buf[..n - 4].copy_from_slice(&tmp[4..n]);
+                n - 4
+            })
+        }
+        2 => gzip_compress(src, &mut buf, 6),
+        3 => {
+            // ruzstd's encoder is pure Rust; contain any panic all the same.
+            let v = std::panic::catch_unwind(|| {
+                ruzstd::encoding::compress_to_vec(src, ruzstd::encoding::CompressionLevel::Fastest)
+            })
+            .map_err(|_| Error::corrupt("zstd encoder", "encoder failure"))?;
+            return Ok((v.len() <= max).then_some(v));
+        }
+        4 => zle_compress(src, &mut buf),
+        5 => lzjb_compress(src, &mut buf),
+        t => {
+            return Err(Error::unsupported(
+                "pre-compressed record",
+                format!("ozfs cannot compress with algorithm tag {t}"),
+            ))
+        }
+    };
+    Ok(n.map(|n| {
+        buf.truncate(n);
+        buf
+    }))
 }
 
 #[cfg(test)]
@@ -539,6 +581,21 @@ mod external_tests {
         let mut out = vec![1u8; 4096];
         external_decompress(4, &c[..n], &mut out).unwrap();
         assert_eq!(out, zeros);
+        // ozfs's own encoders produce what the decoders read, for every known tag.
+        for tag in 1..=5u8 {
+            let src = if tag == 4 { &zeros[..] } else { &rec[..] };
+            let c = external_compress(tag, src, src.len() - 16)
+                .unwrap()
+                .unwrap_or_else(|| panic!("tag {tag} did not fit"));
+            let mut out = vec![7u8; src.len()];
+            external_decompress(tag, &c, &mut out).unwrap();
+            assert_eq!(out, src, "tag {tag}");
+        }
+        let noise: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        assert!(external_compress(1, &noise, 1000).unwrap().is_none());
+        assert!(external_compress(200, &rec, 1000).is_err());
         // Wrong sizes and opaque tags are errors, never panics.
         let mut short = vec![0u8; 1000];
         assert!(external_decompress(1, &lz, &mut short).is_err());

@@ -19,6 +19,7 @@
 //!   and dnode blocks always, data blocks when the pool caches data (servers).
 
 pub mod objset;
+pub mod rawio;
 pub mod tx;
 pub mod zap;
 pub mod zap_tx;

@@ -22,10 +22,12 @@
 //! * `nlevels` only grows; `maxblkid` follows the highest non-hole block.
 
 use crate::objset::{Dnode, Objset};
+use crate::rawio::{ExtBlock, ExternalRecord, RawRecord};
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
 use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES, DNODE_SIZE};
-use ozfs_format::types::ot;
+use ozfs_format::external::{tag_is_known, ExtHeader, EXT_HEADER_LEN};
+use ozfs_format::types::{comp, ot};
 use ozfs_format::{BlkPtr, Error, Result};
 use ozfs_spa::metaslab::Allocator;
 use ozfs_spa::write::BlockProps;
@@ -70,6 +72,9 @@ pub struct ObjsetTx {
     pub dnodes: BTreeMap<u64, DnodePhys>,
     /// Changed level-0 blocks: Some(contents) or None (make it a hole).
     pub data: BTreeMap<(u64, u64), Option<Vec<u8>>>,
+    /// Pre-compressed records staged in this txg (issue 7). A key is never
+    /// in both `data` and `ext`: staging one removes it from the other.
+    pub ext: BTreeMap<(u64, u64), ExtBlock>,
     /// Objects whose whole tree must be freed before anything else is synced.
     pub free_trees: BTreeMap<u64, DnodePhys>,
     /// Objset block size to write.
@@ -89,6 +94,7 @@ impl ObjsetTx {
             os,
             dnodes: BTreeMap::new(),
             data: BTreeMap::new(),
+            ext: BTreeMap::new(),
             free_trees: BTreeMap::new(),
             objset_size: OBJSET_PHYS_SIZE_V2,
             zap_cache: Default::default(),
@@ -102,7 +108,10 @@ impl ObjsetTx {
 
     /// Whether anything changed.
     pub fn is_dirty(&self) -> bool {
-        !self.dnodes.is_empty() || !self.data.is_empty() || !self.free_trees.is_empty()
+        !self.dnodes.is_empty()
+            || !self.data.is_empty()
+            || !self.ext.is_empty()
+            || !self.free_trees.is_empty()
     }
 
     /// Current dnode of `obj` (changed or committed).
@@ -133,6 +142,9 @@ impl ObjsetTx {
         if let Some(d) = self.data.get(&(obj, blkid)) {
             return Ok(d.clone());
         }
+        if let Some(e) = self.ext.get(&(obj, blkid)) {
+            return e.decode().map(Some);
+        }
         if self.free_trees.contains_key(&obj) && !self.dnodes.contains_key(&obj) {
             return Ok(None);
         }
@@ -162,6 +174,7 @@ impl ObjsetTx {
         while b <= last {
             let has = match self.data.get(&(obj, b)) {
                 Some(d) => d.is_some(),
+                None if self.ext.contains_key(&(obj, b)) => true,
                 None if committed_gone || b > dn.phys.maxblkid => false,
                 None => {
                     // A hole L1 covers 2^epbs blocks: skip the span unless
@@ -170,11 +183,20 @@ impl ObjsetTx {
                         if let Some(l1) = self.os.block_bp(&dn, 1, b >> epbs)? {
                             if l1.is_hole() {
                                 let end = ((b >> epbs) + 1) << epbs;
-                                let dirty = self
+                                let dirty_data = self
                                     .data
                                     .range((obj, b)..(obj, end))
                                     .find(|(_, d)| d.is_some())
                                     .map(|((_, k), _)| *k);
+                                let dirty_ext = self
+                                    .ext
+                                    .range((obj, b)..(obj, end))
+                                    .next()
+                                    .map(|(k, _)| k.1);
+                                let dirty = match (dirty_data, dirty_ext) {
+                                    (Some(a), Some(e)) => Some(a.min(e)),
+                                    (a, e) => a.or(e),
+                                };
                                 if !want_data {
                                     return Ok(Some(b));
                                 }
@@ -203,11 +225,146 @@ impl ObjsetTx {
         !self.dnodes.contains_key(&obj)
             && !self.free_trees.contains_key(&obj)
             && self.data.range((obj, 0)..=(obj, u64::MAX)).next().is_none()
+            && self.ext.range((obj, 0)..=(obj, u64::MAX)).next().is_none()
     }
 
     /// Replace block `blkid` of `obj` (length must be the object's block size).
     pub fn write_block(&mut self, obj: u64, blkid: u64, data: Vec<u8>) {
+        self.ext.remove(&(obj, blkid));
         self.data.insert((obj, blkid), Some(data));
+    }
+
+    /// Stage a pre-compressed record as block `blkid` of `obj`, replacing
+    /// the whole record (see [`crate::rawio`]). The pool must have
+    /// `org.ozfs:external_compression` active (the DSL layer activates it).
+    /// Returns the physical size the block will have.
+    pub fn write_precompressed(
+        &mut self,
+        obj: u64,
+        blkid: u64,
+        rec: &ExternalRecord,
+    ) -> Result<u64> {
+        if !self.os.pool.external_active() {
+            return Err(Error::unsupported(
+                format!("pool '{}'", self.os.pool.name),
+                "pre-compressed records need the feature org.ozfs:external_compression",
+            ));
+        }
+        let dn = self.dnode(obj)?;
+        let bs = dn.phys.datablksz();
+        if rec.lsize != bs {
+            return Err(Error::Invalid(format!(
+                "object {obj}: logical size {} is not its record size {bs}",
+                rec.lsize
+            )));
+        }
+        if blkid.checked_mul(bs).is_none_or(|o| o >= 1 << 62) {
+            return Err(Error::Invalid(format!("record {blkid} is beyond any file")));
+        }
+        let e = ExtBlock::build(rec, self.os.pool.min_sector())?;
+        let psize = e.image.len() as u64;
+        self.data.remove(&(obj, blkid));
+        self.ext.insert((obj, blkid), e);
+        Ok(psize)
+    }
+
+    /// The algorithm tag of block `blkid` of `obj` if it is (staged or
+    /// committed as) a pre-compressed record.
+    pub fn external_tag(&self, obj: u64, blkid: u64) -> Result<Option<u8>> {
+        if let Some(e) = self.ext.get(&(obj, blkid)) {
+            return Ok(Some(e.header()?.tag));
+        }
+        if self.data.contains_key(&(obj, blkid)) || self.free_trees.contains_key(&obj) {
+            return Ok(None);
+        }
+        let dn = self.dnode(obj)?;
+        if blkid > dn.phys.maxblkid {
+            return Ok(None);
+        }
+        match self.os.block_bp(&dn, 0, blkid)? {
+            Some(bp) if !bp.is_hole() && bp.compression() == comp::EXTERNAL => {
+                let img = self.os.pool.read_external_image(&bp)?;
+                Ok(Some(ExtHeader::parse(&img)?.tag))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Change part of block `blkid` of `obj` in place: a plain block is
+    /// read, changed and staged plain; a pre-compressed one whose algorithm
+    /// ozfs knows is decoded, changed and compressed again with the same
+    /// algorithm (stored plain when it no longer fits); one ozfs cannot
+    /// decode is refused ([`Error::Opaque`]) and left as it was.
+    pub fn modify_block(
+        &mut self,
+        obj: u64,
+        blkid: u64,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<()> {
+        let bs = self.dnode(obj)?.phys.datablksz() as usize;
+        let tag = self.external_tag(obj, blkid)?;
+        if let Some(t) = tag.filter(|t| !tag_is_known(*t)) {
+            return Err(Error::Opaque {
+                what: format!("object {obj} block {blkid}"),
+                tag: t,
+            });
+        }
+        let mut block = self.read_block(obj, blkid)?.unwrap_or_default();
+        block.resize(bs, 0);
+        f(&mut block);
+        if let Some(t) = tag {
+            let max = bs.saturating_sub(EXT_HEADER_LEN + 1);
+            if let Some(payload) = ozfs_codec::compress::external_compress(t, &block, max)? {
+                let rec = ExternalRecord {
+                    tag: t,
+                    lsize: bs as u64,
+                    payload,
+                    cksum: None,
+                };
+                let e = ExtBlock::build(&rec, self.os.pool.min_sector())?;
+                self.data.remove(&(obj, blkid));
+                self.ext.insert((obj, blkid), e);
+                return Ok(());
+            }
+        }
+        self.write_block(obj, blkid, block);
+        Ok(())
+    }
+
+    /// Records `first .. first + count` of `obj` read raw, counting this
+    /// txg's changes (see [`crate::rawio`]).
+    pub fn read_raw(&self, obj: u64, first: u64, count: u64) -> Result<Vec<(u64, RawRecord)>> {
+        let dn = self.dnode(obj)?;
+        let bs = dn.phys.datablksz();
+        let last = self.max_blkid(obj)?;
+        let end = first.saturating_add(count).min(last.saturating_add(1));
+        let committed = if self.free_trees.contains_key(&obj) {
+            Vec::new()
+        } else {
+            self.os.read_raw(&dn, first, end.saturating_sub(first))?
+        };
+        let mut committed = committed.into_iter().peekable();
+        let mut out = Vec::new();
+        for b in first..end {
+            let old = match committed.peek() {
+                Some((k, _)) if *k == b => committed.next().map(|(_, r)| r),
+                _ => None,
+            };
+            let r = if let Some(e) = self.ext.get(&(obj, b)) {
+                RawRecord::from_staged(e)?
+            } else if let Some(d) = self.data.get(&(obj, b)) {
+                match d {
+                    Some(d) => RawRecord::Plain {
+                        data: Arc::new(d.clone()),
+                    },
+                    None => RawRecord::Hole { lsize: bs },
+                }
+            } else {
+                old.unwrap_or(RawRecord::Hole { lsize: bs })
+            };
+            out.push((b, r));
+        }
+        Ok(out)
     }
 
     /// Highest block id of `obj`, counting blocks changed in this txg.
@@ -218,6 +375,7 @@ impl ObjsetTx {
             .range((obj, 0)..=(obj, u64::MAX))
             .filter(|(_, d)| d.is_some())
             .map(|((_, b), _)| *b)
+            .chain(self.ext.range((obj, 0)..=(obj, u64::MAX)).map(|(k, _)| k.1))
             .max()
             .unwrap_or(0);
         Ok(dn.phys.maxblkid.max(dirty))
@@ -225,6 +383,7 @@ impl ObjsetTx {
 
     /// Make block `blkid` of `obj` a hole.
     pub fn punch_block(&mut self, obj: u64, blkid: u64) {
+        self.ext.remove(&(obj, blkid));
         self.data.insert((obj, blkid), None);
     }
 
@@ -246,8 +405,13 @@ impl ObjsetTx {
             // from the pool's cache): only the wanted bytes are copied.
             let dirty = self.data.get(&(obj, blkid));
             let committed;
+            let decoded;
             let b: Option<&[u8]> = match dirty {
                 Some(d) => d.as_deref(),
+                None if self.ext.contains_key(&(obj, blkid)) => {
+                    decoded = self.read_block(obj, blkid)?;
+                    decoded.as_deref()
+                }
                 None if self.free_trees.contains_key(&obj) => None,
                 None => {
                     committed = self.os.data_block(&dn, blkid)?;
@@ -276,15 +440,14 @@ impl ObjsetTx {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = (bs as usize - inner).min(buf.len() - done);
-            let mut block = if n == bs as usize {
-                vec![0u8; bs as usize]
+            let src = &buf[done..done + n];
+            if n == bs as usize {
+                self.write_block(obj, blkid, src.to_vec());
             } else {
-                self.read_block(obj, blkid)?
-                    .unwrap_or_else(|| vec![0u8; bs as usize])
-            };
-            block.resize(bs as usize, 0);
-            block[inner..inner + n].copy_from_slice(&buf[done..done + n]);
-            self.write_block(obj, blkid, block);
+                self.modify_block(obj, blkid, &mut |b| {
+                    b[inner..inner + n].copy_from_slice(src)
+                })?;
+            }
             done += n;
         }
         Ok(())
@@ -486,6 +649,7 @@ impl ObjsetTx {
             }
         }
         self.data.retain(|(o, _), _| *o != obj);
+        self.ext.retain(|(o, _), _| *o != obj);
         self.dnodes.insert(obj, DnodePhys::default());
         Ok(())
     }
@@ -520,6 +684,7 @@ impl ObjsetTx {
         let mut objs: BTreeSet<u64> = self
             .data
             .keys()
+            .chain(self.ext.keys())
             .map(|(o, _)| *o)
             .filter(|o| *o != 0)
             .collect();
@@ -544,11 +709,23 @@ impl ObjsetTx {
                     dn.used = 0;
                 }
             }
-            let blocks: Vec<(u64, Option<Vec<u8>>)> = self
+            let mut blocks: Vec<(u64, Staged)> = self
                 .data
                 .range((obj, 0)..=(obj, u64::MAX))
-                .map(|((_, b), d)| (*b, d.clone()))
+                .map(|((_, b), d)| {
+                    let s = match d {
+                        Some(d) => Staged::Data(d.clone()),
+                        None => Staged::Hole,
+                    };
+                    (*b, s)
+                })
                 .collect();
+            blocks.extend(
+                self.ext
+                    .range((obj, 0)..=(obj, u64::MAX))
+                    .map(|((_, b), e)| (*b, Staged::External(e.clone()))),
+            );
+            blocks.sort_by_key(|(b, _)| *b);
             if dn.object_type != 0 && !blocks.is_empty() {
                 sync_tree(
                     &self.os,
@@ -601,8 +778,10 @@ impl ObjsetTx {
             self.dnodes.insert(obj, dn);
         }
         // 3. The meta-dnode itself.
-        let meta_blocks: Vec<(u64, Option<Vec<u8>>)> =
-            meta_dirty.into_iter().map(|(b, d)| (b, Some(d))).collect();
+        let meta_blocks: Vec<(u64, Staged)> = meta_dirty
+            .into_iter()
+            .map(|(b, d)| (b, Staged::Data(d)))
+            .collect();
         if !meta_blocks.is_empty() {
             let per = meta_bs as usize / DNODE_SIZE;
             let fill = move |b: &[u8]| -> u64 {
@@ -642,6 +821,7 @@ impl ObjsetTx {
         self.os = Objset::from_parts(pool.clone(), bp, phys);
         self.dnodes.clear();
         self.data.clear();
+        self.ext.clear();
         Ok(bp)
     }
 }
@@ -679,6 +859,13 @@ fn reencode_dnode_block(b: &[u8], swap: bool) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A level-0 block to write at sync.
+enum Staged {
+    Hole,
+    Data(Vec<u8>),
+    External(ExtBlock),
+}
+
 /// Levels needed so that `nblkptr × epb^(nlevels-1) > maxblkid`.
 fn levels_for(maxblkid: u64, nblkptr: u64, epbs: u32) -> u8 {
     let mut levels = 1u8;
@@ -700,7 +887,7 @@ fn sync_tree(
     policy: &dyn WritePolicy,
     acct: &mut dyn Accounting,
     dn: &mut DnodePhys,
-    blocks: Vec<(u64, Option<Vec<u8>>)>,
+    blocks: Vec<(u64, Staged)>,
     l0_fill: &dyn Fn(&[u8]) -> u64,
 ) -> Result<()> {
     let nblkptr = dn.nblkptr.max(1) as u64;
@@ -717,7 +904,7 @@ fn sync_tree(
     let ibs = 1usize << dn.indblkshift;
     let max_dirty = blocks
         .iter()
-        .filter(|(_, d)| d.is_some())
+        .filter(|(_, d)| !matches!(d, Staged::Hole))
         .map(|(b, _)| *b)
         .max();
     // Indirect blocks being changed: (level, blkid) -> contents.
@@ -801,15 +988,42 @@ fn sync_tree(
     let fresh: Vec<(&[u8], BlockProps)> = blocks
         .iter()
         .zip(&olds)
-        .filter(|((_, d), old)| d.is_some() && old.birth() != txg)
-        .filter_map(|((_, d), _)| d.as_deref().map(|d| (d, p0)))
+        .filter(|(_, old)| old.birth() != txg)
+        .filter_map(|((_, d), _)| match d {
+            Staged::Data(d) => Some((d.as_slice(), p0)),
+            _ => None,
+        })
         .collect();
     let mut encoded = ozfs_spa::write::encode_many(&fresh)?.into_iter();
     for ((blkid, data), old) in blocks.into_iter().zip(olds) {
         let p = p0;
         let new = match &data {
-            None => BlkPtr::default(),
-            Some(d) => {
+            Staged::Hole => BlkPtr::default(),
+            Staged::External(e) => {
+                // Stored as the client sent it: no compression, no
+                // in-place rewrite; its checksum is the client's when given.
+                let (f, c) = match e.cksum {
+                    Some(fc) => fc,
+                    None if p.checksum == ozfs_format::types::cksum::OFF => {
+                        (p.checksum, Default::default())
+                    }
+                    None => (
+                        p.checksum,
+                        ozfs_codec::checksum::compute(p.checksum, &e.image, false)?,
+                    ),
+                };
+                let pe = BlockProps { checksum: f, ..p };
+                let enc = ozfs_spa::write::Encoded {
+                    data: e.image.to_vec(),
+                    compress: comp::EXTERNAL,
+                    lsize: e.lsize,
+                    cksum: c,
+                };
+                let bp = pool.write_encoded(alloc, txg, enc, &pe, 1)?;
+                acct.born(&bp);
+                bp
+            }
+            Staged::Data(d) => {
                 let fill = l0_fill(d);
                 let in_place = if old.birth() == txg {
                     pool.rewrite_block(alloc, &old, txg, d, &p, fill)?

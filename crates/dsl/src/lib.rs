@@ -18,6 +18,7 @@
 
 pub mod create;
 pub mod destroy;
+pub mod features;
 pub mod pool;
 pub mod promote;
 pub mod props;
@@ -28,6 +29,7 @@ pub mod scrub;
 pub mod send;
 pub mod snapshot;
 pub mod sync;
+pub mod verify;
 
 pub use pool::{DatasetInfo, DslPool, SpaceInfo};
 pub use props::{PropSource, PropValue};

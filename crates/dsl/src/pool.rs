@@ -62,6 +62,7 @@ impl DslPool {
             .and_then(|e| e.as_u64())
             .unwrap_or(0)
             != 0;
+        crate::features::check_read(&pool, &mos)?;
         let dsl = DslPool {
             pool,
             mos,

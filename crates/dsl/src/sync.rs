@@ -195,6 +195,60 @@ pub struct PoolWriter {
     reserved: u64,
 }
 
+/// The allocation state of every top-level vdev as its space maps record
+/// it (read only; what a writer starts from and what a leak check compares
+/// with), and each vdev's metaslab array object.
+pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<MetaslabGroup>, Vec<u64>)> {
+    let mut groups = Vec::new();
+    let mut ms_arrays = Vec::new();
+    for top in &pool.root.children {
+        let cfg = &top.config;
+        let ms_shift = cfg
+            .get_u64("metaslab_shift")
+            .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_shift"))?;
+        let ms_array = cfg
+            .get_u64("metaslab_array")
+            .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_array"))?;
+        if !(17..=40).contains(&ms_shift) {
+            return Err(Error::corrupt(
+                "vdev config",
+                format!("metaslab_shift {ms_shift}"),
+            ));
+        }
+        let raidz = match top.kind {
+            VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
+            _ => None,
+        };
+        let mut g =
+            MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
+        let count = g.metaslabs.len();
+        let arr_dn = mos_os.dnode(ms_array)?;
+        let arr = mos_os.read(&arr_dn, 0, count * 8)?;
+        for id in 0..count {
+            let sm = ozfs_format::bytes::u64_at(&arr, id * 8, arr_dn.swap, "metaslab array")?;
+            if sm == 0 {
+                continue;
+            }
+            let dn = mos_os.dnode(sm)?;
+            let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+            let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
+            if hdr.length > max {
+                return Err(Error::corrupt(
+                    format!("space map object {sm}"),
+                    format!("length {} beyond its {} bytes", hdr.length, max),
+                ));
+            }
+            let data = mos_os.read(&dn, 0, hdr.length as usize)?;
+            let entries = spacemap::decode(&data, dn.swap, top.ashift as u32)?;
+            g.load_metaslab_deferring(id as u64, sm, &entries, pool.uberblock.txg)
+                .map_err(|e| e.context(&format!("vdev {} metaslab {id}", top.id)))?;
+        }
+        groups.push(g);
+        ms_arrays.push(ms_array);
+    }
+    Ok((groups, ms_arrays))
+}
+
 fn u64_at(b: &[u8], off: usize) -> u64 {
     b.get(off..off + 8)
         .map(|s| u64::from_ne_bytes(s.try_into().unwrap_or([0; 8])))
@@ -205,59 +259,14 @@ impl PoolWriter {
     /// Load the allocation state of an opened pool (its devices must be writable).
     pub fn open(pool: Arc<Pool>) -> Result<PoolWriter> {
         let dsl = DslPool::open(pool.clone())?;
+        crate::features::check_write(&pool, &dsl.mos)?;
         // The writer's process is the only one writing the pool: its reads
         // may repair the copies they find wrong (self-healing).
         if !pool.readonly {
             pool.heal.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mos_os = Objset::mos(pool.clone());
-        let mut groups = Vec::new();
-        let mut ms_arrays = Vec::new();
-        for top in &pool.root.children {
-            let cfg = &top.config;
-            let ms_shift = cfg
-                .get_u64("metaslab_shift")
-                .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_shift"))?;
-            let ms_array = cfg
-                .get_u64("metaslab_array")
-                .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_array"))?;
-            if !(17..=40).contains(&ms_shift) {
-                return Err(Error::corrupt(
-                    "vdev config",
-                    format!("metaslab_shift {ms_shift}"),
-                ));
-            }
-            let raidz = match top.kind {
-                VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
-                _ => None,
-            };
-            let mut g =
-                MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
-            let count = g.metaslabs.len();
-            let arr_dn = mos_os.dnode(ms_array)?;
-            let arr = mos_os.read(&arr_dn, 0, count * 8)?;
-            for id in 0..count {
-                let sm = ozfs_format::bytes::u64_at(&arr, id * 8, arr_dn.swap, "metaslab array")?;
-                if sm == 0 {
-                    continue;
-                }
-                let dn = mos_os.dnode(sm)?;
-                let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
-                let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
-                if hdr.length > max {
-                    return Err(Error::corrupt(
-                        format!("space map object {sm}"),
-                        format!("length {} beyond its {} bytes", hdr.length, max),
-                    ));
-                }
-                let data = mos_os.read(&dn, 0, hdr.length as usize)?;
-                let entries = spacemap::decode(&data, dn.swap, top.ashift as u32)?;
-                g.load_metaslab_deferring(id as u64, sm, &entries, pool.uberblock.txg)
-                    .map_err(|e| e.context(&format!("vdev {} metaslab {id}", top.id)))?;
-            }
-            groups.push(g);
-            ms_arrays.push(ms_array);
-        }
+        let (groups, ms_arrays) = load_metaslabs(&pool, &mos_os)?;
         let mut alloc = Allocator::new(groups);
         alloc.set_synced_txg(pool.uberblock.txg);
         let txg = pool.uberblock.txg + 1;

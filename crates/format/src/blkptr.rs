@@ -320,7 +320,7 @@ impl BlkPtr {
             return bad(format!("invalid object type {t}"));
         }
         let comp = self.compression();
-        if comp as usize >= types::COMPRESS_FUNCTIONS {
+        if comp as usize >= types::COMPRESS_FUNCTIONS && comp != types::comp::EXTERNAL {
             return bad(format!("invalid compression {comp}"));
         }
         if self.is_embedded() {

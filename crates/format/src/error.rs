@@ -42,6 +42,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A pre-compressed block whose algorithm ozfs does not decode: it can
+    /// only be read raw (POSIX reads of it fail with EIO).
+    #[error("{what}: pre-compressed with algorithm tag {tag}, which ozfs does not decode (read it raw with 'ozfs rawio read')")]
+    Opaque { what: String, tag: u8 },
     /// A name (pool, dataset, snapshot, path, object) that does not exist.
     #[error("{0}: not found")]
     NotFound(String),
@@ -132,6 +136,10 @@ impl Error {
             Error::Io { what, source } => Error::Io {
                 what: format!("{ctx}: {what}"),
                 source,
+            },
+            Error::Opaque { what, tag } => Error::Opaque {
+                what: format!("{ctx}: {what}"),
+                tag,
             },
             Error::NotFound(s) => Error::NotFound(format!("{ctx}: {s}")),
             Error::Invalid(s) => Error::Invalid(format!("{ctx}: {s}")),

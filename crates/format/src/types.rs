@@ -38,6 +38,11 @@ pub mod comp {
     pub const ZLE: u8 = 14;
     pub const LZ4: u8 = 15;
     pub const ZSTD: u8 = 16;
+    /// ozfs's pre-compressed ("external") blocks (issue 7): the block holds
+    /// an `ozfs_format::external` header and the client's payload. Only
+    /// valid in pools where `org.ozfs:external_compression` is active;
+    /// 127 is the top of OpenZFS's 7-bit field, clear of new algorithms.
+    pub const EXTERNAL: u8 = 127;
 }
 
 /// DMU object type numbers used by ozfs code (full table in [`object_type_name`]).

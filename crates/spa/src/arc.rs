@@ -44,6 +44,16 @@ pub fn key_of(bp: &BlkPtr) -> Option<Key> {
     Some([d.vdev, d.offset, bp.birth(), c[0], c[1], c[2], c[3]])
 }
 
+/// The cache key of a pre-compressed block's physical image (its stored
+/// bytes, not the decoded record): the BP's key with the top bit of the
+/// birth word set, so both forms of one block may be cached side by side.
+pub fn raw_key_of(bp: &BlkPtr) -> Option<Key> {
+    key_of(bp).map(|mut k| {
+        k[2] |= 1 << 63;
+        k
+    })
+}
+
 /// A cheap hasher for keys that are already well-mixed numbers (offsets and
 /// checksums): a multiply-rotate over the key's words, no SipHash.
 #[derive(Default, Clone, Copy)]

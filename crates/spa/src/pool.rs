@@ -1,11 +1,12 @@
 //! An opened pool: its vdev tree, the uberblock in use, and block reads.
 
-use crate::arc::{key_of, BlockCache};
+use crate::arc::{key_of, raw_key_of, BlockCache};
 use crate::import::FoundPool;
 use ozfs_codec::checksum;
 use ozfs_codec::compress::decompress;
 use ozfs_format::blkptr::{Dva, BLKPTR_SIZE};
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+use ozfs_format::external::ExtHeader;
 use ozfs_format::label::{parse_eck, with_verifier, Uberblock};
 use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::types::{cksum, comp};
@@ -75,6 +76,11 @@ pub struct Pool {
     pub heal: std::sync::atomic::AtomicBool,
     /// Bytes rewritten by self-healing reads since open.
     pub repaired: AtomicU64,
+    /// `org.ozfs:external_compression` is active: blocks with compression
+    /// "external" (pre-compressed by a client) are valid. Set by the DSL
+    /// layer when it reads the MOS feature objects or activates the
+    /// feature; while it is off such a BP is refused as corrupt.
+    pub external: std::sync::atomic::AtomicBool,
     /// Hot spares (MOS `spares`, loaded by the DSL layer).
     pub spares: std::sync::Mutex<Vec<crate::spares::Spare>>,
     /// Devices with a spare label found at open: (guid, device, path).
@@ -276,6 +282,7 @@ impl Pool {
                 .collect(),
             cache: BlockCache::new(BlockCache::default_budget()),
             cache_data: Default::default(),
+            external: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
@@ -548,6 +555,9 @@ impl Pool {
             None => self.read_physical(bp)?,
         };
         let c = bp.compression();
+        if c == comp::EXTERNAL {
+            return self.decode_external(bp, &phys);
+        }
         if is_uncompressed(c) {
             if phys.len() != lsize {
                 return Err(Error::corrupt(
@@ -565,11 +575,91 @@ impl Pool {
         Ok(out)
     }
 
+    /// The smallest allocation unit of any top-level vdev: what the
+    /// physical size of a pre-compressed block is rounded up to.
+    pub fn min_sector(&self) -> u64 {
+        self.root
+            .children
+            .iter()
+            .map(|t| 1u64 << t.ashift.clamp(9, 17))
+            .min()
+            .unwrap_or(512)
+    }
+
+    /// Whether pre-compressed blocks are valid in this pool (feature active).
+    pub fn external_active(&self) -> bool {
+        self.external.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The verified physical image of a pre-compressed block (header,
+    /// payload, zero tail), through the cache under [`raw_key_of`]: a raw
+    /// read that was prefetched costs no I/O, and a later decoded read of
+    /// the same block decodes from memory.
+    pub fn read_external_image(&self, bp: &BlkPtr) -> Result<Arc<Vec<u8>>> {
+        self.check_external(bp)?;
+        let key = raw_key_of(bp);
+        if let Some(k) = &key {
+            if let Some(b) = self.cache.get(k) {
+                return Ok(b);
+            }
+        }
+        let b = Arc::new(self.read_physical(bp)?);
+        ExtHeader::parse(&b).map_err(|e| e.context(&format!("block {}", dva_str(bp))))?;
+        if let Some(k) = key {
+            self.cache.insert(k, b.clone());
+        }
+        Ok(b)
+    }
+
+    fn check_external(&self, bp: &BlkPtr) -> Result<()> {
+        if !self.external_active() {
+            return Err(Error::corrupt(
+                "block pointer",
+                format!(
+                    "compression 'external' at {} in a pool without org.ozfs:external_compression",
+                    dva_str(bp)
+                ),
+            ));
+        }
+        if bp.psize() > bp.lsize() || bp.level() != 0 {
+            return Err(Error::corrupt(
+                "block pointer",
+                format!(
+                    "pre-compressed block at {} with level {}, PSIZE {:#x} > LSIZE {:#x}",
+                    dva_str(bp),
+                    bp.level(),
+                    bp.psize(),
+                    bp.lsize()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The logical record of a pre-compressed block: its header is checked
+    /// and its payload decoded with the client's algorithm. An algorithm
+    /// ozfs does not know is [`Error::Opaque`] (EIO through POSIX).
+    pub fn decode_external(&self, bp: &BlkPtr, phys: &[u8]) -> Result<Vec<u8>> {
+        self.check_external(bp)?;
+        let what = format!("pre-compressed block at {}", dva_str(bp));
+        let h = ExtHeader::parse(phys).map_err(|e| e.context(&what))?;
+        let mut out = vec![0u8; bp.lsize() as usize];
+        ozfs_codec::compress::external_decompress(h.tag, h.payload(phys), &mut out)
+            .map_err(|e| e.context(&what))?;
+        Ok(out)
+    }
+
     /// Raw read through a top-level vdev (zdb -R): no checksum, RAID-Z data columns assembled.
     pub fn read_raw(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<u8>> {
         let top = self.top(vdev)?;
         top.read_block(offset, size, &|_| true)
     }
+}
+
+/// A BP's first DVA as zdb prints it, for error messages.
+fn dva_str(bp: &BlkPtr) -> String {
+    let d = bp.dvas()[0];
+    format!("<{}:{:x}:{:x}>", d.vdev, d.offset, d.asize)
 }
 
 fn is_uncompressed(c: u8) -> bool {

@@ -542,6 +542,55 @@ impl<'a> ZplTx<'a> {
         self.set_attrs(obj, &a)
     }
 
+    /// Store a record a client compressed itself as record `record` of a
+    /// regular file (see `ozfs_dmu::rawio`): the record is replaced whole,
+    /// the file grows to cover it, mtime and ctime are set. A file with at
+    /// most one block takes the record size as its block size first (as
+    /// [`write`](Self::write) grows one). Returns the block's physical size.
+    pub fn write_precompressed(
+        &mut self,
+        obj: u64,
+        record: u64,
+        rec: &ozfs_dmu::rawio::ExternalRecord,
+    ) -> Result<u64> {
+        let mut a = self.attrs(obj)?;
+        if a.mode & S_IFMT != S_IFREG {
+            return Err(Error::Invalid(format!(
+                "object {obj} is not a regular file"
+            )));
+        }
+        let mut dn = self.tx.dnode(obj)?.phys;
+        let bs = dn.datablksz();
+        if bs != rec.lsize {
+            let one_block = self.tx.max_blkid(obj)? == 0 && a.size <= rec.lsize;
+            if !one_block || rec.lsize != self.recordsize {
+                return Err(Error::Invalid(format!(
+                    "logical size {} is not the file's record size {} (recordsize {})",
+                    rec.lsize,
+                    if one_block { self.recordsize } else { bs },
+                    self.recordsize
+                )));
+            }
+            let old = self.tx.read_block(obj, 0)?;
+            dn.datablkszsec = (rec.lsize / 512) as u16;
+            self.tx.set_dnode(obj, dn);
+            if let Some(mut b) = old {
+                b.resize(rec.lsize as usize, 0);
+                self.tx.write_block(obj, 0, b);
+            }
+        }
+        let psize = self.tx.write_precompressed(obj, record, rec)?;
+        let end = (record + 1).saturating_mul(rec.lsize);
+        if end > a.size {
+            a.size = end;
+        }
+        let t = now();
+        a.mtime = t;
+        a.ctime = t;
+        self.set_attrs(obj, &a)?;
+        Ok(psize)
+    }
+
     /// Set a file's size, freeing blocks past the end.
     pub fn truncate(&mut self, obj: u64, size: u64) -> Result<()> {
         let mut a = self.attrs(obj)?;
@@ -564,10 +613,10 @@ impl<'a> ZplTx<'a> {
             // Zero the tail of the last partial block.
             if !size.is_multiple_of(bs) {
                 let blkid = size / bs;
-                if let Some(mut b) = self.tx.read_block(obj, blkid)? {
+                if self.tx.read_block(obj, blkid)?.is_some() {
                     let from = (size % bs) as usize;
-                    b[from..].fill(0);
-                    self.tx.write_block(obj, blkid, b);
+                    self.tx
+                        .modify_block(obj, blkid, &mut |b| b[from..].fill(0))?;
                 }
             }
         } else if size > a.size && maxblkid == 0 {
@@ -613,12 +662,13 @@ impl<'a> ZplTx<'a> {
             let (from, to) = ((pos - bstart) as usize, (end.min(bend) - bstart) as usize);
             if from == 0 && to == bs as usize && blkid > 0 {
                 self.tx.punch_block(obj, blkid);
-            } else if let Some(mut b) = self.tx.read_block(obj, blkid)? {
-                let to = to.min(b.len());
-                if from < to {
-                    b[from..to].fill(0);
-                    self.tx.write_block(obj, blkid, b);
-                }
+            } else if self.tx.read_block(obj, blkid)?.is_some() && from < to {
+                self.tx.modify_block(obj, blkid, &mut |b| {
+                    let to = to.min(b.len());
+                    if from < to {
+                        b[from..to].fill(0);
+                    }
+                })?;
             }
             pos = bend;
         }

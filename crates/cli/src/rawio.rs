@@ -1,0 +1,389 @@
+//! `ozfs rawio`: the command-line face of pre-compressed records (issue 7;
+//! `ozfs_dmu::rawio` has the theory).
+//!
+//! * `ozfs rawio write POOL/DATASET:PATH --record N --algo NAME [--lsize B]
+//!   [--cksum FUNC:W0:W1:W2:W3] [--upgrade]` stores the payload read from
+//!   standard input as record N of the file (created when missing).
+//! * `ozfs rawio read POOL/DATASET[@SNAP]:PATH [--record N [--count C]]
+//!   [--json] [-H] [-o FILE]` lists each record's kind, algorithm, exact and
+//!   physical sizes; `-o` writes the payloads, concatenated, to FILE (`-`:
+//!   standard output, the listing then goes to standard error); `--json`
+//!   prints everything as one JSON document, payloads in base64.
+//! * `ozfs rawio info POOL` prints the pool's sector size, version and
+//!   whether the feature is active.
+//!
+//! The first pre-compressed record in a pool needs `--upgrade`: it turns
+//! the pool into version 5000 with `org.ozfs:external_compression` active,
+//! after which zfs-fuse and OpenZFS refuse to import it. Writes of a pool
+//! the daemon holds are forwarded to it (the payload is spooled to a file
+//! in the state directory); reads see the last synced state.
+
+use crate::args::Args;
+use crate::{CmdResult, Fail};
+use base64::Engine;
+use ozfs_dmu::rawio::{ExternalRecord, RawRecord};
+use ozfs_format::external::{tag_from_name, tag_name};
+use ozfs_format::types::cksum as ck;
+use ozfs_format::Cksum;
+use serde_json::json;
+use std::io::{Read, Write};
+
+const USAGE: &str = "usage:
+\tozfs rawio write POOL/DATASET:PATH --record N --algo NAME [--lsize BYTES]
+\t    [--cksum FUNC:W0:W1:W2:W3] [--upgrade]     (payload on standard input)
+\tozfs rawio read POOL/DATASET[@SNAP]:PATH [--record N [--count C]] [--json] [-H] [-o FILE]
+\tozfs rawio info POOL
+algorithms: lz4, gzip, zstd, zle, lzjb, opaque-128 .. opaque-255";
+
+/// Records read per batch (their blocks are fetched together).
+const WINDOW: u64 = 256;
+
+/// Long options as the getopt letters they stand for.
+pub fn short_args(argv: &[String]) -> Vec<String> {
+    let mut v = Vec::new();
+    for a in argv {
+        let (name, val) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        let s = match name {
+            "--record" => "-r",
+            "--count" => "-n",
+            "--algo" => "-a",
+            "--lsize" => "-l",
+            "--cksum" => "-c",
+            "--upgrade" => "-U",
+            "--json" => "-j",
+            "--output" => "-o",
+            _ => {
+                v.push(a.clone());
+                continue;
+            }
+        };
+        v.push(s.to_string());
+        if let Some(val) = val {
+            v.push(val.to_string());
+        }
+    }
+    v
+}
+
+pub fn main(argv: &[String]) -> CmdResult {
+    let argv = short_args(argv);
+    match argv.first().map(String::as_str) {
+        Some("write") => write(&argv[1..]),
+        Some("read") => read(&argv[1..]),
+        Some("info") => info(&argv[1..]),
+        _ => Err(Fail::Usage(USAGE.into())),
+    }
+}
+
+fn num(a: &Args, c: char, what: &str) -> Result<Option<u64>, Fail> {
+    match a.opt(c) {
+        None => Ok(None),
+        Some(s) => s
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| Fail::Usage(format!("invalid {what} '{s}'\n{USAGE}"))),
+    }
+}
+
+/// `FUNC:W0:W1:W2:W3`, the words in hex as zdb prints a checksum.
+fn parse_cksum(s: &str) -> Result<(u8, Cksum), Fail> {
+    let bad = || {
+        Fail::Usage(format!(
+            "invalid checksum '{s}': want fletcher2|fletcher4|sha256 and four hex words, \
+             FUNC:W0:W1:W2:W3"
+        ))
+    };
+    let mut parts = s.split(':');
+    let f = match parts.next() {
+        Some("fletcher2") => ck::FLETCHER2,
+        Some("fletcher4") => ck::FLETCHER4,
+        Some("sha256") => ck::SHA256,
+        _ => return Err(bad()),
+    };
+    let mut w = [0u64; 4];
+    for x in w.iter_mut() {
+        *x = parts
+            .next()
+            .and_then(|p| u64::from_str_radix(p, 16).ok())
+            .ok_or_else(bad)?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((f, Cksum(w)))
+}
+
+fn write(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "U", "ralcS")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    let target = &a.pos[0];
+    let (ds_name, path) = crate::cp::split_source(target)?;
+    let fail = |e: &dyn std::fmt::Display| {
+        Fail::Err(format!(
+            "cannot write pre-compressed record to '{target}': {e}"
+        ))
+    };
+    if ds_name.contains('@') {
+        return Err(fail(&"snapshots are read-only"));
+    }
+    let record =
+        num(&a, 'r', "record")?.ok_or_else(|| Fail::Usage(format!("missing --record\n{USAGE}")))?;
+    let algo = a
+        .opt('a')
+        .ok_or_else(|| Fail::Usage(format!("missing --algo\n{USAGE}")))?;
+    let tag = tag_from_name(algo).map_err(|e| Fail::Usage(format!("{e}\n{USAGE}")))?;
+    let cksum = a.opt('c').map(parse_cksum).transpose()?;
+    // The payload: standard input, or the daemon's spool file.
+    let mut payload = Vec::new();
+    let limit = 16 << 20;
+    let got = match a.opt('S') {
+        Some(p) => std::fs::File::open(p).and_then(|f| f.take(limit + 1).read_to_end(&mut payload)),
+        None => std::io::stdin()
+            .lock()
+            .take(limit + 1)
+            .read_to_end(&mut payload),
+    };
+    got.map_err(|e| fail(&format!("reading the payload: {e}")))?;
+    if payload.len() as u64 > limit {
+        return Err(fail(&"payload larger than 16 MiB"));
+    }
+    let mut w = crate::zfs::writer_for(&ds_name)?;
+    let ds = w
+        .dsl()
+        .lookup(&ds_name)
+        .map_err(|_| fail(&"dataset does not exist"))?;
+    let props = w.dsl().properties(&ds, 0).map_err(|e| fail(&e))?;
+    if crate::cp::is_readonly(&props) {
+        return Err(fail(&"Read-only file system (readonly=on)"));
+    }
+    let recordsize = props
+        .iter()
+        .find(|(n, _, _)| n == "recordsize")
+        .and_then(|(_, v, _)| match v {
+            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+            _ => None,
+        })
+        .unwrap_or(131072);
+    let lsize = num(&a, 'l', "lsize")?.unwrap_or(recordsize);
+    if !w.pool.external_active() {
+        if !a.flag('U') {
+            return Err(fail(&format!(
+                "pool '{}' does not have feature {} active; pass --upgrade to activate it \
+                 (the pool becomes version 5000 and no longer imports in zfs-fuse or OpenZFS)",
+                w.pool.name,
+                ozfs_dsl::features::EXTERNAL_COMPRESSION
+            )));
+        }
+        ozfs_dsl::features::activate_external(&mut w).map_err(|e| fail(&e))?;
+    }
+    let rec = ExternalRecord {
+        tag,
+        lsize,
+        payload,
+        cksum,
+    };
+    let txg = w.txg;
+    let psize = {
+        let tx = w.fs_tx(ds.ds_obj).map_err(|e| fail(&e))?;
+        let mut z = ozfs_zpl::write::ZplTx::open(tx, txg, recordsize).map_err(|e| fail(&e))?;
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        if name.is_empty() {
+            return Err(fail(&"not a file"));
+        }
+        let parent = z
+            .resolve(if dir.is_empty() { "/" } else { dir })
+            .map_err(|e| fail(&e))?;
+        let obj = match z.lookup(parent, name.as_bytes()).map_err(|e| fail(&e))? {
+            Some(o) => o,
+            None => z
+                .create(parent, name.as_bytes(), 0o100644, 0, 0, 0)
+                .map_err(|e| fail(&e))?,
+        };
+        z.write_precompressed(obj, record, &rec)
+            .map_err(|e| fail(&e))?
+    };
+    w.sync().map_err(|e| fail(&e))?;
+    eprintln!(
+        "record {record}: {} bytes {} stored in {psize} of {lsize}",
+        rec.payload.len(),
+        tag_name(tag).unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn record_json(b: u64, r: &RawRecord, with_data: bool) -> serde_json::Value {
+    let mut v = json!({"record": b, "kind": r.kind()});
+    match r {
+        RawRecord::Hole { lsize } => v["lsize"] = json!(lsize),
+        RawRecord::Plain { data } => v["lsize"] = json!(data.len()),
+        RawRecord::External {
+            tag,
+            csize,
+            lsize,
+            psize,
+            cksum,
+            ..
+        } => {
+            v["algo"] = json!(tag_name(*tag).unwrap_or_default());
+            v["tag"] = json!(tag);
+            v["csize"] = json!(csize);
+            v["psize"] = json!(psize);
+            v["lsize"] = json!(lsize);
+            if let Some((f, c)) = cksum {
+                v["cksum"] = json!(format!("{}:{c}", ozfs_codec::checksum::name(*f)));
+            }
+        }
+    }
+    if with_data && !matches!(r, RawRecord::Hole { .. }) {
+        v["data"] = json!(base64::engine::general_purpose::STANDARD.encode(r.payload()));
+    }
+    v
+}
+
+fn read(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "jH", "rno")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(USAGE.into()));
+    }
+    let target = &a.pos[0];
+    let (ds_name, path) = crate::cp::split_source(target)?;
+    let fail = |e: &dyn std::fmt::Display| Fail::Err(format!("cannot read '{target}': {e}"));
+    let first = num(&a, 'r', "record")?;
+    let count = match (first, num(&a, 'n', "count")?) {
+        (_, Some(n)) => n,
+        (Some(_), None) => 1,
+        (None, None) => u64::MAX,
+    };
+    let first = first.unwrap_or(0);
+    let (_rec, _pool, zpl) = crate::cp::open_fs(&ds_name)?;
+    let obj = zpl.resolve(&path).map_err(|e| fail(&e))?;
+    let (dn, attrs) = zpl.attrs(obj).map_err(|e| fail(&e))?;
+    if attrs.mode & ozfs_format::znode::S_IFMT != ozfs_format::znode::S_IFREG {
+        return Err(fail(&"not a regular file"));
+    }
+    let json_out = a.flag('j');
+    let mut payload_out: Option<Box<dyn Write>> = match a.opt('o') {
+        None => None,
+        Some("-") => Some(Box::new(std::io::stdout().lock())),
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| fail(&format!("{p}: {e}")))?,
+        ))),
+    };
+    let listing_to_stderr = a.opt('o') == Some("-");
+    let mut listing: Vec<String> = Vec::new();
+    if !a.flag('H') && !json_out {
+        listing.push(format!(
+            "{:>8}  {:<8}  {:<10}  {:>8}  {:>8}  {:>8}",
+            "RECORD", "KIND", "ALGO", "CSIZE", "PSIZE", "LSIZE"
+        ));
+    }
+    let mut records = Vec::new();
+    let last = dn.phys.maxblkid;
+    let end = first.saturating_add(count).min(last.saturating_add(1));
+    let mut b = first;
+    while b < end {
+        let n = (end - b).min(WINDOW);
+        let batch = zpl.os.read_raw(&dn, b, n).map_err(|e| fail(&e))?;
+        for (k, r) in &batch {
+            if let Some(out) = payload_out.as_mut() {
+                out.write_all(r.payload())
+                    .map_err(|e| fail(&format!("writing the payload: {e}")))?;
+            }
+            if json_out {
+                records.push(record_json(*k, r, payload_out.is_none()));
+                continue;
+            }
+            let (algo, csize, psize, lsize) = match r {
+                RawRecord::Hole { lsize } => ("-".to_string(), 0, 0, *lsize),
+                RawRecord::Plain { data } => {
+                    ("-".to_string(), data.len() as u64, 0, data.len() as u64)
+                }
+                RawRecord::External {
+                    tag,
+                    csize,
+                    lsize,
+                    psize,
+                    ..
+                } => (
+                    tag_name(*tag).unwrap_or_default(),
+                    *csize as u64,
+                    *psize,
+                    *lsize,
+                ),
+            };
+            listing.push(if a.flag('H') {
+                format!("{k}\t{}\t{algo}\t{csize}\t{psize}\t{lsize}", r.kind())
+            } else {
+                format!(
+                    "{k:>8}  {:<8}  {algo:<10}  {csize:>8}  {psize:>8}  {lsize:>8}",
+                    r.kind()
+                )
+            });
+        }
+        b += n;
+    }
+    if let Some(mut out) = payload_out {
+        out.flush()
+            .map_err(|e| fail(&format!("writing the payload: {e}")))?;
+    }
+    let text = if json_out {
+        let doc = json!({
+            "object": obj,
+            "size": attrs.size,
+            "recordsize": dn.phys.datablksz(),
+            "records": records,
+        });
+        format!("{doc}\n")
+    } else if listing.is_empty() {
+        String::new()
+    } else {
+        listing.join("\n") + "\n"
+    };
+    if listing_to_stderr {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}
+
+fn info(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "j", "")?;
+    let [pool_name] = a.pos.as_slice() else {
+        return Err(Fail::Usage(USAGE.into()));
+    };
+    let pool_name = pool_name.split(['/', '@', ':']).next().unwrap_or("");
+    let (_rec, pool) = crate::zpool::open_imported(pool_name)?;
+    ozfs_dsl::DslPool::open(pool.clone())
+        .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
+    let feature = if pool.external_active() {
+        "active"
+    } else {
+        "disabled"
+    };
+    let v = json!({
+        "pool": pool.name,
+        "version": pool.uberblock.version,
+        "sector": pool.min_sector(),
+        "feature": ozfs_dsl::features::EXTERNAL_COMPRESSION,
+        "state": feature,
+    });
+    if a.flag('j') {
+        println!("{v}");
+    } else {
+        println!(
+            "pool {}: version {}, sector {} bytes, {} {feature}",
+            pool.name,
+            pool.uberblock.version,
+            pool.min_sector(),
+            ozfs_dsl::features::EXTERNAL_COMPRESSION
+        );
+    }
+    Ok(())
+}

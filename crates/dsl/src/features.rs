@@ -1,0 +1,164 @@
+//! Pool features (version 5000) as far as ozfs uses them: checking what a
+//! pool needs before reading or writing it, and activating ozfs's own
+//! feature `org.ozfs:external_compression` (pre-compressed blocks, issue 7).
+//!
+//! Theory. From pool version 5000 on, what a pool needs from its reader is
+//! listed in three MOS objects named in the object directory:
+//! `features_for_read` and `features_for_write` map a feature's name to a
+//! reference count (non-zero: active, the pool's contents depend on it),
+//! and `feature_descriptions` maps it to a sentence shown to users of
+//! implementations that lack it. A reader refuses a pool with an active
+//! read feature it does not know; a writer also refuses one with an active
+//! write feature it does not know.
+//!
+//! ozfs writes pools in the version-23 layout. Pre-compressed blocks cannot
+//! live in a v23 pool (zfs-fuse would import it and then fail every read of
+//! them), so the first pre-compressed record written, with the user's
+//! consent, upgrades the pool in that same txg: version 5000 in the
+//! uberblock, labels and config, the three feature objects, and
+//! `org.ozfs:external_compression` active in `features_for_read`. From then
+//! on zfs-fuse refuses the pool by its version ("newer version") and OpenZFS
+//! by the unknown active feature, instead of misreading it. The count is
+//! sticky at 1 (never decremented), so snapshots and destroys need no
+//! bookkeeping, and a pool that never used the interface is never changed.
+//!
+//! Invariants:
+//! * A v5000 pool is written by ozfs only when the sole active feature,
+//!   for read and for write, is `org.ozfs:external_compression` (a pool
+//!   whose other features are enabled but inactive would expose ozfs's
+//!   v23-style internals to implementations that accept it; ozfs never
+//!   writes one: it activates in the txg it upgrades).
+//! * [`Pool::external`](ozfs_spa::Pool::external) is set exactly when the
+//!   feature is active in the MOS being read, or was activated in the txg
+//!   being built.
+
+use crate::sync::PoolWriter;
+use ozfs_dmu::{zap, zap_tx, Objset};
+use ozfs_format::types::ot;
+use ozfs_format::{Error, Result};
+use ozfs_spa::pool::{SPA_VERSION_FEATURES, SUPPORTED_READ_FEATURES};
+use ozfs_spa::Pool;
+
+/// ozfs's feature for pre-compressed blocks.
+pub const EXTERNAL_COMPRESSION: &str = "org.ozfs:external_compression";
+/// What other implementations show when they refuse a pool using it.
+pub const EXTERNAL_DESCRIPTION: &str =
+    "Blocks compressed by a client (ozfs pre-compressed records).";
+
+/// The active features (reference count > 0) of one of the MOS feature
+/// objects: (name, count). Empty for a pool without features.
+pub fn active(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
+    let Some(obj) = zap::lookup_obj(mos, 1, which)?.and_then(|e| e.as_u64()) else {
+        return Ok(Vec::new());
+    };
+    let mut v = Vec::new();
+    for e in zap::list_obj(mos, obj).map_err(|e| e.context(&format!("MOS {which}")))? {
+        let count = e.as_u64().ok_or_else(|| {
+            Error::corrupt(
+                format!("MOS {which}"),
+                format!(
+                    "entry '{}' is not one integer",
+                    String::from_utf8_lossy(&e.name)
+                ),
+            )
+        })?;
+        if count > 0 {
+            v.push((String::from_utf8_lossy(&e.name).into_owned(), count));
+        }
+    }
+    Ok(v)
+}
+
+/// Check a pool's features before reading it; note whether pre-compressed
+/// blocks are valid in it.
+pub fn check_read(pool: &Pool, mos: &Objset) -> Result<()> {
+    if pool.uberblock.version < SPA_VERSION_FEATURES {
+        return Ok(());
+    }
+    let mut unknown = Vec::new();
+    let mut external = false;
+    for (name, _) in active(mos, "features_for_read")? {
+        if name == EXTERNAL_COMPRESSION {
+            external = true;
+        } else if !SUPPORTED_READ_FEATURES.contains(&name.as_str()) {
+            unknown.push(name);
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            format!("active features not supported: {}", unknown.join(", ")),
+        ));
+    }
+    pool.external
+        .store(external, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Check a pool's features before writing it (see the module invariants).
+pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
+    if pool.uberblock.version < SPA_VERSION_FEATURES {
+        return Ok(());
+    }
+    let mut other: Vec<String> = active(mos, "features_for_write")?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    other.extend(
+        active(mos, "features_for_read")?
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n != EXTERNAL_COMPRESSION),
+    );
+    if !other.is_empty() || !pool.external_active() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            format!(
+                "writing a version-5000 pool with features {} (ozfs writes version-23 pools, \
+                 and version 5000 only with {EXTERNAL_COMPRESSION} alone)",
+                if other.is_empty() {
+                    "none active".to_string()
+                } else {
+                    other.join(", ")
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Make `org.ozfs:external_compression` active in the open txg, upgrading
+/// a version-23 pool to 5000 (see the module comment). Returns whether
+/// this call changed the pool. The caller must have the user's consent:
+/// the pool stops being importable by zfs-fuse and OpenZFS.
+pub fn activate_external(w: &mut PoolWriter) -> Result<bool> {
+    if w.pool.external_active() {
+        return Ok(false);
+    }
+    if w.version >= SPA_VERSION_FEATURES {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            "activating features in a pool that already has version 5000",
+        ));
+    }
+    let mk = |w: &mut PoolWriter| w.mos.create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1);
+    let for_read = mk(w)?;
+    let for_write = mk(w)?;
+    let descriptions = mk(w)?;
+    zap_tx::update(&mut w.mos, for_read, EXTERNAL_COMPRESSION, 8, &[1])?;
+    let text: Vec<u64> = EXTERNAL_DESCRIPTION
+        .bytes()
+        .chain(std::iter::once(0))
+        .map(u64::from)
+        .collect();
+    zap_tx::update(&mut w.mos, descriptions, EXTERNAL_COMPRESSION, 1, &text)?;
+    zap_tx::update(&mut w.mos, 1, "features_for_read", 8, &[for_read])?;
+    zap_tx::update(&mut w.mos, 1, "features_for_write", 8, &[for_write])?;
+    zap_tx::update(&mut w.mos, 1, "feature_descriptions", 8, &[descriptions])?;
+    w.version = SPA_VERSION_FEATURES;
+    w.config_dirty = true;
+    w.pool
+        .external
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(true)
+}
