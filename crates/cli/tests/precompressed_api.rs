@@ -37,7 +37,7 @@ fn text(seed: u64, len: usize) -> Vec<u8> {
         x ^= x >> 7;
         x ^= x << 17;
         v.extend_from_slice(words[(x % 8) as usize].as_bytes());
-        if x % 5 == 0 {
+        if x.is_multiple_of(5) {
             v.extend_from_slice(format!("{} ", x % 10000).as_bytes());
         }
     }
@@ -269,7 +269,7 @@ fn object_layer_api() {
     // A leak made on purpose is found.
     let pool = reopen(&dev);
     let pool = {
-        let found = ozfs_spa::import::discover_paths_mode(&[dev.clone()], true);
+        let found = ozfs_spa::import::discover_paths_mode(std::slice::from_ref(&dev), true);
         drop(pool);
         Arc::new(Pool::open(found.into_iter().next().unwrap(), &PoolOptions::default()).unwrap())
     };
