@@ -7,7 +7,7 @@
 //! export`, ozfs must list the pool, import it read-only, list every dataset
 //! and snapshot, and `ozfs cp -r` every snapshot and live dataset back
 //! identically (including a sub-directory and a single file for the
-//! root dataset's @s1).  Device sizes are 128 MiB (zfs-fuse picks ashift
+//! root dataset's @s1); `ozfs zdb -b` finds no leaks.  Device sizes are 128 MiB (zfs-fuse picks ashift
 //! 12) or 96 MiB (ashift 9), so both sector sizes are covered.
 
 mod common;
@@ -49,6 +49,14 @@ fn layout_case(layout: Layout, ndev: usize, dev_mib: u64, seed: u64) {
     assert!(
         list.contains(pool.name()) && list.contains("ONLINE"),
         "zpool list:\n{list}"
+    );
+    // ozfs's leak check agrees with zfs-fuse (which wrote the pool and
+    // whose own zdb finds it clean): every block accounted for.
+    let z = oz.run(&["zdb", "-b", pool.name()]);
+    assert!(
+        z.success() && z.stdout.contains("No leaks"),
+        "ozfs zdb -b on a zfs-fuse pool: {}",
+        z.describe()
     );
     oz.ok(&["zpool", "export", pool.name()]);
     phase(&format!("{} x{ndev}: ozfs checks", layout.short()), t1);

@@ -107,6 +107,13 @@ impl PoolWriter {
 /// The entries of a pool-v23 dead list (a bplist object).
 pub(crate) fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
     let dn = w.mos.dnode(obj)?;
+    let entries = bplist_len(obj, &dn)?;
+    parse_bplist(&w.mos.read(obj, 0, (entries * 128) as usize)?, dn.swap)
+}
+
+/// The number of entries of pool-v23 bplist `obj` (its dnode `dn`),
+/// checked against the type and the room its blocks have.
+pub(crate) fn bplist_len(obj: u64, dn: &ozfs_dmu::Dnode) -> Result<u64> {
     if dn.phys.object_type != ot::BPOBJ {
         return Err(Error::unsupported(
             format!("dead list object {obj}"),
@@ -124,9 +131,13 @@ pub(crate) fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
             ),
         ));
     }
-    let data = w.mos.read(obj, 0, (entries * 128) as usize)?;
+    Ok(entries)
+}
+
+/// The block pointers of a bplist's data.
+pub(crate) fn parse_bplist(data: &[u8], swap: bool) -> Result<Vec<BlkPtr>> {
     data.chunks_exact(128)
-        .map(|c| BlkPtr::from_bytes(c, dn.swap))
+        .map(|c| BlkPtr::from_bytes(c, swap))
         .collect()
 }
 

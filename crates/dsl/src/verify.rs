@@ -12,6 +12,10 @@
 //! `zdb -b` checks, done by ozfs itself, so that pools zfs-fuse cannot open
 //! (version 5000 with pre-compressed blocks) are checked too.
 //!
+//! Blocks in the pool-v23 `sync_bplist` (frees deferred to the next txg;
+//! zfs-fuse leaves some there at export) are still allocated and count as
+//! referenced, as zfs-fuse's zdb counts them.
+//!
 //! Pre-compressed blocks are also read: their checksum verified, their
 //! header parsed against the block, and the tail after the payload must be
 //! zeros (ozfs writes it so; anything else is damage the checksum missed
@@ -21,8 +25,9 @@
 //! bonus and BP is validated before it is followed. Gang blocks and intent
 //! log chains are reported as not checked rather than guessed at.
 
+use crate::destroy::{bplist_len, parse_bplist};
 use crate::sync::load_metaslabs;
-use ozfs_dmu::Objset;
+use ozfs_dmu::{zap, Objset};
 use ozfs_format::dsl::DslDatasetPhys;
 use ozfs_format::external::{ExtHeader, EXT_HEADER_LEN};
 use ozfs_format::types::{comp, ot};
@@ -39,6 +44,8 @@ pub struct LeakReport {
     pub blocks: u64,
     /// Of which pre-compressed.
     pub external: u64,
+    /// Of which frees deferred to the next txg (`sync_bplist`).
+    pub deferred: u64,
     /// Bytes referenced (Σ DVA asize).
     pub referenced: u64,
     /// Bytes the space maps count as allocated.
@@ -71,6 +78,15 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     let mut refs: BTreeMap<u64, RangeSet> = BTreeMap::new();
     let mut bps: Vec<BlkPtr> = vec![pool.uberblock.rootbp];
     bps.extend(mos.bps_born_after(0)?);
+    // Frees deferred to the next txg (pool v23's `sync_bplist`, which
+    // zfs-fuse leaves filled at export): still allocated until processed.
+    if let Some(obj) = zap::lookup_obj(&mos, 1, "sync_bplist")?.and_then(|e| e.as_u64()) {
+        let dn = mos.dnode(obj)?;
+        let n = bplist_len(obj, &dn)?;
+        let pending = parse_bplist(&mos.read(&dn, 0, (n * 128) as usize)?, dn.swap)?;
+        r.deferred = pending.len() as u64;
+        bps.extend(pending);
+    }
     // Every DSL dataset of the MOS, as the scrub finds them.
     let mut datasets = Vec::new();
     for obj in 1..mos.max_object() {
