@@ -145,7 +145,7 @@ fn object_layer_api() {
         let e = tx.write_precompressed(obj, 1, &r).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "lsize: {e}");
         let e = tx
-            .write_precompressed(obj, 1, &rec(200, vec![1; REC as usize - 16]))
+            .write_precompressed(obj, 1, &rec(200, vec![1; REC as usize - 15]))
             .unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "too large: {e}");
         let e = tx

@@ -313,7 +313,7 @@ impl ObjsetTx {
         block.resize(bs, 0);
         f(&mut block);
         if let Some(t) = tag {
-            let max = bs.saturating_sub(EXT_HEADER_LEN + 1);
+            let max = bs.saturating_sub(EXT_HEADER_LEN);
             if let Some(payload) = ozfs_codec::compress::external_compress(t, &block, max)? {
                 let rec = ExternalRecord {
                     tag: t,

@@ -143,14 +143,15 @@ impl ExtHeader {
     }
 
     /// The stored image of `payload`: header, payload, zeros up to a
-    /// multiple of `sector` bytes. Refused when it would not be smaller
-    /// than `lsize` (storing it plain costs no more).
+    /// multiple of `sector` bytes (never more than `lsize`: a payload that
+    /// fills the record with its header has PSIZE = LSIZE). Refused when
+    /// header and payload do not fit the record.
     pub fn image(tag: u8, payload: &[u8], lsize: u64, sector: u64) -> Result<Vec<u8>> {
         let h = ExtHeader::new(tag, payload.len())?;
         let sector = sector.max(512);
         let need = (EXT_HEADER_LEN + payload.len()) as u64;
         let psize = need.div_ceil(sector) * sector;
-        if need >= lsize {
+        if need > lsize {
             return Err(Error::Invalid(format!(
                 "payload of {} bytes does not fit a {lsize}-byte record with its header (store it plain)",
                 payload.len()
@@ -192,8 +193,10 @@ mod tests {
         assert_eq!(h.tag, 3);
         assert_eq!(h.payload(&img), &payload[..]);
         assert!(img[16 + 5000..].iter().all(|&b| b == 0));
-        // Not smaller than the record: refused.
-        assert!(ExtHeader::image(1, &vec![1u8; 131072 - 16], 131072, 512).is_err());
+        // Filling the record exactly: PSIZE = LSIZE; one byte more: refused.
+        let full = ExtHeader::image(1, &vec![1u8; 131072 - 16], 131072, 4096).unwrap();
+        assert_eq!(full.len(), 131072);
+        assert!(ExtHeader::image(1, &vec![1u8; 131072 - 15], 131072, 512).is_err());
     }
 
     #[test]
