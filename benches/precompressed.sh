@@ -5,7 +5,9 @@
 # `fill` % of it), so both files hold the same physical bytes. Each file is
 # read back cold (page cache dropped, a fresh process, ozfs's cache empty)
 # through the same raw-read engine, with the window prefetch on and off
-# (OZFS_PREFETCH=0: one block at a time). RUNS runs each; mean, min, max.
+# (OZFS_PREFETCH=0: one fetch thread). RUNS runs each, dense and
+# pre-compressed alternating; mean, min, max, and the mean of the
+# per-pair ratios.
 # Prints markdown rows. RECORDS=100000 matches the thesis (13 GB at 100 %).
 # Root required (drops the page cache).
 set -euo pipefail
@@ -26,22 +28,25 @@ echo "write: $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s" >&2
 stats() { # mean min max of the numbers on stdin
   awk '{s+=$1; if(NR==1||$1<mn)mn=$1; if(NR==1||$1>mx)mx=$1} END{printf "%.3f %.3f %.3f", s/NR, mn, mx}'
 }
-measure() { # kind fill prefetch -> "mean min max bytes"
-  local times="" out=""
-  for _ in $(seq "$runs"); do
-    drop
-    out=$(OZFS_PREFETCH=$3 "$bench" read "$work/d0" "$1-$2")
-    times="$times${out%% *}"$'\n'
-  done
-  echo "$(printf '%s' "$times" | stats) $(echo "$out" | cut -d' ' -f2)"
+one() { # kind fill prefetch -> "seconds bytes"
+  drop
+  OZFS_PREFETCH=$3 "$bench" read "$work/d0" "$1-$2"
 }
-echo "| fill | physical MiB | prefetch | dense s (min–max) | pre-compressed s (min–max) | pre/dense | dense MiB/s | pre MiB/s |"
+echo "| fill | physical MiB | fetch threads | dense s (min–max) | pre-compressed s (min–max) | pre/dense (mean of pairs) | dense MiB/s | pre MiB/s |"
 echo "|---|---|---|---|---|---|---|---|"
 for fill in 25 50 75 100; do
   for pf in 1 0; do
-    read -r dm dmin dmax db <<<"$(measure dense $fill $pf)"
-    read -r pm pmin pmax pb <<<"$(measure pre $fill $pf)"
+    # Dense and pre-compressed alternate, so both see the same device.
+    d=""; p=""; r=""
+    for _ in $(seq "$runs"); do
+      a=$(one dense $fill $pf | cut -d' ' -f1)
+      b=$(one pre $fill $pf | cut -d' ' -f1)
+      d="$d$a"$'\n'; p="$p$b"$'\n'; r="$r$(awk "BEGIN{print $b / $a}")"$'\n'
+    done
+    read -r dm dmin dmax <<<"$(printf '%s' "$d" | stats)"
+    read -r pm pmin pmax <<<"$(printf '%s' "$p" | stats)"
+    read -r rm _ _ <<<"$(printf '%s' "$r" | stats)"
     phys=$(awk "BEGIN{printf \"%.0f\", $records * 131072 * $fill / 100 / 1048576}")
-    echo "| $fill % | $phys | $([ $pf = 1 ] && echo on || echo off) | $dm ($dmin–$dmax) | $pm ($pmin–$pmax) | $(awk "BEGIN{printf \"%.2f\", $pm / $dm}") | $(awk "BEGIN{printf \"%.0f\", $phys / $dm}") | $(awk "BEGIN{printf \"%.0f\", $phys / $pm}") |"
+    echo "| $fill % | $phys | $([ $pf = 1 ] && echo "2×CPUs" || echo 1) | $dm ($dmin–$dmax) | $pm ($pmin–$pmax) | $(awk "BEGIN{printf \"%.2f\", $rm}") | $(awk "BEGIN{printf \"%.0f\", $phys / $dm}") | $(awk "BEGIN{printf \"%.0f\", $phys / $pm}") |"
   done
 done
