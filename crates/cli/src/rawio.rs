@@ -35,9 +35,6 @@ const USAGE: &str = "usage:
 \tozfs rawio info POOL
 algorithms: lz4, gzip, zstd, zle, lzjb, opaque-128 .. opaque-255";
 
-/// Records read per batch (their blocks are fetched together).
-const WINDOW: u64 = 256;
-
 /// Long options as the getopt letters they stand for.
 pub fn short_args(argv: &[String]) -> Vec<String> {
     let mut v = Vec::new();
@@ -288,8 +285,10 @@ fn read(argv: &[String]) -> CmdResult {
     let end = first.saturating_add(count).min(last.saturating_add(1));
     let mut b = first;
     while b < end {
-        let n = (end - b).min(WINDOW);
-        let batch = zpl.os.read_raw(&dn, b, n).map_err(|e| fail(&e))?;
+        let batch = zpl.os.read_raw(&dn, b, end - b).map_err(|e| fail(&e))?;
+        let Some(n) = batch.last().map(|(k, _)| k + 1 - b) else {
+            break;
+        };
         for (k, r) in &batch {
             if let Some(out) = payload_out.as_mut() {
                 out.write_all(r.payload())

@@ -165,6 +165,8 @@ impl RawRecord {
     }
 }
 
+/// Physical bytes one raw read fetches at most (its window).
+pub const RAW_WINDOW: u64 = 64 << 20;
 /// Largest gap between neighbouring blocks read as one run.
 const MERGE_GAP: u64 = 32 << 10;
 /// Largest run read with one I/O.
@@ -183,19 +185,29 @@ fn fetch_threads() -> usize {
 }
 
 impl Objset {
-    /// The committed records `first .. first + count` of `dn` (stopping at
-    /// its last block), read raw. The BPs of the whole range are gathered
-    /// first and their blocks read together in disk order (see the module
-    /// comment: the cost follows PSIZE).
+    /// The committed records from `first` on, at most `count` and at most
+    /// [`RAW_WINDOW`] physical bytes (but at least one record), stopping at
+    /// the object's last block: a prefix of the range, which the caller
+    /// continues from where it ends. The window is measured in physical
+    /// bytes, so a file of small pre-compressed records is read in as few
+    /// windows as a dense file of the same bytes. The BPs of the window are
+    /// gathered first and their blocks read together in disk order (see
+    /// the module comment: the cost follows PSIZE).
     pub fn read_raw(&self, dn: &Dnode, first: u64, count: u64) -> Result<Vec<(u64, RawRecord)>> {
         let bs = dn.phys.datablksz();
         let end = first
             .saturating_add(count)
             .min(dn.phys.maxblkid.saturating_add(1));
         let mut bps: Vec<(u64, BlkPtr)> = Vec::new();
-        for b in first..end {
+        let mut phys = 0u64;
+        let mut b = first;
+        while b < end && (phys < RAW_WINDOW || bps.is_empty()) {
             let bp = self.block_bp(dn, 0, b)?.unwrap_or_default();
+            if !bp.is_hole() && !bp.is_embedded() {
+                phys += bp.psize();
+            }
             bps.push((b, bp));
+            b += 1;
         }
         // Disk order for the reads; neighbours on a disk or mirror are
         // merged into runs of up to 1 MiB (one I/O each), so small sparse

@@ -338,11 +338,18 @@ impl ObjsetTx {
         let bs = dn.phys.datablksz();
         let last = self.max_blkid(obj)?;
         let end = first.saturating_add(count).min(last.saturating_add(1));
-        let committed = if self.free_trees.contains_key(&obj) {
-            Vec::new()
-        } else {
-            self.os.read_raw(&dn, first, end.saturating_sub(first))?
-        };
+        let mut committed = Vec::new();
+        if !self.free_trees.contains_key(&obj) {
+            let mut b = first;
+            while b < end {
+                let part = self.os.read_raw(&dn, b, end - b)?;
+                match part.last() {
+                    Some((k, _)) => b = k + 1,
+                    None => break,
+                }
+                committed.extend(part);
+            }
+        }
         let mut committed = committed.into_iter().peekable();
         let mut out = Vec::new();
         for b in first..end {
