@@ -643,6 +643,7 @@ impl Daemon {
                     err(errs.join("\n"))
                 }
             }
+            "rawio_write" | "rawio_read" => self.rawio(req),
             "vdev_state" => {
                 // Live device states and counters of a held pool (for
                 // `zpool status` run outside the daemon).
@@ -947,6 +948,46 @@ impl Daemon {
             if release { "released" } else { "exported" }
         );
         Ok(())
+    }
+
+    /// Pre-compressed records over the socket (issue 7), for programs:
+    /// `{"cmd":"rawio_write","target":"POOL/FS:PATH","record":N,"algo":"lz4",
+    /// "data":BASE64[,"lsize":B][,"cksum":"fletcher4:W0:W1:W2:W3"][,"upgrade":true]}`
+    /// → `{"ok":true,"psize":P,"lsize":L}`; `{"cmd":"rawio_read","target":…,
+    /// "record":N[,"count":C]}` → the records as `ozfs rawio read --json`
+    /// prints them, read through the pool's writer (this txg's changes
+    /// included).
+    fn rawio(&self, req: &Value) -> Value {
+        let target = str_field(req, "target");
+        let Some((ds, path)) = target.split_once(':') else {
+            return err(format!(
+                "rawio: target '{target}' must be POOL/DATASET:PATH"
+            ));
+        };
+        let pool = ds.split('/').next().unwrap_or("");
+        let sw = lock(&self.inner).pools.get(pool).map(|p| p.sw.clone());
+        let Some(sw) = sw else {
+            return err(format!("rawio: pool '{pool}' is not held by the daemon"));
+        };
+        let record = req["record"].as_u64().unwrap_or(0);
+        let mut lease = match sw.lease() {
+            Ok(l) => l,
+            Err(e) => return err(format!("rawio: {e}")),
+        };
+        let r = if str_field(req, "cmd") == "rawio_read" {
+            let count = req["count"].as_u64().unwrap_or(1);
+            crate::rawio::read_records(&mut lease, ds, path, record, count).map(|mut v| {
+                v["ok"] = json!(true);
+                v
+            })
+        } else {
+            crate::rawio::socket_record(req).and_then(|rec| {
+                let up = req["upgrade"].as_bool().unwrap_or(false);
+                crate::rawio::store_record(&mut lease, ds, path, record, rec, up)
+                    .map(|(p, l)| json!({"ok": true, "psize": p, "lsize": l}))
+            })
+        };
+        r.unwrap_or_else(|e| err(format!("rawio: '{target}': {e}")))
     }
 
     /// A writing command the CLI forwarded because the daemon holds its pool.

@@ -150,13 +150,44 @@ fn write(argv: &[String]) -> CmdResult {
         return Err(fail(&"payload larger than 16 MiB"));
     }
     let mut w = crate::zfs::writer_for(&ds_name)?;
+    let rec = ExternalRecord {
+        tag,
+        lsize: num(&a, 'l', "lsize")?.unwrap_or(0),
+        payload,
+        cksum,
+    };
+    let (psize, lsize) = store_record(&mut w, &ds_name, &path, record, rec.clone(), a.flag('U'))
+        .map_err(|e| fail(&e))?;
+    eprintln!(
+        "record {record}: {} bytes {} stored in {psize} of {lsize}",
+        rec.payload.len(),
+        tag_name(tag).unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// Store `rec` as record `record` of file `path` in file system `ds_name`
+/// (created when missing; `rec.lsize` 0 means the dataset's recordsize)
+/// and sync. Activates the feature when `upgrade` allows. Returns (PSIZE,
+/// LSIZE). Shared by the command and the daemon's `rawio_write` request.
+pub fn store_record(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds_name: &str,
+    path: &str,
+    record: u64,
+    mut rec: ExternalRecord,
+    upgrade: bool,
+) -> Result<(u64, u64), String> {
     let ds = w
         .dsl()
-        .lookup(&ds_name)
-        .map_err(|_| fail(&"dataset does not exist"))?;
-    let props = w.dsl().properties(&ds, 0).map_err(|e| fail(&e))?;
+        .lookup(ds_name)
+        .map_err(|_| "dataset does not exist".to_string())?;
+    if ds.is_snapshot {
+        return Err("snapshots are read-only".into());
+    }
+    let props = w.dsl().properties(&ds, 0).map_err(|e| e.to_string())?;
     if crate::cp::is_readonly(&props) {
-        return Err(fail(&"Read-only file system (readonly=on)"));
+        return Err("Read-only file system (readonly=on)".into());
     }
     let recordsize = props
         .iter()
@@ -166,52 +197,102 @@ fn write(argv: &[String]) -> CmdResult {
             _ => None,
         })
         .unwrap_or(131072);
-    let lsize = num(&a, 'l', "lsize")?.unwrap_or(recordsize);
+    if rec.lsize == 0 {
+        rec.lsize = recordsize;
+    }
     if !w.pool.external_active() {
-        if !a.flag('U') {
-            return Err(fail(&format!(
+        if !upgrade {
+            return Err(format!(
                 "pool '{}' does not have feature {} active; pass --upgrade to activate it \
                  (the pool becomes version 5000 and no longer imports in zfs-fuse or OpenZFS)",
                 w.pool.name,
                 ozfs_dsl::features::EXTERNAL_COMPRESSION
-            )));
+            ));
         }
-        ozfs_dsl::features::activate_external(&mut w).map_err(|e| fail(&e))?;
+        ozfs_dsl::features::activate_external(w).map_err(|e| e.to_string())?;
     }
-    let rec = ExternalRecord {
-        tag,
-        lsize,
-        payload,
-        cksum,
-    };
     let txg = w.txg;
     let psize = {
-        let tx = w.fs_tx(ds.ds_obj).map_err(|e| fail(&e))?;
-        let mut z = ozfs_zpl::write::ZplTx::open(tx, txg, recordsize).map_err(|e| fail(&e))?;
+        let tx = w.fs_tx(ds.ds_obj).map_err(|e| e.to_string())?;
+        let mut z = ozfs_zpl::write::ZplTx::open(tx, txg, recordsize).map_err(|e| e.to_string())?;
         let trimmed = path.trim_end_matches('/');
         let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
         if name.is_empty() {
-            return Err(fail(&"not a file"));
+            return Err("not a file".into());
         }
         let parent = z
             .resolve(if dir.is_empty() { "/" } else { dir })
-            .map_err(|e| fail(&e))?;
-        let obj = match z.lookup(parent, name.as_bytes()).map_err(|e| fail(&e))? {
+            .map_err(|e| e.to_string())?;
+        let obj = match z
+            .lookup(parent, name.as_bytes())
+            .map_err(|e| e.to_string())?
+        {
             Some(o) => o,
             None => z
                 .create(parent, name.as_bytes(), 0o100644, 0, 0, 0)
-                .map_err(|e| fail(&e))?,
+                .map_err(|e| e.to_string())?,
         };
         z.write_precompressed(obj, record, &rec)
-            .map_err(|e| fail(&e))?
+            .map_err(|e| e.to_string())?
     };
-    w.sync().map_err(|e| fail(&e))?;
-    eprintln!(
-        "record {record}: {} bytes {} stored in {psize} of {lsize}",
-        rec.payload.len(),
-        tag_name(tag).unwrap_or_default()
-    );
-    Ok(())
+    w.sync().map_err(|e| e.to_string())?;
+    Ok((psize, rec.lsize))
+}
+
+/// The record of a socket `rawio_write` request (see the daemon).
+pub fn socket_record(req: &serde_json::Value) -> Result<ExternalRecord, String> {
+    let tag = tag_from_name(req["algo"].as_str().unwrap_or("")).map_err(|e| e.to_string())?;
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(req["data"].as_str().unwrap_or(""))
+        .map_err(|e| format!("data: {e}"))?;
+    let cksum = match req["cksum"].as_str() {
+        Some(c) => Some(parse_cksum(c).map_err(|e| match e {
+            Fail::Usage(m) | Fail::Err(m) => m,
+        })?),
+        None => None,
+    };
+    Ok(ExternalRecord {
+        tag,
+        lsize: req["lsize"].as_u64().unwrap_or(0),
+        payload,
+        cksum,
+    })
+}
+
+/// Records `first ..` (at most `count`, at most one raw-read window) of
+/// file `path` in file system `ds_name`, as the open txg has them, as the
+/// JSON `rawio read --json` prints (payloads in base64). The daemon's
+/// `rawio_read` request.
+pub fn read_records(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds_name: &str,
+    path: &str,
+    first: u64,
+    count: u64,
+) -> Result<serde_json::Value, String> {
+    let ds = w
+        .dsl()
+        .lookup(ds_name)
+        .map_err(|_| "dataset does not exist".to_string())?;
+    let txg = w.txg;
+    let tx = w.fs_tx(ds.ds_obj).map_err(|e| e.to_string())?;
+    let z = ozfs_zpl::write::ZplTx::open(tx, txg, 131072).map_err(|e| e.to_string())?;
+    let obj = z.resolve(path).map_err(|e| e.to_string())?;
+    let a = z.attrs(obj).map_err(|e| e.to_string())?;
+    if a.mode & ozfs_format::znode::S_IFMT != ozfs_format::znode::S_IFREG {
+        return Err("not a regular file".into());
+    }
+    let bs = z.tx.dnode(obj).map_err(|e| e.to_string())?.phys.datablksz();
+    let count = count.min(ozfs_dmu::rawio::RAW_WINDOW / bs.max(512)).max(1);
+    let recs =
+        z.tx.read_raw(obj, first, count)
+            .map_err(|e| e.to_string())?;
+    Ok(json!({
+        "object": obj,
+        "size": a.size,
+        "recordsize": bs,
+        "records": recs.iter().map(|(b, r)| record_json(*b, r, true)).collect::<Vec<_>>(),
+    }))
 }
 
 fn record_json(b: u64, r: &RawRecord, with_data: bool) -> serde_json::Value {

@@ -15,7 +15,8 @@
 //!    algorithm and exact size; a snapshot and rollback keep the old record.
 //! 4. Under the daemon: FUSE reads decode, the opaque record reads as EIO
 //!    with a log line; partial writes through FUSE into each known kind are
-//!    recompressed with the same algorithm; `rawio write` is forwarded.
+//!    recompressed with the same algorithm; `rawio write` is forwarded;
+//!    the socket's `rawio_write` / `rawio_read` requests round-trip.
 //! 5. The pool verifies clean: ozfs scrub and `ozfs zdb -b` (leak check).
 //!    zfs-fuse now refuses the pool (newer version) and keeps running.
 
@@ -500,6 +501,43 @@ fn precompressed_records() {
     let w = rawio_write(&oz, work.path(), &mix_t, 9, "lz4", &recs[9].payload, "");
     assert!(w.success(), "forwarded: {}", w.describe());
     assert_no_leaks(&oz, &name, "under the daemon");
+    // The socket API for programs: write record 9 again, read it back
+    // through the daemon's writer.
+    let newest = text(1999, REC);
+    recs[9].payload = compress("lz4", &newest);
+    recs[9].logical = newest;
+    let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+    let r = socket(
+        &oz,
+        &serde_json::json!({"cmd": "rawio_write", "target": mix_t, "record": 9,
+            "algo": "lz4", "data": b64(&recs[9].payload)}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        r["psize"].as_u64(),
+        Some((16 + recs[9].payload.len() as u64).div_ceil(512) * 512),
+        "{r}"
+    );
+    let r = socket(
+        &oz,
+        &serde_json::json!({"cmd": "rawio_read", "target": mix_t, "record": 8, "count": 2}),
+    );
+    let got = r["records"].as_array().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(got.len(), 2, "{r}");
+    assert_eq!(
+        (got[0]["kind"].as_str(), got[1]["kind"].as_str()),
+        (Some("hole"), Some("external"))
+    );
+    assert_eq!(
+        got[1]["data"].as_str(),
+        Some(b64(&recs[9].payload).as_str())
+    );
+    let r = socket(
+        &oz,
+        &serde_json::json!({"cmd": "rawio_write", "target": mix_t, "record": 9,
+            "algo": "lz4", "data": "not base64!"}),
+    );
+    assert_eq!(r["ok"], false, "{r}");
     let mut f = fs::File::open(mnt_fs.join("mix")).unwrap();
     let mut first = vec![0u8; 2 * REC];
     f.seek(SeekFrom::Start(0)).unwrap();
@@ -559,6 +597,15 @@ fn precompressed_records() {
         .run(&["zpool", "list"])
         .expect("zfs-fuse alive after refusing");
     phase(&format!("{tag}: verified; zfs-fuse refuses"), t0);
+}
+
+/// One request to the daemon's socket, its reply.
+fn socket(oz: &Ozfs, req: &serde_json::Value) -> serde_json::Value {
+    let mut s = UnixStream::connect(oz.state_dir().join("ozfsd.sock")).unwrap();
+    s.write_all(format!("{req}\n").as_bytes()).unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    serde_json::from_str(&r).unwrap_or_else(|e| panic!("{e}: {r}"))
 }
 
 /// `ozfs zdb -b`: no leaks.
