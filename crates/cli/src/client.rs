@@ -7,7 +7,7 @@
 
 use crate::{CmdResult, Fail};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -277,8 +277,14 @@ pub fn forward_if_held(argv: &[String]) -> Option<CmdResult> {
         || (argv[0] == "rawio" && argv[1] == "write");
     let argv = if stdin_cmd {
         let p = crate::state::state_dir().join(format!(".recv-{}.stream", std::process::id()));
+        // A rawio payload is bounded; a stream is as long as it is.
+        let cap = if argv[0] == "rawio" {
+            crate::rawio::MAX_PAYLOAD as u64 + 1
+        } else {
+            u64::MAX
+        };
         let copied = std::fs::File::create(&p)
-            .and_then(|mut f| std::io::copy(&mut std::io::stdin().lock(), &mut f));
+            .and_then(|mut f| std::io::copy(&mut std::io::stdin().lock().take(cap), &mut f));
         if let Err(e) = copied {
             let _ = std::fs::remove_file(&p);
             return Some(Err(Fail::Err(format!(

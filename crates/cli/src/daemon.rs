@@ -35,7 +35,7 @@ use ozfs_fuse::Options;
 use ozfs_spa::Pool;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -542,7 +542,9 @@ impl Daemon {
             err("ozfs daemon: permission denied".into())
         } else {
             let mut line = String::new();
-            let mut r = BufReader::new(&conn);
+            // One request line, bounded (the largest is a rawio_write
+            // with its payload in base64).
+            let mut r = BufReader::new(&conn).take(32 << 20);
             match r.read_line(&mut line) {
                 Ok(_) => match serde_json::from_str::<Value>(&line) {
                     Ok(req) => self.dispatch(&req),
@@ -969,7 +971,12 @@ impl Daemon {
         let Some(sw) = sw else {
             return err(format!("rawio: pool '{pool}' is not held by the daemon"));
         };
-        let record = req["record"].as_u64().unwrap_or(0);
+        let Some(record) = req["record"].as_u64() else {
+            return err(format!(
+                "rawio: '{target}': \"record\" must be a record number, not {}",
+                req["record"]
+            ));
+        };
         let mut lease = match sw.lease() {
             Ok(l) => l,
             Err(e) => return err(format!("rawio: {e}")),

@@ -35,6 +35,10 @@ const USAGE: &str = "usage:
 \tozfs rawio info POOL
 algorithms: lz4, gzip, zstd, zle, lzjb, opaque-128 .. opaque-255";
 
+/// The largest payload accepted (a record is at most 128 KiB; this bounds
+/// what a hostile client can make ozfs hold).
+pub const MAX_PAYLOAD: usize = 16 << 20;
+
 /// Long options as the getopt letters they stand for.
 pub fn short_args(argv: &[String]) -> Vec<String> {
     let mut v = Vec::new();
@@ -137,7 +141,7 @@ fn write(argv: &[String]) -> CmdResult {
     let cksum = a.opt('c').map(parse_cksum).transpose()?;
     // The payload: standard input, or the daemon's spool file.
     let mut payload = Vec::new();
-    let limit = 16 << 20;
+    let limit = MAX_PAYLOAD as u64;
     let got = match a.opt('S') {
         Some(p) => std::fs::File::open(p).and_then(|f| f.take(limit + 1).read_to_end(&mut payload)),
         None => std::io::stdin()
@@ -200,6 +204,50 @@ pub fn store_record(
     if rec.lsize == 0 {
         rec.lsize = recordsize;
     }
+    // Check everything before anything changes: a refused record must not
+    // upgrade the pool, create the file or change its block size.
+    let built =
+        ozfs_dmu::rawio::ExtBlock::build(&rec, w.pool.min_sector()).map_err(|e| e.to_string())?;
+    let trimmed = path.trim_end_matches('/');
+    let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+    let txg = w.txg;
+    let existing = {
+        let tx = w.fs_tx(ds.ds_obj).map_err(|e| e.to_string())?;
+        let z = ozfs_zpl::write::ZplTx::open(tx, txg, recordsize).map_err(|e| e.to_string())?;
+        ozfs_zpl::write::ZplTx::valid_name(name.as_bytes()).map_err(|e| e.to_string())?;
+        let parent = z
+            .resolve(if dir.is_empty() { "/" } else { dir })
+            .map_err(|e| e.to_string())?;
+        if z.attrs(parent).map_err(|e| e.to_string())?.mode & ozfs_format::znode::S_IFMT
+            != ozfs_format::znode::S_IFDIR
+        {
+            return Err(format!("'{dir}' is not a directory"));
+        }
+        let obj = match z
+            .lookup(parent, name.as_bytes())
+            .map_err(|e| e.to_string())?
+        {
+            Some(obj) => {
+                let a = z.attrs(obj).map_err(|e| e.to_string())?;
+                z.check_precompressed(obj, &a, rec.lsize)
+                    .map_err(|e| e.to_string())?;
+                Some(obj)
+            }
+            None if rec.lsize != recordsize => {
+                return Err(format!(
+                    "logical size {} is not the record size {recordsize} a new file gets",
+                    rec.lsize
+                ))
+            }
+            None => None,
+        };
+        (parent, obj)
+    };
+    if record.checked_mul(rec.lsize).is_none_or(|o| o >= 1 << 62) {
+        return Err(format!("record {record} is beyond any file"));
+    }
+    w.reserve(built.image.len() as u64)
+        .map_err(|e| e.to_string())?;
     if !w.pool.external_active() {
         if !upgrade {
             return Err(format!(
@@ -211,24 +259,14 @@ pub fn store_record(
         }
         ozfs_dsl::features::activate_external(w).map_err(|e| e.to_string())?;
     }
+    // reserve() may have synced: the open txg is read again.
     let txg = w.txg;
     let psize = {
         let tx = w.fs_tx(ds.ds_obj).map_err(|e| e.to_string())?;
         let mut z = ozfs_zpl::write::ZplTx::open(tx, txg, recordsize).map_err(|e| e.to_string())?;
-        let trimmed = path.trim_end_matches('/');
-        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-        if name.is_empty() {
-            return Err("not a file".into());
-        }
-        let parent = z
-            .resolve(if dir.is_empty() { "/" } else { dir })
-            .map_err(|e| e.to_string())?;
-        let obj = match z
-            .lookup(parent, name.as_bytes())
-            .map_err(|e| e.to_string())?
-        {
-            Some(o) => o,
-            None => z
+        let obj = match existing {
+            (_, Some(o)) => o,
+            (parent, None) => z
                 .create(parent, name.as_bytes(), 0o100644, 0, 0, 0)
                 .map_err(|e| e.to_string())?,
         };
@@ -242,8 +280,14 @@ pub fn store_record(
 /// The record of a socket `rawio_write` request (see the daemon).
 pub fn socket_record(req: &serde_json::Value) -> Result<ExternalRecord, String> {
     let tag = tag_from_name(req["algo"].as_str().unwrap_or("")).map_err(|e| e.to_string())?;
+    let data = req["data"]
+        .as_str()
+        .ok_or_else(|| "no \"data\" (the payload, base64)".to_string())?;
+    if data.len() > MAX_PAYLOAD.div_ceil(3) * 4 {
+        return Err(format!("payload larger than {} MiB", MAX_PAYLOAD >> 20));
+    }
     let payload = base64::engine::general_purpose::STANDARD
-        .decode(req["data"].as_str().unwrap_or(""))
+        .decode(data)
         .map_err(|e| format!("data: {e}"))?;
     let cksum = match req["cksum"].as_str() {
         Some(c) => Some(parse_cksum(c).map_err(|e| match e {
@@ -251,9 +295,16 @@ pub fn socket_record(req: &serde_json::Value) -> Result<ExternalRecord, String> 
         })?),
         None => None,
     };
+    let lsize = match &req["lsize"] {
+        serde_json::Value::Null => 0,
+        v => v
+            .as_u64()
+            .filter(|&l| l > 0)
+            .ok_or_else(|| format!("lsize {v} is not a positive number"))?,
+    };
     Ok(ExternalRecord {
         tag,
-        lsize: req["lsize"].as_u64().unwrap_or(0),
+        lsize,
         payload,
         cksum,
     })

@@ -310,7 +310,54 @@ fn precompressed_records() {
         info.contains("version 23") && info.contains("disabled"),
         "{info}"
     );
+    // Under the daemon, writes that fail even with --upgrade (a payload as
+    // large as the record, a wrong lsize, no record number) leave the pool
+    // as it was: the daemon commits what it holds at export.
     oz_export(&oz, &name);
+    oz.ok(&["zpool", "import", "-d", &dev_dir.to_string_lossy(), &name]);
+    let r = rawio_write(
+        &oz,
+        work.path(),
+        &mix_t,
+        1,
+        "lz4",
+        &noise(7, REC),
+        "--upgrade",
+    );
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    let r = rawio_write(
+        &oz,
+        work.path(),
+        &format!("{fs_name}:/new"),
+        0,
+        "lz4",
+        &recs[1].payload,
+        "--upgrade --lsize 65536",
+    );
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+    for req in [
+        serde_json::json!({"cmd": "rawio_write", "target": mix_t, "algo": "lz4",
+            "data": b64(&recs[1].payload), "upgrade": true}),
+        serde_json::json!({"cmd": "rawio_write", "target": mix_t, "record": 1, "algo": "lz4",
+            "lsize": 65536, "data": b64(&recs[1].payload), "upgrade": true}),
+        serde_json::json!({"cmd": "rawio_write", "target": mix_t, "record": 1, "algo": "lz4",
+            "cksum": "fletcher4:1:2:3:4", "data": b64(&recs[1].payload), "upgrade": true}),
+    ] {
+        let r = socket(&oz, &req);
+        assert_eq!(r["ok"], false, "{req} → {r}");
+    }
+    let info = oz.ok(&["rawio", "info", &name]);
+    assert!(
+        info.contains("version 23") && info.contains("disabled"),
+        "{info}"
+    );
+    oz_export(&oz, &name);
+    assert!(
+        !oz.ok(&["zpool", "import", "-d", &dev_dir.to_string_lossy()])
+            .contains("5000"),
+        "the pool was upgraded by a failed write"
+    );
     assert_zdb_clean(&pool, &dev_dir, &format!("{tag}: never used"));
     pool.import().unwrap();
     pool.export().unwrap();
@@ -506,7 +553,6 @@ fn precompressed_records() {
     let newest = text(1999, REC);
     recs[9].payload = compress("lz4", &newest);
     recs[9].logical = newest;
-    let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
     let r = socket(
         &oz,
         &serde_json::json!({"cmd": "rawio_write", "target": mix_t, "record": 9,

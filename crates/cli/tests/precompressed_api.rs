@@ -254,6 +254,89 @@ fn object_layer_api() {
         assert_eq!(tx.read(obj, REC, REC as usize).unwrap(), m1);
         assert_eq!(tx.read(obj, 4 * REC, REC as usize).unwrap(), m4);
     }
+
+    // Changes that would touch the opaque record are refused before
+    // anything changes: a write across records 4 and 5, a truncate inside
+    // record 5, a hole punched from record 4 into 5.
+    let before: Vec<String> = {
+        let tx = w.fs_tx(root_ds).unwrap();
+        let r = tx.read_raw(obj, 0, 100).unwrap();
+        r.iter()
+            .map(|(_, r)| format!("{}:{:?}", r.kind(), r.payload().len()))
+            .collect()
+    };
+    let txg = w.txg;
+    {
+        let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
+        let e = z.write(obj, 5 * REC - 10, &[7u8; 20]).unwrap_err();
+        assert!(matches!(e, Error::Opaque { .. }), "{e}");
+        let e = z.truncate(obj, 5 * REC + 100).unwrap_err();
+        assert!(matches!(e, Error::Opaque { .. }), "{e}");
+        let e = z.punch_hole(obj, 4 * REC + 10, REC).unwrap_err();
+        assert!(matches!(e, Error::Opaque { .. }), "{e}");
+        assert_eq!(z.attrs(obj).unwrap().size, 6 * REC);
+        assert!(
+            z.tx.data.is_empty() && z.tx.ext.is_empty(),
+            "a refused change was staged"
+        );
+    }
+    // A partial write that no longer compresses: the record is stored plain.
+    let mut m1b = m1.clone();
+    let rough = noise(77, 130_900);
+    {
+        let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
+        z.write(obj, REC + 50, &rough).unwrap();
+        m1b[50..130_950].copy_from_slice(&rough);
+    }
+    w.sync().unwrap();
+    {
+        let tx = w.fs_tx(root_ds).unwrap();
+        let r = tx.read_raw(obj, 0, 100).unwrap();
+        let after: Vec<String> = r
+            .iter()
+            .map(|(_, r)| format!("{}:{:?}", r.kind(), r.payload().len()))
+            .collect();
+        assert_eq!(after[0], before[0]);
+        assert_eq!(after[1], format!("plain:{REC}"), "record 1 stored plain");
+        assert_eq!(after[2..], before[2..], "other records unchanged");
+        assert_eq!(tx.read(obj, REC, REC as usize).unwrap(), m1b);
+    }
+
+    // Four records written together (for the merged-read test below).
+    {
+        let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
+        let root = z.root;
+        let runs = z.create(root, b"runs", 0o100644, 0, 0, 0).unwrap();
+        for b in 0..4u64 {
+            let p = lz4(&text(300 + b, REC as usize));
+            z.write_precompressed(runs, b, &rec(1, p)).unwrap();
+        }
+    }
+    // A refused record leaves a one-block file as it was (no block growth).
+    let txg = w.txg;
+    {
+        let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
+        let root = z.root;
+        let small = z.create(root, b"small", 0o100644, 0, 0, 0).unwrap();
+        z.write(small, 0, b"tiny file").unwrap();
+        let bs = z.tx.dnode(small).unwrap().phys.datablksz();
+        assert!(bs < REC);
+        let e = z
+            .write_precompressed(small, 0, &rec(1, vec![1; REC as usize]))
+            .unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+        assert_eq!(
+            z.tx.dnode(small).unwrap().phys.datablksz(),
+            bs,
+            "block grew"
+        );
+        // Accepted: the block takes the record size, the old bytes are
+        // replaced by the record.
+        z.write_precompressed(small, 0, &rec(1, lz4(&l1))).unwrap();
+        assert_eq!(z.tx.dnode(small).unwrap().phys.datablksz(), REC);
+        assert_eq!(z.tx.read(small, 0, REC as usize).unwrap(), l1);
+    }
+    w.sync().unwrap();
     drop(w);
 
     // The committed pool: version 5000, the feature active, no leaks.
@@ -263,14 +346,26 @@ fn object_layer_api() {
     assert!(pool.external_active());
     let r = ozfs_dsl::verify::leak_check(&pool).unwrap();
     assert!(r.clean(), "{r:?}");
-    assert_eq!(r.external, 4);
+    assert_eq!(r.external, 8, "records 3-5, /small and /runs");
     // A damaged block inside a merged read run: found by its own checksum
     // (not hidden by the run), the records around it still read.
     let dsl = ozfs_dsl::DslPool::open(pool.clone()).unwrap();
     let os = dsl.objset(&dsl.root().unwrap()).unwrap();
-    let dn = os.dnode(obj).unwrap();
-    let bp4 = os.block_bp(&dn, 0, 4).unwrap().unwrap();
-    let at = bp4.dvas()[0].offset + (4 << 20) + 100;
+    let zpl = ozfs_zpl::Zpl::open(os.clone(), "apitest").unwrap();
+    let dn = os.dnode(zpl.resolve("/runs").unwrap()).unwrap();
+    // The records of /runs, written together, lie close enough to be read
+    // as one run.
+    let bps: Vec<_> = (0..4)
+        .map(|b| os.block_bp(&dn, 0, b).unwrap().unwrap())
+        .collect();
+    for p in bps.windows(2) {
+        let (a, b) = (p[0].dvas()[0], p[1].dvas()[0]);
+        assert!(
+            b.offset >= a.offset + a.asize && b.offset - (a.offset + a.asize) <= 32 << 10,
+            "not neighbours: {a:?} {b:?}"
+        );
+    }
+    let at = bps[1].dvas()[0].offset + (4 << 20) + 100;
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -281,12 +376,14 @@ fn object_layer_api() {
     std::os::unix::fs::FileExt::write_all_at(&f, &[byte[0] ^ 0xff], at).unwrap();
     drop(f);
     pool.cache.clear();
-    let ok = os.read_raw(&dn, 0, 4).unwrap();
-    assert_eq!(ok[3].1.payload(), p3.as_slice());
-    let e = os.read_raw(&dn, 0, 6).unwrap_err();
+    let ok = os.read_raw(&dn, 0, 1).unwrap();
+    assert_eq!(ok[0].1.payload(), lz4(&text(300, REC as usize)).as_slice());
+    let ok = os.read_raw(&dn, 2, 2).unwrap();
+    assert_eq!(ok[1].1.payload(), lz4(&text(303, REC as usize)).as_slice());
+    let e = os.read_raw(&dn, 0, 4).unwrap_err();
     assert!(
         matches!(e, Error::Checksum { .. } | Error::Corrupt { .. })
-            && e.to_string().contains("record 4")
+            && e.to_string().contains("record 1")
             && e.to_string().contains("checksum"),
         "{e}"
     );

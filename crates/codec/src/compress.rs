@@ -445,20 +445,26 @@ pub fn zstd_decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
     let mut buf = Vec::with_capacity(frame.len() + 4);
     buf.extend_from_slice(&ZSTD_MAGIC);
     buf.extend_from_slice(frame);
+    zstd_frame_decode("zstd frame", &buf, dst)
+}
+
+/// Decode one standard zstd frame (with its magic) into exactly `dst`.
+/// ruzstd is not hardened against every malformed frame: a panic is
+/// contained and reported as corruption of `what`.
+fn zstd_frame_decode(what: &str, frame: &[u8], dst: &mut [u8]) -> Result<()> {
     let dlen = dst.len();
-    // ruzstd is not hardened against every malformed frame; contain any panic.
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut dec = ruzstd::decoding::FrameDecoder::new();
-        dec.decode_all(&buf, dst).map_err(|e| e.to_string())
+        dec.decode_all(frame, dst).map_err(|e| e.to_string())
     }));
     match res {
         Ok(Ok(n)) if n == dlen => Ok(()),
         Ok(Ok(n)) => Err(Error::corrupt(
-            "zstd frame",
-            format!("decompressed to {n} bytes, expected {dlen}"),
+            what,
+            format!("zstd decoded to {n} bytes, expected {dlen}"),
         )),
-        Ok(Err(e)) => Err(Error::corrupt("zstd frame", e)),
-        Err(_) => Err(Error::corrupt("zstd frame", "decoder failure")),
+        Ok(Err(e)) => Err(Error::corrupt(what, format!("zstd: {e}"))),
+        Err(_) => Err(Error::corrupt(what, "zstd decoder failure")),
     }
 }
 
@@ -485,22 +491,7 @@ pub fn external_decompress(tag: u8, payload: &[u8], dst: &mut [u8]) -> Result<()
             Ok(())
         }
         2 => gzip_decompress(payload, dst),
-        3 => {
-            let dlen = dst.len();
-            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut dec = ruzstd::decoding::FrameDecoder::new();
-                dec.decode_all(payload, dst).map_err(|e| e.to_string())
-            }));
-            match res {
-                Ok(Ok(n)) if n == dlen => Ok(()),
-                Ok(Ok(n)) => Err(Error::corrupt(
-                    what,
-                    format!("zstd decoded to {n} bytes, the record has {dlen}"),
-                )),
-                Ok(Err(e)) => Err(Error::corrupt(what, format!("zstd: {e}"))),
-                Err(_) => Err(Error::corrupt(what, "zstd decoder failure")),
-            }
-        }
+        3 => zstd_frame_decode(what, payload, dst),
         4 => zle_decompress(payload, dst),
         5 => lzjb_decompress(payload, dst),
         t => Err(Error::Opaque {

@@ -37,7 +37,7 @@
 
 use crate::objset::{Dnode, Objset};
 use ozfs_codec::checksum;
-use ozfs_format::external::{ExtHeader, EXT_HEADER_LEN};
+use ozfs_format::external::ExtHeader;
 use ozfs_format::types::{cksum as ck, comp};
 use ozfs_format::{BlkPtr, Cksum, Error, Result};
 use std::sync::Arc;
@@ -135,10 +135,13 @@ impl RawRecord {
         match self {
             RawRecord::Hole { .. } => &[],
             RawRecord::Plain { data } => data,
-            RawRecord::External { csize, image, .. } => {
-                let end = (EXT_HEADER_LEN + *csize as usize).min(image.len());
-                &image[EXT_HEADER_LEN.min(end)..end]
+            RawRecord::External {
+                tag, csize, image, ..
+            } => ExtHeader {
+                tag: *tag,
+                csize: *csize,
             }
+            .payload(image),
         }
     }
 
@@ -149,6 +152,19 @@ impl RawRecord {
             RawRecord::Plain { .. } => "plain",
             RawRecord::External { .. } => "external",
         }
+    }
+
+    /// A committed external record from its verified stored image.
+    pub fn from_image(bp: &BlkPtr, image: Arc<Vec<u8>>) -> Result<RawRecord> {
+        let h = ExtHeader::parse(&image)?;
+        Ok(RawRecord::External {
+            tag: h.tag,
+            csize: h.csize,
+            lsize: bp.lsize(),
+            psize: bp.psize(),
+            cksum: Some((bp.checksum(), bp.cksum())),
+            image,
+        })
     }
 
     /// A staged external record.
@@ -167,6 +183,9 @@ impl RawRecord {
 
 /// Physical bytes one raw read fetches at most (its window).
 pub const RAW_WINDOW: u64 = 64 << 20;
+/// Records one raw read covers at most (holes cost no bytes, so a sparse
+/// file is bounded by this instead).
+pub const RAW_WINDOW_RECORDS: usize = 16384;
 /// Largest gap between neighbouring blocks read as one run.
 const MERGE_GAP: u64 = 32 << 10;
 /// Largest run read with one I/O.
@@ -201,7 +220,7 @@ impl Objset {
         let mut bps: Vec<(u64, BlkPtr)> = Vec::new();
         let mut phys = 0u64;
         let mut b = first;
-        while b < end && (phys < RAW_WINDOW || bps.is_empty()) {
+        while b < end && (phys < RAW_WINDOW || bps.is_empty()) && bps.len() < RAW_WINDOW_RECORDS {
             let bp = self.block_bp(dn, 0, b)?.unwrap_or_default();
             if !bp.is_hole() && !bp.is_embedded() {
                 phys += bp.psize();
@@ -218,18 +237,22 @@ impl Objset {
             let d = bps[i].1.dvas()[0];
             (d.vdev, d.offset)
         });
+        // No merging while a device is being rebuilt: a run is read from
+        // whichever side answers first, without the healing path's care.
+        let may_merge = self.pool.resilvering_leaves().is_empty();
         let mut runs: Vec<Vec<usize>> = Vec::new();
+        let mut run_mergeable = false;
         for i in order {
             let bp = &bps[i].1;
             let d = bp.dvas()[0];
-            let mergeable = self.mergeable(bp);
+            let mergeable = may_merge && self.mergeable(bp);
             if let Some(run) = runs.last_mut() {
                 let first = bps[run[0]].1.dvas()[0];
-                let last = bps[run[run.len() - 1]].1;
-                let l = last.dvas()[0];
+                let l = bps[run[run.len() - 1]].1.dvas()[0];
+                // mergeable() checked every DVA end against its vdev's size.
                 let end = l.offset + l.asize;
                 if mergeable
-                    && self.mergeable(&last)
+                    && run_mergeable
                     && d.vdev == l.vdev
                     && d.offset >= end
                     && d.offset - end <= MERGE_GAP
@@ -240,6 +263,7 @@ impl Objset {
                 }
             }
             runs.push(vec![i]);
+            run_mergeable = mergeable;
         }
         let mut out: Vec<Option<Result<RawRecord>>> = (0..bps.len()).map(|_| None).collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -292,12 +316,17 @@ impl Objset {
         raw_form
             && !bp.is_embedded()
             && !d.gang
+            && d.asize >= bp.psize()
+            && bp.validate("block pointer").is_ok()
             && self
                 .pool
                 .root
                 .children
                 .get(d.vdev as usize)
-                .is_some_and(|t| !matches!(t.kind, ozfs_vdev::VdevKind::Raidz { .. }))
+                .is_some_and(|t| {
+                    !matches!(t.kind, ozfs_vdev::VdevKind::Raidz { .. })
+                        && d.offset.checked_add(d.asize).is_some_and(|e| e <= t.asize)
+                })
     }
 
     /// Read a run of neighbouring blocks with one I/O and verify each
@@ -331,18 +360,8 @@ impl Objset {
                             data: Arc::new(img.to_vec()),
                         });
                     }
-                    if !self.pool.external_active() || bp.psize() > bp.lsize() {
-                        return None;
-                    }
-                    let h = ExtHeader::parse(img).ok()?;
-                    Some(RawRecord::External {
-                        tag: h.tag,
-                        csize: h.csize,
-                        lsize: bp.lsize(),
-                        psize: bp.psize(),
-                        cksum: Some((bp.checksum(), bp.cksum())),
-                        image: Arc::new(img.to_vec()),
-                    })
+                    self.pool.check_external(bp).ok()?;
+                    RawRecord::from_image(bp, Arc::new(img.to_vec())).ok()
                 })
                 .collect(),
         )
@@ -355,15 +374,6 @@ impl Objset {
                 data: self.pool.read_bp_cached(bp, true)?,
             });
         }
-        let image = self.pool.read_external_image(bp)?;
-        let h = ExtHeader::parse(&image)?;
-        Ok(RawRecord::External {
-            tag: h.tag,
-            csize: h.csize,
-            lsize: bp.lsize(),
-            psize: bp.psize(),
-            cksum: Some((bp.checksum(), bp.cksum())),
-            image,
-        })
+        RawRecord::from_image(bp, self.pool.read_external_image(bp)?)
     }
 }

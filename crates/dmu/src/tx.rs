@@ -244,28 +244,54 @@ impl ObjsetTx {
         blkid: u64,
         rec: &ExternalRecord,
     ) -> Result<u64> {
+        let e = self.build_external(rec)?;
+        self.stage_external(obj, blkid, e)
+    }
+
+    /// Check and build the stored form of a client's record (feature
+    /// active, tag, payload size, the client's checksum) without staging
+    /// anything: callers validate before they change a file.
+    pub fn build_external(&self, rec: &ExternalRecord) -> Result<ExtBlock> {
         if !self.os.pool.external_active() {
             return Err(Error::unsupported(
                 format!("pool '{}'", self.os.pool.name),
                 "pre-compressed records need the feature org.ozfs:external_compression",
             ));
         }
+        ExtBlock::build(rec, self.os.pool.min_sector())
+    }
+
+    /// Stage a record built by [`build_external`](Self::build_external) as
+    /// block `blkid` of `obj`, whose block size must be its logical size.
+    /// Returns its physical size.
+    pub fn stage_external(&mut self, obj: u64, blkid: u64, e: ExtBlock) -> Result<u64> {
         let dn = self.dnode(obj)?;
         let bs = dn.phys.datablksz();
-        if rec.lsize != bs {
+        if e.lsize != bs {
             return Err(Error::Invalid(format!(
                 "object {obj}: logical size {} is not its record size {bs}",
-                rec.lsize
+                e.lsize
             )));
         }
         if blkid.checked_mul(bs).is_none_or(|o| o >= 1 << 62) {
             return Err(Error::Invalid(format!("record {blkid} is beyond any file")));
         }
-        let e = ExtBlock::build(rec, self.os.pool.min_sector())?;
         let psize = e.image.len() as u64;
         self.data.remove(&(obj, blkid));
         self.ext.insert((obj, blkid), e);
         Ok(psize)
+    }
+
+    /// Refuse, before anything changes, a partial change of a block that
+    /// is a pre-compressed record ozfs cannot decode ([`Error::Opaque`]).
+    pub fn check_modifiable(&self, obj: u64, blkid: u64) -> Result<()> {
+        match self.external_tag(obj, blkid)? {
+            Some(t) if !tag_is_known(t) => Err(Error::Opaque {
+                what: format!("object {obj} block {blkid}"),
+                tag: t,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The algorithm tag of block `blkid` of `obj` if it is (staged or
@@ -440,6 +466,17 @@ impl ObjsetTx {
         let bs = dn.phys.datablksz();
         if bs == 0 {
             return Err(Error::corrupt(format!("object {obj}"), "block size 0"));
+        }
+        // Only the first and last blocks can be partial: refuse before any
+        // block changes if one of them cannot be modified.
+        if !buf.is_empty() {
+            let end = offset.saturating_add(buf.len() as u64);
+            if !offset.is_multiple_of(bs) || (end - offset) < bs {
+                self.check_modifiable(obj, offset / bs)?;
+            }
+            if !end.is_multiple_of(bs) {
+                self.check_modifiable(obj, (end - 1) / bs)?;
+            }
         }
         let mut done = 0usize;
         while done < buf.len() {

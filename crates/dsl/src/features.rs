@@ -36,7 +36,7 @@ use crate::sync::PoolWriter;
 use ozfs_dmu::{zap, zap_tx, Objset};
 use ozfs_format::types::ot;
 use ozfs_format::{Error, Result};
-use ozfs_spa::pool::{SPA_VERSION_FEATURES, SUPPORTED_READ_FEATURES};
+use ozfs_spa::pool::SPA_VERSION_FEATURES;
 use ozfs_spa::Pool;
 
 /// ozfs's feature for pre-compressed blocks.
@@ -71,25 +71,16 @@ pub fn active(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
 
 /// Check a pool's features before reading it; note whether pre-compressed
 /// blocks are valid in it.
+///
+/// Only ozfs's own feature is acted on here: the label's
+/// `features_for_read` (the features the MOS itself needs) is checked when
+/// the pool is opened, and the MOS list of an OpenZFS pool names features
+/// (per-dataset error logs, for one) that do not change what ozfs reads.
 pub fn check_read(pool: &Pool, mos: &Objset) -> Result<()> {
-    if pool.uberblock.version < SPA_VERSION_FEATURES {
-        return Ok(());
-    }
-    let mut unknown = Vec::new();
-    let mut external = false;
-    for (name, _) in active(mos, "features_for_read")? {
-        if name == EXTERNAL_COMPRESSION {
-            external = true;
-        } else if !SUPPORTED_READ_FEATURES.contains(&name.as_str()) {
-            unknown.push(name);
-        }
-    }
-    if !unknown.is_empty() {
-        return Err(Error::unsupported(
-            format!("pool '{}'", pool.name),
-            format!("active features not supported: {}", unknown.join(", ")),
-        ));
-    }
+    let external = pool.uberblock.version >= SPA_VERSION_FEATURES
+        && active(mos, "features_for_read")?
+            .iter()
+            .any(|(n, _)| n == EXTERNAL_COMPRESSION);
     pool.external
         .store(external, std::sync::atomic::Ordering::Relaxed);
     Ok(())

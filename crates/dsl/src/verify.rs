@@ -21,6 +21,8 @@
 //! zeros (ozfs writes it so; anything else is damage the checksum missed
 //! because the writer checksummed it).
 //!
+//! Deduplicated BPs share their DVAs and count once.
+//!
 //! Invariants: read only; nothing here writes the pool. Every DSL dataset
 //! bonus and BP is validated before it is followed. Gang blocks and intent
 //! log chains are reported as not checked rather than guessed at.
@@ -139,8 +141,12 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
                 ));
                 continue;
             }
-            r.referenced += d.asize;
             let set = refs.entry(d.vdev).or_default();
+            if bp.dedup() && set.contains(d.offset, d.asize) {
+                // A deduplicated block: every reference names the same copy.
+                continue;
+            }
+            r.referenced += d.asize;
             if set.overlaps(d.offset, d.asize) {
                 r.doubly.push((d.vdev, d.offset, d.asize));
                 for (s, l) in set.gaps(d.offset, d.asize) {

@@ -550,11 +550,17 @@ impl Pool {
         if bp.is_hole() {
             return Ok(vec![0u8; lsize]);
         }
+        let c = bp.compression();
+        if c == comp::EXTERNAL && ctx.is_none() {
+            // Through the raw cache: a record read raw (or prefetched) is
+            // decoded without I/O.
+            let img = self.read_external_image(bp)?;
+            return self.decode_external(bp, &img);
+        }
         let phys = match ctx {
             Some(ctx) => self.read_physical_with(bp, ctx)?,
             None => self.read_physical(bp)?,
         };
-        let c = bp.compression();
         if c == comp::EXTERNAL {
             return self.decode_external(bp, &phys);
         }
@@ -581,7 +587,8 @@ impl Pool {
         self.root
             .children
             .iter()
-            .map(|t| 1u64 << t.ashift.clamp(9, 17))
+            .filter(|t| t.ashift >= 9)
+            .map(|t| 1u64 << t.ashift.min(17))
             .min()
             .unwrap_or(512)
     }
@@ -611,7 +618,9 @@ impl Pool {
         Ok(b)
     }
 
-    fn check_external(&self, bp: &BlkPtr) -> Result<()> {
+    /// Whether `bp` may be a pre-compressed block here: the feature is
+    /// active, it is a level-0 block, and PSIZE ≤ LSIZE.
+    pub fn check_external(&self, bp: &BlkPtr) -> Result<()> {
         if !self.external_active() {
             return Err(Error::corrupt(
                 "block pointer",

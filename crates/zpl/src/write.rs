@@ -518,18 +518,13 @@ impl<'a> ZplTx<'a> {
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| Error::Invalid("write beyond 2^64".into()))?;
-        let mut dn = self.tx.dnode(obj)?.phys;
+        let dn = self.tx.dnode(obj)?.phys;
         let bs = dn.datablksz();
         // A file with at most one block may grow its block up to the record size.
         if dn.maxblkid == 0 && end > bs && bs < self.recordsize {
             let new_bs = self.blksz_for(end.max(a.size));
             if new_bs != bs {
-                let old = self.tx.read_block(obj, 0)?;
-                dn.datablkszsec = (new_bs / 512) as u16;
-                self.tx.set_dnode(obj, dn);
-                let mut b = old.unwrap_or_default();
-                b.resize(new_bs as usize, 0);
-                self.tx.write_block(obj, 0, b);
+                self.grow_one_block(obj, new_bs)?;
             }
         }
         self.tx.write(obj, offset, data)?;
@@ -554,32 +549,18 @@ impl<'a> ZplTx<'a> {
         rec: &ozfs_dmu::rawio::ExternalRecord,
     ) -> Result<u64> {
         let mut a = self.attrs(obj)?;
-        if a.mode & S_IFMT != S_IFREG {
+        self.check_precompressed(obj, &a, rec.lsize)?;
+        // Everything is checked before the file changes.
+        let e = self.tx.build_external(rec)?;
+        if record.checked_mul(rec.lsize).is_none_or(|o| o >= 1 << 62) {
             return Err(Error::Invalid(format!(
-                "object {obj} is not a regular file"
+                "record {record} is beyond any file"
             )));
         }
-        let mut dn = self.tx.dnode(obj)?.phys;
-        let bs = dn.datablksz();
-        if bs != rec.lsize {
-            let one_block = self.tx.max_blkid(obj)? == 0 && a.size <= rec.lsize;
-            if !one_block || rec.lsize != self.recordsize {
-                return Err(Error::Invalid(format!(
-                    "logical size {} is not the file's record size {} (recordsize {})",
-                    rec.lsize,
-                    if one_block { self.recordsize } else { bs },
-                    self.recordsize
-                )));
-            }
-            let old = self.tx.read_block(obj, 0)?;
-            dn.datablkszsec = (rec.lsize / 512) as u16;
-            self.tx.set_dnode(obj, dn);
-            if let Some(mut b) = old {
-                b.resize(rec.lsize as usize, 0);
-                self.tx.write_block(obj, 0, b);
-            }
+        if self.tx.dnode(obj)?.phys.datablksz() != rec.lsize {
+            self.grow_one_block(obj, rec.lsize)?;
         }
-        let psize = self.tx.write_precompressed(obj, record, rec)?;
+        let psize = self.tx.stage_external(obj, record, e)?;
         let end = (record + 1).saturating_mul(rec.lsize);
         if end > a.size {
             a.size = end;
@@ -589,6 +570,53 @@ impl<'a> ZplTx<'a> {
         a.ctime = t;
         self.set_attrs(obj, &a)?;
         Ok(psize)
+    }
+
+    /// Whether a record of `lsize` may be stored in regular file `obj`: its
+    /// block size is `lsize`, or it has at most one block, no more data
+    /// than `lsize`, and `lsize` is the dataset's record size (the block
+    /// then grows to it). Nothing changes here.
+    pub fn check_precompressed(&self, obj: u64, a: &ZplAttrs, lsize: u64) -> Result<()> {
+        if a.mode & S_IFMT != S_IFREG {
+            return Err(Error::Invalid(format!(
+                "object {obj} is not a regular file"
+            )));
+        }
+        let bs = self.tx.dnode(obj)?.phys.datablksz();
+        if bs == lsize {
+            return Ok(());
+        }
+        let one_block = self.tx.max_blkid(obj)? == 0 && a.size <= lsize;
+        if !one_block || lsize != self.recordsize {
+            return Err(Error::Invalid(format!(
+                "logical size {lsize} is not the file's record size {} (recordsize {})",
+                if one_block { self.recordsize } else { bs },
+                self.recordsize
+            )));
+        }
+        Ok(())
+    }
+
+    /// Give a file that has at most one block the block size `new_bs`,
+    /// keeping its data (zeros after it), as ZFS grows a file's only block.
+    fn grow_one_block(&mut self, obj: u64, new_bs: u64) -> Result<()> {
+        let mut dn = self.tx.dnode(obj)?.phys;
+        if dn.datablksz() == new_bs {
+            return Ok(());
+        }
+        let old = self.tx.read_block(obj, 0)?;
+        dn.datablkszsec = (new_bs / 512) as u16;
+        self.tx.set_dnode(obj, dn);
+        if let Some(mut b) = old {
+            b.resize(new_bs as usize, 0);
+            self.tx.write_block(obj, 0, b);
+        }
+        Ok(())
+    }
+
+    /// A name a new directory entry may have (what `create` checks).
+    pub fn valid_name(name: &[u8]) -> Result<()> {
+        Self::check_name(name)
     }
 
     /// Set a file's size, freeing blocks past the end.
@@ -604,6 +632,11 @@ impl<'a> ZplTx<'a> {
         // Blocks written in the open txg count too (the dnode's maxblkid does not know them yet).
         let maxblkid = self.tx.max_blkid(obj)?;
         if size < a.size && bs > 0 {
+            // The tail block is changed in place: refuse before punching
+            // anything if it cannot be (a record ozfs cannot decode).
+            if !size.is_multiple_of(bs) {
+                self.tx.check_modifiable(obj, size / bs)?;
+            }
             let first_free = size.div_ceil(bs);
             for blkid in first_free..=maxblkid {
                 if blkid > 0 || size == 0 {
@@ -625,14 +658,7 @@ impl<'a> ZplTx<'a> {
             // block must have a power-of-two block size.
             let new_bs = self.blksz_for(size);
             if new_bs > bs {
-                let mut d = dn.clone();
-                let old = self.tx.read_block(obj, 0)?;
-                d.datablkszsec = (new_bs / 512) as u16;
-                self.tx.set_dnode(obj, d);
-                if let Some(mut b) = old {
-                    b.resize(new_bs as usize, 0);
-                    self.tx.write_block(obj, 0, b);
-                }
+                self.grow_one_block(obj, new_bs)?;
             }
         }
         a.size = size;
@@ -654,6 +680,15 @@ impl<'a> ZplTx<'a> {
         }
         let end = offset.saturating_add(len).min(a.size);
         let bs = self.tx.dnode(obj)?.phys.datablksz();
+        // Partial edge blocks are changed in place: check them before any
+        // block is punched.
+        if bs > 0 && offset < end {
+            for edge in [offset, end] {
+                if !edge.is_multiple_of(bs) {
+                    self.tx.check_modifiable(obj, edge / bs)?;
+                }
+            }
+        }
         let mut pos = offset;
         while pos < end && bs > 0 {
             let blkid = pos / bs;
