@@ -21,11 +21,13 @@
 //!    zfs-fuse now refuses the pool (newer version) and keeps running.
 
 mod common;
+mod pcommon;
 mod wcommon;
 use base64::Engine;
 use ozfs_format::external::ExtHeader;
 use ozfs_testkit::cli::assert_no_panic;
 use ozfs_testkit::proc::CmdOutput;
+use pcommon::*;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -36,37 +38,6 @@ use wcommon::*;
 
 const REC: usize = 131072;
 
-fn text(seed: u64, len: usize) -> Vec<u8> {
-    let words = [
-        "lustre ", "object ", "record ", "stripe ", "server ", "client ", "zfs ", "block ",
-    ];
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(words[(x % 8) as usize].as_bytes());
-        if x.is_multiple_of(5) {
-            v.extend_from_slice(format!("{} ", x % 10000).as_bytes());
-        }
-    }
-    v.truncate(len);
-    v
-}
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 /// Mostly zeros with a few runs of text (what zle is for).
 fn sparse_text(seed: u64) -> Vec<u8> {
     let mut v = vec![0u8; REC];
@@ -76,33 +47,6 @@ fn sparse_text(seed: u64) -> Vec<u8> {
         v[at..at + 900].copy_from_slice(&t);
     }
     v
-}
-
-/// The client's payload for algorithm `algo` (independent encoders for
-/// lz4, gzip and zstd; ZFS's zle and lzjb formats from ozfs's codec).
-fn compress(algo: &str, d: &[u8]) -> Vec<u8> {
-    match algo {
-        "lz4" => lz4_flex::block::compress(d),
-        "gzip" => {
-            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
-            e.write_all(d).unwrap();
-            e.finish().unwrap()
-        }
-        "zstd" => ruzstd::encoding::compress_to_vec(d, ruzstd::encoding::CompressionLevel::Fastest),
-        "zle" => {
-            let mut b = vec![0u8; d.len()];
-            let n = ozfs_codec::compress::zle_compress(d, &mut b).unwrap();
-            b.truncate(n);
-            b
-        }
-        "lzjb" => {
-            let mut b = vec![0u8; d.len()];
-            let n = ozfs_codec::compress::lzjb_compress(d, &mut b).unwrap();
-            b.truncate(n);
-            b
-        }
-        a => panic!("{a}"),
-    }
 }
 
 /// What each record of /mix is: (kind, logical bytes, payload).

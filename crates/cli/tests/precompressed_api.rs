@@ -13,6 +13,7 @@
 //! * The leak check is clean on the result and finds a leak made on
 //!   purpose (space allocated and referenced by nothing).
 
+mod pcommon;
 use ozfs_dmu::rawio::{ExternalRecord, RawRecord};
 use ozfs_dsl::create::{create_pool, TopSpec};
 use ozfs_format::external::ExtHeader;
@@ -20,56 +21,10 @@ use ozfs_format::types::cksum as ck;
 use ozfs_format::Error;
 use ozfs_spa::{Pool, PoolOptions};
 use ozfs_zpl::write::ZplTx;
-use std::io::Write;
+use pcommon::*;
 use std::sync::Arc;
 
 const REC: u64 = 131072;
-
-/// Compressible but not trivial: words from a small vocabulary.
-fn text(seed: u64, len: usize) -> Vec<u8> {
-    let words = [
-        "lustre ", "object ", "record ", "stripe ", "server ", "client ", "zfs ", "block ",
-    ];
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(words[(x % 8) as usize].as_bytes());
-        if x.is_multiple_of(5) {
-            v.extend_from_slice(format!("{} ", x % 10000).as_bytes());
-        }
-    }
-    v.truncate(len);
-    v
-}
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-fn lz4(d: &[u8]) -> Vec<u8> {
-    lz4_flex::block::compress(d)
-}
-
-fn gzip(d: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
-    e.write_all(d).unwrap();
-    e.finish().unwrap()
-}
-
-fn zstd(d: &[u8]) -> Vec<u8> {
-    ruzstd::encoding::compress_to_vec(d, ruzstd::encoding::CompressionLevel::Fastest)
-}
 
 fn reopen(dev: &std::path::Path) -> Arc<Pool> {
     let found = ozfs_spa::import::discover_paths(&[dev.to_path_buf()]);
@@ -124,7 +79,7 @@ fn object_layer_api() {
     {
         let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
         let e = z
-            .write_precompressed(obj, 1, &rec(1, lz4(&l1)))
+            .write_precompressed(obj, 1, &rec(1, compress("lz4", &l1)))
             .unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     }
@@ -137,10 +92,10 @@ fn object_layer_api() {
     {
         let tx = w.fs_tx(root_ds).unwrap();
         let e = tx
-            .write_precompressed(9999, 0, &rec(1, lz4(&l1)))
+            .write_precompressed(9999, 0, &rec(1, compress("lz4", &l1)))
             .unwrap_err();
         assert!(matches!(e, Error::NotFound(_)), "unknown object: {e}");
-        let mut r = rec(1, lz4(&l1));
+        let mut r = rec(1, compress("lz4", &l1));
         r.lsize = 65536;
         let e = tx.write_precompressed(obj, 1, &r).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "lsize: {e}");
@@ -158,7 +113,7 @@ fn object_layer_api() {
                 .unwrap_err();
             assert!(matches!(e, Error::Invalid(_)), "tag {bad_tag}: {e}");
         }
-        let mut r = rec(3, zstd(&l3));
+        let mut r = rec(3, compress("zstd", &l3));
         r.cksum = Some((ck::FLETCHER4, ozfs_format::Cksum([1, 2, 3, 4])));
         let e = tx.write_precompressed(obj, 3, &r).unwrap_err();
         assert!(matches!(e, Error::Checksum { .. }), "checksum: {e}");
@@ -166,17 +121,23 @@ fn object_layer_api() {
     }
 
     // Records 1 (lz4), 2 (hole), 3 (gzip, with the client's sha256), 4 (zstd), 5 (opaque).
-    let p3 = gzip(&l3);
+    let p3 = compress("gzip", &l3);
     let img3 = ExtHeader::image(2, &p3, REC, sector).unwrap();
     let c3 = ozfs_codec::checksum::compute(ck::SHA256, &img3, false).unwrap();
     {
         let mut z = ZplTx::open(w.fs_tx(root_ds).unwrap(), txg, REC).unwrap();
-        let ps = z.write_precompressed(obj, 1, &rec(1, lz4(&l1))).unwrap();
-        assert_eq!(ps, (16 + lz4(&l1).len() as u64).div_ceil(sector) * sector);
+        let ps = z
+            .write_precompressed(obj, 1, &rec(1, compress("lz4", &l1)))
+            .unwrap();
+        assert_eq!(
+            ps,
+            (16 + compress("lz4", &l1).len() as u64).div_ceil(sector) * sector
+        );
         let mut r3 = rec(2, p3.clone());
         r3.cksum = Some((ck::SHA256, c3));
         z.write_precompressed(obj, 3, &r3).unwrap();
-        z.write_precompressed(obj, 4, &rec(3, zstd(&l4))).unwrap();
+        z.write_precompressed(obj, 4, &rec(3, compress("zstd", &l4)))
+            .unwrap();
         z.write_precompressed(obj, 5, &rec(200, opaque.clone()))
             .unwrap();
         let a = z.attrs(obj).unwrap();
@@ -189,9 +150,9 @@ fn object_layer_api() {
             ["plain", "external", "hole", "external", "external", "external"],
             "staged={staged}"
         );
-        assert_eq!(recs[1].1.payload(), lz4(&l1).as_slice());
+        assert_eq!(recs[1].1.payload(), compress("lz4", &l1).as_slice());
         assert_eq!(recs[3].1.payload(), p3.as_slice());
-        assert_eq!(recs[4].1.payload(), zstd(&l4).as_slice());
+        assert_eq!(recs[4].1.payload(), compress("zstd", &l4).as_slice());
         assert_eq!(recs[5].1.payload(), opaque.as_slice());
         match &recs[3].1 {
             RawRecord::External {
@@ -308,7 +269,7 @@ fn object_layer_api() {
         let root = z.root;
         let runs = z.create(root, b"runs", 0o100644, 0, 0, 0).unwrap();
         for b in 0..4u64 {
-            let p = lz4(&text(300 + b, REC as usize));
+            let p = compress("lz4", &text(300 + b, REC as usize));
             z.write_precompressed(runs, b, &rec(1, p)).unwrap();
         }
     }
@@ -332,7 +293,8 @@ fn object_layer_api() {
         );
         // Accepted: the block takes the record size, the old bytes are
         // replaced by the record.
-        z.write_precompressed(small, 0, &rec(1, lz4(&l1))).unwrap();
+        z.write_precompressed(small, 0, &rec(1, compress("lz4", &l1)))
+            .unwrap();
         assert_eq!(z.tx.dnode(small).unwrap().phys.datablksz(), REC);
         assert_eq!(z.tx.read(small, 0, REC as usize).unwrap(), l1);
     }
@@ -377,9 +339,15 @@ fn object_layer_api() {
     drop(f);
     pool.cache.clear();
     let ok = os.read_raw(&dn, 0, 1).unwrap();
-    assert_eq!(ok[0].1.payload(), lz4(&text(300, REC as usize)).as_slice());
+    assert_eq!(
+        ok[0].1.payload(),
+        compress("lz4", &text(300, REC as usize)).as_slice()
+    );
     let ok = os.read_raw(&dn, 2, 2).unwrap();
-    assert_eq!(ok[1].1.payload(), lz4(&text(303, REC as usize)).as_slice());
+    assert_eq!(
+        ok[1].1.payload(),
+        compress("lz4", &text(303, REC as usize)).as_slice()
+    );
     let e = os.read_raw(&dn, 0, 4).unwrap_err();
     assert!(
         matches!(e, Error::Checksum { .. } | Error::Corrupt { .. })
