@@ -176,14 +176,7 @@ pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
                 "cannot copy into '{target}': Read-only file system (readonly=on)"
             )));
         }
-        props
-            .iter()
-            .find(|(n, _, _)| n == "recordsize")
-            .and_then(|(_, v, _)| match v {
-                ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-                _ => None,
-            })
-            .unwrap_or(131072)
+        recordsize_of(&props)
     };
     let mut c = CopyIn {
         w: &mut w,
@@ -514,6 +507,18 @@ fn remove_tree(
     } else {
         z.unlink(parent, name)
     }
+}
+
+/// A dataset's `recordsize` property (128 KiB when it cannot be read).
+pub fn recordsize_of(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> u64 {
+    props
+        .iter()
+        .find(|(n, _, _)| n == "recordsize")
+        .and_then(|(_, v, _)| match v {
+            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
+            _ => None,
+        })
+        .unwrap_or(131072)
 }
 
 /// Whether a dataset's `readonly` property is on.

@@ -116,14 +116,7 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
             .map(|(_, v, _)| v.render(true))
             .unwrap_or_default()
     };
-    let recordsize = props
-        .iter()
-        .find(|(n, _, _)| n == "recordsize")
-        .and_then(|(_, v, _)| match v {
-            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-            _ => None,
-        })
-        .unwrap_or(131072);
+    let recordsize = crate::cp::recordsize_of(&props);
     Ok(DsMount {
         name: name.to_string(),
         ds_obj: ds.ds_obj,

@@ -193,14 +193,7 @@ pub fn store_record(
     if crate::cp::is_readonly(&props) {
         return Err("Read-only file system (readonly=on)".into());
     }
-    let recordsize = props
-        .iter()
-        .find(|(n, _, _)| n == "recordsize")
-        .and_then(|(_, v, _)| match v {
-            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-            _ => None,
-        })
-        .unwrap_or(131072);
+    let recordsize = crate::cp::recordsize_of(&props);
     if rec.lsize == 0 {
         rec.lsize = recordsize;
     }

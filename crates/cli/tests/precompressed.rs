@@ -32,7 +32,7 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use wcommon::*;
 
@@ -80,40 +80,6 @@ fn mix() -> Vec<Rec> {
         mk("hole", vec![0; REC]),
         mk("lz4", text(109, REC)),
     ]
-}
-
-fn is_mounted(p: &Path) -> bool {
-    let want = p.to_string_lossy().into_owned();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
-}
-
-/// Stops the daemon this test started and unmounts leftovers.
-struct Cleanup<'a> {
-    oz: &'a Ozfs,
-    mnts: Vec<PathBuf>,
-}
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        let sock = self.oz.state_dir().join("ozfsd.sock");
-        if let Ok(mut s) = UnixStream::connect(&sock) {
-            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
-            let mut r = String::new();
-            let _ = s.read_to_string(&mut r);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        for m in self.mnts.iter().rev() {
-            if is_mounted(m) {
-                let _ = std::process::Command::new("fusermount")
-                    .args(["-u", "-z"])
-                    .arg(m)
-                    .status();
-            }
-        }
-    }
 }
 
 fn rawio_write(
@@ -202,7 +168,7 @@ fn precompressed_records() {
     let work = local_dir(tag);
     let mnt = work.path().canonicalize().unwrap().join("mnt");
     let mnt_fs = mnt.join("fs");
-    let _cleanup = Cleanup {
+    let _cleanup = DaemonCleanup {
         oz: &oz,
         mnts: vec![mnt.clone(), mnt_fs.clone()],
     };

@@ -16,45 +16,12 @@
 mod common;
 mod wcommon;
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wcommon::*;
-
-fn is_mounted(p: &Path) -> bool {
-    let want = p.to_string_lossy().into_owned();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
-}
-
-/// Stops the daemon this test started and unmounts leftovers.
-struct Cleanup<'a> {
-    oz: &'a Ozfs,
-    mnt: PathBuf,
-}
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        let sock = self.oz.state_dir().join("ozfsd.sock");
-        if let Ok(mut s) = UnixStream::connect(&sock) {
-            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
-            let mut r = String::new();
-            let _ = s.read_to_string(&mut r);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        if is_mounted(&self.mnt) {
-            let _ = std::process::Command::new("fusermount")
-                .args(["-u", "-z"])
-                .arg(&self.mnt)
-                .status();
-        }
-    }
-}
 
 fn content(i: usize) -> Vec<u8> {
     let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -134,9 +101,9 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     let oz = ozfs();
     let work = local_dir(tag);
     let mnt = work.path().canonicalize().unwrap().join("mnt");
-    let _cleanup = Cleanup {
+    let _cleanup = DaemonCleanup {
         oz: &oz,
-        mnt: mnt.clone(),
+        mnts: vec![mnt.clone()],
     };
     let marker = work.path().join("pulled");
     let env = [("OZFS_FAULT_GONE", marker.to_string_lossy().into_owned())];
@@ -545,9 +512,9 @@ fn hot_spare() {
     let oz = ozfs();
     let work = local_dir(tag);
     let mnt = work.path().canonicalize().unwrap().join("mnt");
-    let _cleanup = Cleanup {
+    let _cleanup = DaemonCleanup {
         oz: &oz,
-        mnt: mnt.clone(),
+        mnts: vec![mnt.clone()],
     };
     let marker = work.path().join("pulled");
     let env = [("OZFS_FAULT_GONE", marker.to_string_lossy().into_owned())];

@@ -357,3 +357,40 @@ pub fn oz_scrub_clean(oz: &Ozfs, pool: &str, context: &str) -> String {
     );
     st
 }
+
+/// Whether `p` is a mount point now (`/proc/self/mountinfo`).
+pub fn is_mounted(p: &Path) -> bool {
+    let want = p.to_string_lossy().into_owned();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Stops the daemon a test started (a shutdown request) and unmounts
+/// leftovers, when dropped.
+pub struct DaemonCleanup<'a> {
+    pub oz: &'a Ozfs,
+    pub mnts: Vec<PathBuf>,
+}
+
+impl Drop for DaemonCleanup<'_> {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let sock = self.oz.state_dir().join("ozfsd.sock");
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(&sock) {
+            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        for m in self.mnts.iter().rev() {
+            if is_mounted(m) {
+                let _ = Command::new("fusermount")
+                    .args(["-u", "-z"])
+                    .arg(m)
+                    .status();
+            }
+        }
+    }
+}
