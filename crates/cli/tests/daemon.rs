@@ -118,14 +118,7 @@ fn daemon_mounts() {
     let ds_b = format!("{name}/b");
 
     // Create: -m sets the mountpoint; pool/a inherits below it.
-    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(mnt.to_string_lossy().into_owned());
-    args.push(name.clone());
-    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
-    oz.ok(&args);
+    oz_create_at(&oz, &pool, &mnt, None, &[]);
     let mp = oz.ok(&["zfs", "get", "-H", "-o", "value", "mountpoint", &name]);
     assert_eq!(mp.trim(), mnt.to_string_lossy(), "zpool create -m");
     oz.ok(&["zfs", "create", &ds_a]);

@@ -172,14 +172,7 @@ fn precompressed_records() {
         oz: &oz,
         mnts: vec![mnt.clone(), mnt_fs.clone()],
     };
-    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(mnt.to_string_lossy().into_owned());
-    args.push(name.clone());
-    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
-    oz.ok(&args);
+    oz_create_at(&oz, &pool, &mnt, None, &[]);
     let fs_name = format!("{name}/fs");
     oz.ok(&["zfs", "create", "-o", "compression=lz4", &fs_name]);
     let mut recs = mix();

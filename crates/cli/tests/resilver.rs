@@ -113,15 +113,7 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
         .set_len(128 * MIB)
         .unwrap();
 
-    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(mnt.to_string_lossy().into_owned());
-    args.push(name.clone());
-    args.push(pool.layout().keyword().unwrap().into());
-    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
-    oz.ok(&args);
+    oz_create_at(&oz, &pool, &mnt, None, &[]);
     oz_export(&oz, &name);
     // The import starts the daemon (with the fault injection armed) and mounts.
     let r = oz.run_env(

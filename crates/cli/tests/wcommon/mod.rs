@@ -29,10 +29,15 @@ pub fn new_devs(prefix: &str, layout: Layout, ndev: usize, dev_mib: u64) -> Test
 /// `ozfs zpool create -f <opts> -m <pool mnt> NAME [keyword] DEVS...`;
 /// `keyword` overrides the layout's keyword (e.g. `Some("raidz")`).
 pub fn oz_create(oz: &Ozfs, pool: &TestPool, keyword: Option<&str>, opts: &[&str]) {
+    oz_create_at(oz, pool, &pool.mountpoint(""), keyword, opts);
+}
+
+/// [`oz_create`] with the pool's mountpoint `mnt` (`-m`).
+pub fn oz_create_at(oz: &Ozfs, pool: &TestPool, mnt: &Path, keyword: Option<&str>, opts: &[&str]) {
     let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
     args.extend(opts.iter().map(|s| s.to_string()));
     args.push("-m".into());
-    args.push(pool.mountpoint("").to_string_lossy().into_owned());
+    args.push(mnt.to_string_lossy().into_owned());
     args.push(pool.name().to_string());
     if let Some(k) = keyword.or(pool.layout().keyword()) {
         args.push(k.into());
