@@ -263,7 +263,7 @@ pub fn store_record(
                 .create(parent, name.as_bytes(), 0o100644, 0, 0, 0)
                 .map_err(|e| e.to_string())?,
         };
-        z.write_precompressed(obj, record, &rec)
+        z.write_external(obj, record, built)
             .map_err(|e| e.to_string())?
     };
     w.sync().map_err(|e| e.to_string())?;

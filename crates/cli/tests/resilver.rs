@@ -23,6 +23,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wcommon::*;
 
+/// `zpool import` through the daemon with the fault injection `env`
+/// armed; the pool must be mounted at `mnt` after it.
+fn import_armed(oz: &Ozfs, env: &[(&str, String)], pool: &TestPool, mnt: &Path) {
+    let r = oz.run_env(
+        env,
+        &[
+            "zpool",
+            "import",
+            "-d",
+            &pool.dev_dir().to_string_lossy(),
+            pool.name(),
+        ],
+    );
+    assert!(r.success(), "{}", r.describe());
+    assert!(is_mounted(mnt), "not mounted after import");
+}
+
 fn content(i: usize) -> Vec<u8> {
     let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let len = 16 * 1024 + (i % 7) * 14_000;
@@ -116,18 +133,7 @@ fn pulled_disk(layout: Layout, ndev: usize, tag: &str) {
     oz_create_at(&oz, &pool, &mnt, None, &[]);
     oz_export(&oz, &name);
     // The import starts the daemon (with the fault injection armed) and mounts.
-    let r = oz.run_env(
-        &env,
-        &[
-            "zpool",
-            "import",
-            "-d",
-            &pool.dev_dir().to_string_lossy(),
-            &name,
-        ],
-    );
-    assert!(r.success(), "{}", r.describe());
-    assert!(is_mounted(&mnt), "not mounted after import");
+    import_armed(&oz, &env, &pool, &mnt);
     phase(&format!("{tag}: imported and mounted"), t0);
 
     // A steady write load.
@@ -540,18 +546,7 @@ fn hot_spare() {
     let r = oz.run(&["zpool", "remove", &name, &pool.devs()[1].to_string_lossy()]);
     assert_eq!(r.code, Some(1), "removing a raidz member: {}", r.describe());
     oz_export(&oz, &name);
-    let r = oz.run_env(
-        &env,
-        &[
-            "zpool",
-            "import",
-            "-d",
-            &pool.dev_dir().to_string_lossy(),
-            &name,
-        ],
-    );
-    assert!(r.success(), "{}", r.describe());
-    assert!(is_mounted(&mnt), "not mounted after import");
+    import_armed(&oz, &env, &pool, &mnt);
     let st = oz.ok(&["zpool", "status", &name]);
     assert_eq!(spare_state_of(&st, &s1).as_deref(), Some("AVAIL"), "{st}");
     phase(&format!("{tag}: created, imported"), t0);

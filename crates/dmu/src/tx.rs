@@ -248,23 +248,29 @@ impl ObjsetTx {
         self.stage_external(obj, blkid, e)
     }
 
-    /// Check and build the stored form of a client's record (feature
-    /// active, tag, payload size, the client's checksum) without staging
-    /// anything: callers validate before they change a file.
+    /// Check and build the stored form of a client's record (tag, payload
+    /// size, the client's checksum) without staging anything: callers
+    /// validate before they change a file.
     pub fn build_external(&self, rec: &ExternalRecord) -> Result<ExtBlock> {
-        if !self.os.pool.external_active() {
-            return Err(Error::unsupported(
-                format!("pool '{}'", self.os.pool.name),
-                "pre-compressed records need the feature org.ozfs:external_compression",
-            ));
-        }
         ExtBlock::build(rec, self.os.pool.min_sector())
+    }
+
+    /// Pre-compressed records may be staged: the pool has the feature.
+    pub fn check_external_active(&self) -> Result<()> {
+        if self.os.pool.external_active() {
+            return Ok(());
+        }
+        Err(Error::unsupported(
+            format!("pool '{}'", self.os.pool.name),
+            "pre-compressed records need the feature org.ozfs:external_compression",
+        ))
     }
 
     /// Stage a record built by [`build_external`](Self::build_external) as
     /// block `blkid` of `obj`, whose block size must be its logical size.
     /// Returns its physical size.
     pub fn stage_external(&mut self, obj: u64, blkid: u64, e: ExtBlock) -> Result<u64> {
+        self.check_external_active()?;
         let dn = self.dnode(obj)?;
         let bs = dn.phys.datablksz();
         if e.lsize != bs {
@@ -285,12 +291,18 @@ impl ObjsetTx {
     /// Refuse, before anything changes, a partial change of a block that
     /// is a pre-compressed record ozfs cannot decode ([`Error::Opaque`]).
     pub fn check_modifiable(&self, obj: u64, blkid: u64) -> Result<()> {
+        self.modifiable_tag(obj, blkid).map(|_| ())
+    }
+
+    /// [`external_tag`](Self::external_tag) of a block that may be changed
+    /// in place: [`Error::Opaque`] when ozfs cannot decode it.
+    fn modifiable_tag(&self, obj: u64, blkid: u64) -> Result<Option<u8>> {
         match self.external_tag(obj, blkid)? {
             Some(t) if !tag_is_known(t) => Err(Error::Opaque {
                 what: format!("object {obj} block {blkid}"),
                 tag: t,
             }),
-            _ => Ok(()),
+            tag => Ok(tag),
         }
     }
 
@@ -328,13 +340,7 @@ impl ObjsetTx {
         f: &mut dyn FnMut(&mut [u8]),
     ) -> Result<()> {
         let bs = self.dnode(obj)?.phys.datablksz() as usize;
-        let tag = self.external_tag(obj, blkid)?;
-        if let Some(t) = tag.filter(|t| !tag_is_known(*t)) {
-            return Err(Error::Opaque {
-                what: format!("object {obj} block {blkid}"),
-                tag: t,
-            });
-        }
+        let tag = self.modifiable_tag(obj, blkid)?;
         let mut block = self.read_block(obj, blkid)?.unwrap_or_default();
         block.resize(bs, 0);
         f(&mut block);
@@ -467,15 +473,19 @@ impl ObjsetTx {
         if bs == 0 {
             return Err(Error::corrupt(format!("object {obj}"), "block size 0"));
         }
-        // Only the first and last blocks can be partial: refuse before any
-        // block changes if one of them cannot be modified.
+        // Only the first and last blocks can be partial. A write that
+        // spans several blocks checks both before any block changes; one
+        // within a single block is checked by modify_block itself.
         if !buf.is_empty() {
             let end = offset.saturating_add(buf.len() as u64);
-            if !offset.is_multiple_of(bs) || (end - offset) < bs {
-                self.check_modifiable(obj, offset / bs)?;
-            }
-            if !end.is_multiple_of(bs) {
-                self.check_modifiable(obj, (end - 1) / bs)?;
+            let (first, last) = (offset / bs, (end - 1) / bs);
+            if first != last {
+                if !offset.is_multiple_of(bs) {
+                    self.check_modifiable(obj, first)?;
+                }
+                if !end.is_multiple_of(bs) {
+                    self.check_modifiable(obj, last)?;
+                }
             }
         }
         let mut done = 0usize;

@@ -548,20 +548,33 @@ impl<'a> ZplTx<'a> {
         record: u64,
         rec: &ozfs_dmu::rawio::ExternalRecord,
     ) -> Result<u64> {
-        let mut a = self.attrs(obj)?;
-        self.check_precompressed(obj, &a, rec.lsize)?;
-        // Everything is checked before the file changes.
         let e = self.tx.build_external(rec)?;
-        if record.checked_mul(rec.lsize).is_none_or(|o| o >= 1 << 62) {
+        self.write_external(obj, record, e)
+    }
+
+    /// [`write_precompressed`](Self::write_precompressed) of a record
+    /// already built (and so checked) by `ObjsetTx::build_external`.
+    pub fn write_external(
+        &mut self,
+        obj: u64,
+        record: u64,
+        e: ozfs_dmu::rawio::ExtBlock,
+    ) -> Result<u64> {
+        self.tx.check_external_active()?;
+        let mut a = self.attrs(obj)?;
+        self.check_precompressed(obj, &a, e.lsize)?;
+        // Everything is checked before the file changes.
+        if record.checked_mul(e.lsize).is_none_or(|o| o >= 1 << 62) {
             return Err(Error::Invalid(format!(
                 "record {record} is beyond any file"
             )));
         }
-        if self.tx.dnode(obj)?.phys.datablksz() != rec.lsize {
-            self.grow_one_block(obj, rec.lsize)?;
+        let lsize = e.lsize;
+        if self.tx.dnode(obj)?.phys.datablksz() != lsize {
+            self.grow_one_block(obj, lsize)?;
         }
         let psize = self.tx.stage_external(obj, record, e)?;
-        let end = (record + 1).saturating_mul(rec.lsize);
+        let end = (record + 1).saturating_mul(lsize);
         if end > a.size {
             a.size = end;
         }

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 use crate::common::Ozfs;
+use crate::wcommon::is_mounted;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -19,14 +20,6 @@ pub struct Mounted {
     child: Option<Child>,
     pub mnt: PathBuf,
     log: PathBuf,
-}
-
-pub fn is_mounted(mnt: &Path) -> bool {
-    let want = mnt.to_string_lossy().into_owned();
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
 impl Mounted {
