@@ -179,24 +179,6 @@ impl Record {
     }
 
     fn open_mode(&self, writable: bool) -> Result<Arc<Pool>> {
-        // A reader may catch the pool's writer (the daemon) between the two
-        // halves of a label update (labels 0 and 2 carry the new vdev tree
-        // before the uberblock of that txg is written): no uberblock then
-        // matches the tree's guid sum. The next look, a moment later, sees
-        // a consistent pool; a pool that stays inconsistent fails as before.
-        let mut tries = 0;
-        loop {
-            match self.open_once(writable) {
-                Err(e) if tries < 20 && e.to_string().contains("guid sum") => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                r => return r,
-            }
-        }
-    }
-
-    fn open_once(&self, writable: bool) -> Result<Arc<Pool>> {
         let paths: Vec<PathBuf> = self.devices.iter().map(PathBuf::from).collect();
         let found = ozfs_spa::import::discover_paths_mode(&paths, writable)
             .into_iter()

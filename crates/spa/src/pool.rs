@@ -173,53 +173,73 @@ impl Pool {
                 format!("vdev_children = {nchildren}"),
             ));
         }
-        // Pick, for each top-level id, the vdev_tree from the newest label that describes it.
-        let mut tops_cfg: HashMap<u64, (u64, NvList)> = HashMap::new();
+        // Every top-level vdev_tree the devices' labels hold, with the txg
+        // of its label. The tree in use is, per top-level id, the newest;
+        // a reader that finds no uberblock matching it (another process is
+        // between the two halves of a label update: labels 0 and 2 are
+        // written before that txg's uberblock) takes, as ZFS does, the
+        // newest at or below the uberblock's txg instead.
+        let mut trees: Vec<(u64, u64, &NvList)> = Vec::new();
         for d in &found.devices {
-            let Some(tree) = d.config.get_nvlist("vdev_tree") else {
-                continue;
-            };
-            let id = tree.get_u64("id").unwrap_or(u64::MAX);
-            let txg = d.config.get_u64("txg").unwrap_or(0);
-            if id >= nchildren {
-                continue;
-            }
-            match tops_cfg.get(&id) {
-                Some((t, _)) if *t >= txg => {}
-                _ => {
-                    tops_cfg.insert(id, (txg, tree.clone()));
+            for c in d.labels.configs.iter().flatten() {
+                if c.get_u64("pool_guid") != Some(found.guid) {
+                    continue;
+                }
+                let Some(tree) = c.get_nvlist("vdev_tree") else {
+                    continue;
+                };
+                let id = tree.get_u64("id").unwrap_or(u64::MAX);
+                if id < nchildren {
+                    trees.push((id, c.get_u64("txg").unwrap_or(0), tree));
                 }
             }
         }
+        let pick = |max: u64| -> HashMap<u64, (u64, &NvList)> {
+            let mut best: HashMap<u64, (u64, &NvList)> = HashMap::new();
+            for &(id, txg, tree) in &trees {
+                let better = match best.get(&id) {
+                    None => true,
+                    Some(&(t, _)) => (txg <= max && (t > max || txg > t)) || (t > max && txg > t),
+                };
+                if better {
+                    best.insert(id, (txg, tree));
+                }
+            }
+            best
+        };
         let devices: HashMap<u64, (Arc<dyn BlockDevice>, String)> = found
             .devices
             .iter()
             .map(|d| (d.guid, (d.dev.clone(), d.path.display().to_string())))
             .collect();
-        let mut opener = |guid: u64, _path: Option<&str>| devices.get(&guid).cloned();
-        let mut tops = Vec::new();
-        for id in 0..nchildren {
-            match tops_cfg.get(&id) {
-                Some((_, tree)) => {
-                    let mut top =
-                        Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?;
-                    top.check_leaf_sizes();
-                    tops.push(top);
-                }
-                None => {
-                    let mut nv = NvList::new();
-                    nv.set("type", ozfs_format::NvValue::String("missing".into()));
-                    nv.set("id", ozfs_format::NvValue::Uint64(id));
-                    tops.push(Vdev::from_config(&nv, &mut opener)?);
+        let build_root = |tops_cfg: &HashMap<u64, (u64, &NvList)>| -> Result<Vdev> {
+            let mut opener = |guid: u64, _path: Option<&str>| devices.get(&guid).cloned();
+            let mut tops = Vec::new();
+            for id in 0..nchildren {
+                match tops_cfg.get(&id) {
+                    Some((_, tree)) => {
+                        let mut top =
+                            Vdev::from_config(tree, &mut opener).map_err(|e| e.context(&what))?;
+                        top.check_leaf_sizes();
+                        tops.push(top);
+                    }
+                    None => {
+                        let mut nv = NvList::new();
+                        nv.set("type", ozfs_format::NvValue::String("missing".into()));
+                        nv.set("id", ozfs_format::NvValue::Uint64(id));
+                        tops.push(Vdev::from_config(&nv, &mut opener)?);
+                    }
                 }
             }
-        }
-        let mut root_nv = NvList::new();
-        root_nv.set("type", ozfs_format::NvValue::String("root".into()));
-        root_nv.set("id", ozfs_format::NvValue::Uint64(0));
-        root_nv.set("guid", ozfs_format::NvValue::Uint64(found.guid));
-        let mut root = Vdev::from_config(&root_nv, &mut opener)?;
-        root.children = tops;
+            let mut root_nv = NvList::new();
+            root_nv.set("type", ozfs_format::NvValue::String("root".into()));
+            root_nv.set("id", ozfs_format::NvValue::Uint64(0));
+            root_nv.set("guid", ozfs_format::NvValue::Uint64(found.guid));
+            let mut root = Vdev::from_config(&root_nv, &mut opener)?;
+            root.children = tops;
+            Ok(root)
+        };
+        let root = build_root(&pick(u64::MAX))?;
         if root.state() == VdevState::Unavail {
             let mut missing: Vec<String> = Vec::new();
             for c in root
@@ -296,16 +316,32 @@ impl Pool {
             )),
         };
         let mut last_err = Error::corrupt(&what, "no valid uberblock found on any device");
+        // The guid sum of the tree in `pool.root`.
+        let mut current = guid_sum;
         for u in ubs {
-            if full_tree && u.ub.guid_sum != guid_sum {
-                last_err = Error::corrupt(
-                    &what,
-                    format!(
-                        "uberblock txg {} guid sum {:#x} does not match the vdev tree ({:#x})",
-                        u.ub.txg, u.ub.guid_sum, guid_sum
-                    ),
-                );
-                continue;
+            if full_tree && u.ub.guid_sum != current {
+                // The newest tree again, or the labels as they were at this
+                // uberblock's txg.
+                let tree = if u.ub.guid_sum == guid_sum {
+                    build_root(&pick(u64::MAX)).ok()
+                } else {
+                    build_root(&pick(u.ub.txg)).ok().filter(|t| {
+                        t.guid_sum() == u.ub.guid_sum && t.state() != VdevState::Unavail
+                    })
+                };
+                if let Some(t) = tree {
+                    current = t.guid_sum();
+                    pool.root = VdevCell::new(t);
+                } else {
+                    last_err = Error::corrupt(
+                        &what,
+                        format!(
+                            "uberblock txg {} guid sum {:#x} does not match the vdev tree ({:#x})",
+                            u.ub.txg, u.ub.guid_sum, guid_sum
+                        ),
+                    );
+                    continue;
+                }
             }
             if !(1..=SPA_VERSION_MAX_LEGACY).contains(&u.ub.version)
                 && u.ub.version != SPA_VERSION_FEATURES
