@@ -21,6 +21,9 @@
 //!   size, mtime, sha256, link target, xattrs, hard-link groups) with a
 //!   readable [`Manifest::diff`].
 //! * [`damage`] — random overwrites, zeroed labels, corrupted uberblocks.
+//! * [`mutate::Image`] — hostile images: one field of one block changed
+//!   with every checksum up to the uberblock recomputed, so the damage
+//!   reaches the decoders.
 //! * [`Ozfs`] — runs the ozfs binary with a private `OZFS_STATE_DIR`, a
 //!   timeout and "never panics" checks.
 //!
@@ -60,6 +63,7 @@ pub mod daemon;
 pub mod damage;
 mod error;
 pub mod manifest;
+pub mod mutate;
 pub mod pool;
 pub mod populate;
 pub mod proc;
