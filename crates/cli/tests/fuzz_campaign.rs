@@ -1,0 +1,1022 @@
+//! The structured fuzzing campaign (issue 13): hostile pool images and send
+//! streams, built from a real pool in the test itself, thrown at the real
+//! binary with fixed seeds and bounded time.
+//!
+//! **Pool images.** A small pool is made with `ozfs zpool create` (a file
+//! system with files of every shape — inline, one block, indirect, sparse —
+//! a fat-ZAP directory, a symlink to a canary directory outside every copy
+//! destination, a hard link, a child file system, two snapshots). Each case
+//! takes a fresh sparse copy of it and damages *one* piece of metadata
+//! with [`ozfs_testkit::mutate::Image`], which recomputes every checksum up
+//! to the uberblock so the damage gets past verification: a word of an
+//! objset, a dnode field, a block-pointer word of an indirect block, a
+//! micro-ZAP name or value (duplicate names, `..`, `/`, other objects), a DSL
+//! bonus word, a space-map or config word; or a field of the uberblock or of
+//! the label's config nvlist. Then it runs what a user would: `zpool import`
+//! (listing and read-only), `zpool status`, `zfs list`, `zfs get all`,
+//! `zdb -dddd`, `zdb -b`, `cp -r` of the file system and a snapshot, and,
+//! for a third of the cases, a read-write import with a write and an export
+//! (the sync path).
+//!
+//! **Streams.** A full and an incremental `ozfs zfs send` stream; each case
+//! damages one record header field, a payload byte, a BEGIN name, or drops,
+//! duplicates or truncates records, fixes the END checksum (so the damage
+//! is not simply refused at the end), and receives it into a fresh copy of
+//! the pool. A refused receive must leave the pool as it was (same datasets,
+//! `zdb -b` leak check clean); an accepted one must read back (`cp -r`) and
+//! stay clean.
+//!
+//! **What fails the test.** A panic (exit 101 or "panicked"), death by a
+//! signal (including an allocation abort: every command runs with an
+//! address-space limit), a hang (per-command timeout), a file appearing
+//! anywhere outside the copy destination or the canary directory changing,
+//! a pool left unclean by a refused receive. Every finding names the case,
+//! the damage and the command; `OZFS_FUZZ_CASE=N` reruns one case and keeps
+//! its files. `OZFS_FUZZ_IMAGE_CASES` / `OZFS_FUZZ_STREAM_CASES` /
+//! `OZFS_FUZZ_SEED` scale the campaign (scripts/fuzz-soak.sh runs it long).
+
+use ozfs_testkit::mutate::{BlockKind, Image};
+use ozfs_testkit::proc::CmdOutput;
+use ozfs_testkit::XorShift;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ozfs");
+const POOL: &str = "fz";
+/// Per-command timeout: every command here takes milliseconds on a 64 MiB pool.
+const CMD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Address-space limit of every command (an allocation sized from hostile
+/// data aborts instead of being served).
+const AS_LIMIT: u64 = 4 << 30;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn verbose() -> bool {
+    std::env::var_os("OZFS_FUZZ_VERBOSE").is_some()
+}
+
+/// One command's outcome and whether it is a finding.
+struct Run {
+    out: CmdOutput,
+}
+
+impl Run {
+    fn finding(&self) -> Option<String> {
+        let o = &self.out;
+        if o.timed_out {
+            return Some(format!("hang (> {CMD_TIMEOUT:?})"));
+        }
+        if o.stderr.contains("panicked") || o.code == Some(101) {
+            return Some("panic".into());
+        }
+        if o.stderr.contains("memory allocation of") {
+            return Some("allocation beyond the bound".into());
+        }
+        if o.code.is_none() {
+            return Some("killed by a signal".into());
+        }
+        None
+    }
+    fn ok(&self) -> bool {
+        self.out.success()
+    }
+}
+
+/// The sandbox of one campaign: state dir, work dir, canary.
+struct Sandbox {
+    root: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Sandbox {
+        let base = ozfs_testkit::test_tmp_root();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("ozfs-fuzz-{tag}-"))
+            .tempdir_in(base)
+            .expect("sandbox");
+        let s = Sandbox { root };
+        for d in ["state", "dev", "out", "canary"] {
+            std::fs::create_dir_all(s.p(d)).expect("mkdir");
+        }
+        std::fs::write(s.p("canary/keep"), b"canary\n").expect("canary");
+        std::fs::set_permissions(s.p("canary"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod canary");
+        s
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+    fn dev(&self) -> PathBuf {
+        self.p("dev/d0")
+    }
+
+    /// Runs `ozfs args` with the sandbox's state dir, a timeout and the
+    /// address-space limit; `stdin` from a file when given.
+    fn ozfs(&self, args: &[&str], stdin: Option<&Path>) -> Run {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("OZFS_STATE_DIR", self.p("state"))
+            .env("RUST_BACKTRACE", "0")
+            .env("LC_ALL", "C");
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: AS_LIMIT,
+                    rlim_max: AS_LIMIT,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &lim);
+                Ok(())
+            });
+        }
+        let out = match stdin {
+            None => ozfs_testkit::proc::run_with_timeout(&mut cmd, CMD_TIMEOUT).expect("run ozfs"),
+            Some(f) => run_stdin(cmd, f),
+        };
+        Run { out }
+    }
+
+    /// Clears state, output and (optionally) the device directory.
+    fn reset(&self) {
+        for d in ["state", "out"] {
+            let _ = std::fs::remove_dir_all(self.p(d));
+            std::fs::create_dir_all(self.p(d)).expect("mkdir");
+        }
+    }
+
+    /// What must never change: the sandbox holds only its own directories,
+    /// the canary holds only `keep` with its mode.
+    fn escapes(&self) -> Option<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.root.path())
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        let expected = ["base", "canary", "dev", "out", "state", "streams"];
+        if let Some(n) = names.iter().find(|n| !expected.contains(&n.as_str())) {
+            return Some(format!("a file appeared outside the destination: {n}"));
+        }
+        let canary: Vec<String> = std::fs::read_dir(self.p("canary"))
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if canary != ["keep"] {
+            return Some(format!("the canary directory changed: {canary:?}"));
+        }
+        match std::fs::symlink_metadata(self.p("canary")) {
+            Ok(m) if m.mode() & 0o7777 == 0o755 && m.is_dir() => None,
+            Ok(m) => Some(format!(
+                "the canary directory's mode changed: {:o}",
+                m.mode()
+            )),
+            Err(e) => Some(format!("the canary directory is gone: {e}")),
+        }
+    }
+}
+
+fn run_stdin(mut cmd: Command, f: &Path) -> CmdOutput {
+    let line = format!("{:?} < {}", cmd, f.display());
+    let start = Instant::now();
+    let file = std::fs::File::open(f).expect("stream file");
+    let mut child = cmd
+        .stdin(Stdio::from(file))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ozfs");
+    let mut so = child.stdout.take().expect("stdout");
+    let mut se = child.stderr.take().expect("stderr");
+    let t1 = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = so.read_to_end(&mut v);
+        v
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = se.read_to_end(&mut v);
+        v
+    });
+    let mut timed_out = false;
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        if start.elapsed() > CMD_TIMEOUT {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    CmdOutput {
+        cmdline: line,
+        code: status.and_then(|s| s.code()),
+        stdout: String::from_utf8_lossy(&t1.join().unwrap_or_default()).into_owned(),
+        stderr: String::from_utf8_lossy(&t2.join().unwrap_or_default()).into_owned(),
+        timed_out,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Copies a sparse file quickly (data extents only).
+fn sparse_copy(from: &Path, to: &Path) {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    let src = std::fs::File::open(from).expect("open base image");
+    let len = src.metadata().expect("stat").len();
+    let dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(to)
+        .expect("create image copy");
+    dst.set_len(len).expect("size image copy");
+    let fd = src.as_raw_fd();
+    let mut pos: i64 = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    while (pos as u64) < len {
+        // SAFETY: plain lseek on an fd we own.
+        let data = unsafe { libc::lseek(fd, pos, libc::SEEK_DATA) };
+        if data < 0 {
+            break;
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        let hole = if hole < 0 { len as i64 } else { hole };
+        let mut off = data as u64;
+        while off < hole as u64 {
+            let n = ((hole as u64 - off) as usize).min(buf.len());
+            src.read_exact_at(&mut buf[..n], off).expect("read base");
+            dst.write_all_at(&buf[..n], off).expect("write copy");
+            off += n as u64;
+        }
+        pos = hole;
+    }
+}
+
+/// Builds the base pool: returns (dataset list of the pool, streams dir).
+fn build_base(sb: &Sandbox) {
+    let must = |args: &[&str]| {
+        let r = sb.ozfs(args, None);
+        assert!(r.ok(), "setup failed:\n{}", r.out.describe());
+    };
+    let f = std::fs::File::create(sb.dev()).expect("dev");
+    f.set_len(64 << 20).expect("size dev");
+    drop(f);
+    let dev = sb.dev();
+    let dev = dev.to_str().expect("utf-8 path");
+    must(&["zpool", "create", "-m", "none", POOL, dev]);
+    must(&["zfs", "create", &format!("{POOL}/fs")]);
+    must(&["zfs", "create", &format!("{POOL}/fs/child")]);
+    // The tree: every file shape, a fat ZAP, a link to the canary.
+    let src = sb.p("out/src");
+    std::fs::create_dir_all(src.join("dir/sub")).expect("mkdir");
+    std::fs::write(src.join("tiny"), b"x").expect("w");
+    std::fs::write(src.join("dir/one"), vec![7u8; 5000]).expect("w");
+    let mut rng = XorShift::new(7);
+    std::fs::write(src.join("dir/sub/indirect"), rng.bytes(300 << 10)).expect("w");
+    let sparse = std::fs::File::create(src.join("sparse")).expect("w");
+    sparse.set_len(3 << 20).expect("w");
+    {
+        use std::os::unix::fs::FileExt;
+        sparse.write_all_at(b"middle", 1 << 20).expect("w");
+    }
+    drop(sparse);
+    std::fs::create_dir(src.join("fat")).expect("mkdir");
+    for i in 0..8 {
+        // A name over 50 bytes makes the directory a fat ZAP.
+        let name = format!("{i}-{}", "n".repeat(60));
+        std::fs::write(src.join("fat").join(name), [i as u8]).expect("w");
+    }
+    std::os::unix::fs::symlink(sb.p("canary"), src.join("aaaa")).expect("symlink");
+    std::os::unix::fs::symlink("tiny", src.join("rel")).expect("symlink");
+    std::fs::hard_link(src.join("tiny"), src.join("dir/tinylink")).expect("link");
+    let srcs = src.to_str().expect("utf-8");
+    must(&["cp", "-r", srcs, &format!("{POOL}/fs:/t")]);
+    must(&["zfs", "snapshot", &format!("{POOL}/fs@s1")]);
+    std::fs::write(src.join("tiny"), b"changed").expect("w");
+    must(&[
+        "cp",
+        &format!("{srcs}/tiny"),
+        &format!("{POOL}/fs:/t/tiny2"),
+    ]);
+    must(&["rm", &format!("{POOL}/fs:/t/dir/one")]);
+    must(&["zfs", "snapshot", &format!("{POOL}/fs@s2")]);
+    std::fs::create_dir_all(sb.p("streams")).expect("mkdir");
+    let sh = |script: &str| {
+        let o = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .env("OZFS", BIN)
+            .env("OZFS_STATE_DIR", sb.p("state"))
+            .output()
+            .expect("sh");
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let st = sb.p("streams");
+    let st = st.to_str().expect("utf-8");
+    sh(&format!("\"$OZFS\" zfs send {POOL}/fs@s1 > {st}/full"));
+    sh(&format!(
+        "\"$OZFS\" zfs send -i {POOL}/fs@s1 {POOL}/fs@s2 > {st}/incr"
+    ));
+    // A received copy at @s1 for the incremental stream to land on.
+    sh(&format!("\"$OZFS\" zfs receive {POOL}/recv < {st}/full"));
+    must(&["zpool", "export", POOL]);
+    std::fs::create_dir_all(sb.p("base")).expect("mkdir");
+    std::fs::rename(sb.dev(), sb.p("base/d0")).expect("move base");
+    let _ = std::fs::remove_dir_all(sb.p("out/src"));
+}
+
+const INTERESTING: [u64; 24] = [
+    0,
+    1,
+    2,
+    0x7f,
+    0xff,
+    0x100,
+    0x1ff,
+    0x1000,
+    0xffff,
+    0x1_0000,
+    1 << 20,
+    1 << 26,
+    0x7fff_ffff,
+    0xffff_ffff,
+    1 << 32,
+    1 << 40,
+    1 << 48,
+    1 << 56,
+    1 << 58,
+    1 << 62,
+    1 << 63,
+    u64::MAX - 1,
+    u64::MAX,
+];
+
+fn interesting(rng: &mut XorShift, old: u64) -> u64 {
+    match rng.range(0, 6) {
+        0 => old.wrapping_add(1),
+        1 => old.wrapping_sub(1),
+        2 => old ^ (1 << rng.range(0, 64)),
+        3 => old.wrapping_mul(2),
+        _ => INTERESTING[rng.range(0, INTERESTING.len() as u64) as usize],
+    }
+}
+
+/// Sets the `width`-byte little-endian field at `off` to an interesting value.
+fn poke(d: &mut [u8], off: usize, width: usize, rng: &mut XorShift) -> String {
+    if off + width > d.len() {
+        return "nothing (out of range)".into();
+    }
+    let mut b = [0u8; 8];
+    b[..width].copy_from_slice(&d[off..off + width]);
+    let old = u64::from_le_bytes(b);
+    let mask = if width == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * width)) - 1
+    };
+    let new = interesting(rng, old) & mask;
+    d[off..off + width].copy_from_slice(&new.to_le_bytes()[..width]);
+    format!("u{} at {off}: {old:#x} -> {new:#x}", width * 8)
+}
+
+const DNODE_FIELDS: [(usize, usize, &str); 12] = [
+    (0, 1, "type"),
+    (1, 1, "indblkshift"),
+    (2, 1, "nlevels"),
+    (3, 1, "nblkptr"),
+    (4, 1, "bonustype"),
+    (7, 1, "flags"),
+    (8, 2, "datablkszsec"),
+    (10, 2, "bonuslen"),
+    (12, 1, "extra_slots"),
+    (16, 8, "maxblkid"),
+    (24, 8, "used"),
+    (5, 1, "checksum"),
+];
+
+/// Damages one dnode of a dnode block (or the meta-dnode of an objset).
+fn damage_dnode(d: &mut [u8], rng: &mut XorShift, slots: usize) -> String {
+    // Prefer slots in use.
+    let used: Vec<usize> = (0..slots)
+        .filter(|&s| d.get(s * 512).is_some_and(|&t| t != 0))
+        .collect();
+    let slot = if used.is_empty() {
+        rng.range(0, slots.max(1) as u64) as usize
+    } else {
+        used[rng.range(0, used.len() as u64) as usize]
+    };
+    let base = slot * 512;
+    match rng.range(0, 10) {
+        0..=5 => {
+            let (off, w, name) = DNODE_FIELDS[rng.range(0, DNODE_FIELDS.len() as u64) as usize];
+            format!("dnode slot {slot} {name}: {}", poke(d, base + off, w, rng))
+        }
+        6..=7 => {
+            // A word of a block pointer (birth, fill, prop, DVA).
+            let bp = rng.range(0, 3) as usize;
+            let word = [0, 1, 6, 9, 10, 11][rng.range(0, 6) as usize];
+            format!(
+                "dnode slot {slot} blkptr[{bp}] word {word}: {}",
+                poke(d, base + 64 + bp * 128 + word * 8, 8, rng)
+            )
+        }
+        _ => {
+            // The bonus area (znode, DSL dir/dataset fields).
+            let off = 64 + 128 + 8 * rng.range(0, 40) as usize;
+            format!(
+                "dnode slot {slot} bonus word: {}",
+                poke(d, base + off, 8, rng)
+            )
+        }
+    }
+}
+
+const MZAP_ENT: usize = 64;
+
+/// Damages a micro ZAP: names and values of its entries.
+fn damage_mzap(d: &mut [u8], rng: &mut XorShift) -> String {
+    let n = d.len() / MZAP_ENT - 1;
+    let used: Vec<usize> = (0..n)
+        .filter(|&i| d.get(MZAP_ENT * (i + 1) + 14).is_some_and(|&c| c != 0))
+        .collect();
+    if used.is_empty() {
+        return format!("header: {}", poke(d, 8 * rng.range(0, 8) as usize, 8, rng));
+    }
+    let pick = |rng: &mut XorShift| used[rng.range(0, used.len() as u64) as usize];
+    let e = pick(rng);
+    let base = MZAP_ENT * (e + 1);
+    let name_at = base + 14;
+    let set_name = |d: &mut [u8], name: &[u8]| {
+        let len = name.len().min(49);
+        d[name_at..name_at + 50].fill(0);
+        d[name_at..name_at + len].copy_from_slice(&name[..len]);
+    };
+    match rng.range(0, 8) {
+        0 | 1 => {
+            let other = pick(rng);
+            let name: Vec<u8> =
+                d[MZAP_ENT * (other + 1) + 14..MZAP_ENT * (other + 1) + 64].to_vec();
+            set_name(d, &name);
+            format!("entry {e} renamed as entry {other} (duplicate name)")
+        }
+        2 => {
+            let bad: [&[u8]; 6] = [b"..", b".", b"a/b", b"", b"\xff\xfe", &[b'n'; 50]];
+            let b = bad[rng.range(0, bad.len() as u64) as usize];
+            set_name(d, b);
+            format!("entry {e} named {:?}", String::from_utf8_lossy(b))
+        }
+        3 | 4 => {
+            // The value: another entry's (a second link to the same object).
+            let other = pick(rng);
+            let v: Vec<u8> = d[MZAP_ENT * (other + 1)..MZAP_ENT * (other + 1) + 8].to_vec();
+            d[base..base + 8].copy_from_slice(&v);
+            format!("entry {e} points at entry {other}'s object")
+        }
+        5 | 6 => format!("entry {e} value: {}", poke(d, base, 8, rng)),
+        _ => format!("entry {e} cd: {}", poke(d, base + 8, 4, rng)),
+    }
+}
+
+/// Damages one block of the image; returns a description, or None when the
+/// damaged block no longer fits (the case is redrawn).
+fn damage_image(img: &mut Image, rng: &mut XorShift) -> Option<String> {
+    let which = rng.range(0, 100);
+    if which < 5 {
+        // The uberblock.
+        let word = [1usize, 2, 3, 4, 5, 6, 7, 11, 16, 17][rng.range(0, 10) as usize];
+        let mut desc = String::new();
+        img.mutate_uberblock(|s| {
+            desc = format!("uberblock word {word}: {}", poke(s, word * 8, 8, rng));
+        })
+        .ok()?;
+        return Some(desc);
+    }
+    if which < 10 {
+        return damage_config(img, rng);
+    }
+    // Choose a block by kind, weighted towards metadata that decoders parse.
+    let blocks = img.blocks();
+    let kinds: Vec<usize> = match rng.range(0, 10) {
+        0 => img.find(|b| b.kind == BlockKind::Objset),
+        1..=3 => img.find(|b| b.kind == BlockKind::Dnodes),
+        4 => img.find(|b| b.kind == BlockKind::Indirect),
+        5..=7 => img.find(|b| ozfs_format::types::object_type_is_zap(b.dmu_type)),
+        8 => img.find(|b| b.objset == 0 && b.kind == BlockKind::Data),
+        _ => (0..blocks.len()).collect(),
+    };
+    if kinds.is_empty() {
+        return None;
+    }
+    let idx = kinds[rng.range(0, kinds.len() as u64) as usize];
+    let b = img.blocks()[idx].clone();
+    let mut desc = String::new();
+    let mut local = rng.clone();
+    let r = img.mutate(idx, |d| {
+        let what = match b.kind {
+            BlockKind::Objset => {
+                if local.range(0, 2) == 0 {
+                    damage_dnode(d, &mut local, 1)
+                } else {
+                    let off = 8 * local.range(0, (d.len() / 8) as u64) as usize;
+                    format!("word {}", poke(d, off, 8, &mut local))
+                }
+            }
+            BlockKind::Dnodes => damage_dnode(d, &mut local, d.len() / 512),
+            BlockKind::Indirect => {
+                let n = d.len() / 128;
+                let bp = local.range(0, (n as u64).min(4).max(1)) as usize;
+                let word = [0, 1, 6, 9, 10, 11][local.range(0, 6) as usize];
+                format!(
+                    "blkptr {bp} word {word}: {}",
+                    poke(d, bp * 128 + word * 8, 8, &mut local)
+                )
+            }
+            _ if d.len() >= 8
+                && u64::from_le_bytes(d[..8].try_into().unwrap_or([0; 8]))
+                    == 0x8000_0000_0000_0003 =>
+            {
+                format!("micro ZAP: {}", damage_mzap(d, &mut local))
+            }
+            _ => {
+                let w = [1usize, 2, 4, 8][local.range(0, 4) as usize];
+                let span = d.len().min(4096);
+                let off = local.range(0, (span / w).max(1) as u64) as usize * w;
+                poke(d, off, w, &mut local)
+            }
+        };
+        desc = format!(
+            "{:?} block (objset {} object {} L{} blk {} type {}): {what}",
+            b.kind, b.objset, b.object, b.level, b.blkid, b.dmu_type
+        );
+    });
+    *rng = local;
+    r.ok()?;
+    Some(desc)
+}
+
+/// Damages the config nvlist of every label the same way.
+fn damage_config(img: &mut Image, rng: &mut XorShift) -> Option<String> {
+    use ozfs_format::NvValue;
+    let choice = rng.range(0, 10);
+    let val = interesting(rng, 0);
+    let names = [
+        "./../PWNED",
+        "",
+        "a/b",
+        "fz@x",
+        "mirror",
+        "fz\u{1}",
+        "c0t0",
+        "%x",
+    ];
+    let name = names[rng.range(0, names.len() as u64) as usize];
+    let r = img.mutate_config(|nv| match choice {
+        0 => nv.set("name", NvValue::String(name.to_string())),
+        1 => nv.set("version", NvValue::Uint64(val)),
+        2 => nv.set("pool_guid", NvValue::Uint64(val)),
+        3 => nv.set("guid", NvValue::Uint64(val)),
+        4 => nv.set("txg", NvValue::Uint64(val)),
+        5 => nv.set("state", NvValue::Uint64(val)),
+        _ => {
+            if let Some(t) = nv.get_nvlist("vdev_tree") {
+                let mut t = t.clone();
+                let field = ["ashift", "asize", "metaslab_array", "metaslab_shift", "id"]
+                    [(choice as usize - 6).min(4)];
+                t.set(field, NvValue::Uint64(val));
+                nv.set("vdev_tree", NvValue::NvList(t));
+            }
+        }
+    });
+    let desc = match choice {
+        0 => format!("label config name = {name:?}"),
+        1..=5 => format!("label config field {choice} = {val:#x}"),
+        _ => format!("label vdev_tree field {} = {val:#x}", choice - 6),
+    };
+    r.ok()?;
+    Some(desc)
+}
+
+struct Findings {
+    list: Vec<String>,
+    keep: PathBuf,
+}
+
+impl Findings {
+    fn check(&mut self, case: &str, damage: &str, r: &Run, sb: &Sandbox) {
+        if let Some(f) = r.finding() {
+            self.record(
+                case,
+                damage,
+                &format!("{f}: {}", describe_short(&r.out)),
+                sb,
+            );
+        }
+    }
+    fn record(&mut self, case: &str, damage: &str, what: &str, sb: &Sandbox) {
+        let mut s = String::new();
+        let _ = write!(s, "{case}: {damage}\n    {what}");
+        // Keep the damaged image for a post-mortem (first findings only).
+        if self.list.len() < 20 {
+            let dst = self.keep.join(case.replace([' ', '/'], "_"));
+            let _ = std::fs::create_dir_all(&dst);
+            let _ = std::fs::copy(sb.dev(), dst.join("d0"));
+        }
+        eprintln!("FINDING {s}");
+        self.list.push(s);
+    }
+}
+
+fn describe_short(o: &CmdOutput) -> String {
+    let tail: Vec<&str> = o.stderr.lines().take(6).collect();
+    format!(
+        "`{}` -> {:?}\n      {}",
+        o.cmdline,
+        o.code,
+        tail.join("\n      ")
+    )
+}
+
+fn keep_dir() -> PathBuf {
+    let d = ozfs_testkit::test_tmp_root().join("ozfs-fuzz-findings");
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+fn finish(f: Findings, what: &str, cases: u64, t0: Instant) {
+    eprintln!(
+        "{what}: {cases} cases in {:.1}s, {} findings (damaged images kept in {})",
+        t0.elapsed().as_secs_f64(),
+        f.list.len(),
+        f.keep.display()
+    );
+    if !f.list.is_empty() {
+        panic!(
+            "{} findings in the {what} campaign:\n{}",
+            f.list.len(),
+            f.list.join("\n")
+        );
+    }
+}
+
+/// Runs the readers over the damaged image in `sb.dev()`.
+fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool) {
+    let dev_dir = sb.p("dev");
+    let dev_dir = dev_dir.to_str().expect("utf-8");
+    let r = sb.ozfs(&["zpool", "import", "-d", dev_dir], None);
+    f.check(case, damage, &r, sb);
+    let r = if rw {
+        sb.ozfs(&["zpool", "import", "-N", "-d", dev_dir, POOL], None)
+    } else {
+        sb.ozfs(
+            &["zpool", "import", "-d", dev_dir, "-o", "readonly=on", POOL],
+            None,
+        )
+    };
+    f.check(case, damage, &r, sb);
+    if !r.ok() {
+        return;
+    }
+    let out = sb.p("out");
+    let o = |rel: &str| out.join(rel).to_string_lossy().into_owned();
+    let fs = format!("{POOL}/fs");
+    let cmds: Vec<Vec<String>> = vec![
+        vec!["zpool".into(), "status".into(), POOL.into()],
+        vec!["zpool".into(), "list".into()],
+        vec!["zfs".into(), "list".into(), "-t".into(), "all".into()],
+        vec!["zfs".into(), "get".into(), "all".into()],
+        vec!["zdb".into(), "-dddd".into(), POOL.into()],
+        vec!["zdb".into(), "-b".into(), POOL.into()],
+        vec!["cp".into(), "-r".into(), format!("{fs}:/"), o("a")],
+        vec!["cp".into(), "-r".into(), format!("{fs}@s1:/"), o("b")],
+        vec!["cp".into(), "-r".into(), format!("{POOL}/recv:/"), o("c")],
+    ];
+    for c in &cmds {
+        let args: Vec<&str> = c.iter().map(|s| s.as_str()).collect();
+        let r = sb.ozfs(&args, None);
+        if verbose() {
+            eprintln!("  {:?} {:?} {:?}", args, r.out.code, r.out.elapsed);
+        }
+        f.check(case, damage, &r, sb);
+    }
+    if rw {
+        let src = sb.p("out/in");
+        let _ = std::fs::write(&src, b"written after the damage\n");
+        let src = src.to_string_lossy().into_owned();
+        for c in [
+            vec!["cp", &src, "fz/fs:/new"],
+            vec!["zfs", "snapshot", "fz/fs@s3"],
+            vec!["rm", "fz/fs:/t/tiny"],
+            vec!["zfs", "destroy", "fz/fs@s1"],
+        ] {
+            let r = sb.ozfs(&c, None);
+            if verbose() {
+                eprintln!(
+                    "  {:?} {:?} {:?} {}",
+                    c,
+                    r.out.code,
+                    r.out.elapsed,
+                    r.out.stderr.trim()
+                );
+            }
+            f.check(case, damage, &r, sb);
+        }
+    }
+    let r = sb.ozfs(&["zpool", "export", POOL], None);
+    f.check(case, damage, &r, sb);
+    if let Some(e) = sb.escapes() {
+        f.record(case, damage, &e, sb);
+    }
+}
+
+#[test]
+fn fuzz_pool_images() {
+    let cases = env_num("OZFS_FUZZ_IMAGE_CASES", 2000);
+    let seed = env_num("OZFS_FUZZ_SEED", 13);
+    let only = std::env::var("OZFS_FUZZ_CASE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let sb = Sandbox::new("img");
+    build_base(&sb);
+    let mut f = Findings {
+        list: Vec::new(),
+        keep: keep_dir(),
+    };
+    let t0 = Instant::now();
+    let mut done = 0;
+    let mut skipped = 0;
+    for i in 0..cases {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let mut rng = XorShift::new(seed.wrapping_mul(1_000_003).wrapping_add(i));
+        sb.reset();
+        sparse_copy(&sb.p("base/d0"), &sb.dev());
+        let mut img = Image::open(&sb.dev()).expect("walk the base image");
+        let mut damage = None;
+        for _ in 0..8 {
+            if let Some(d) = damage_image(&mut img, &mut rng) {
+                damage = Some(d);
+                break;
+            }
+        }
+        drop(img);
+        let Some(damage) = damage else {
+            skipped += 1;
+            continue;
+        };
+        let rw = i % 3 == 0;
+        let case = format!(
+            "image case {i} (seed {seed}{})",
+            if rw { ", rw" } else { "" }
+        );
+        if only.is_some() || verbose() {
+            eprintln!("{case}: {damage}");
+        }
+        let tc = Instant::now();
+        image_case(&sb, &mut f, &case, &damage, rw);
+        if tc.elapsed() > Duration::from_secs(5) {
+            eprintln!("slow: {case} took {:?}: {damage}", tc.elapsed());
+        }
+        done += 1;
+    }
+    eprintln!("{skipped} cases drew no damage that fits");
+    assert!(
+        only.is_some() || done >= cases * 9 / 10,
+        "too few cases ran: {done} of {cases}"
+    );
+    finish(f, "pool image", done, t0);
+}
+
+/// Offsets and types of a stream's records (walked on the undamaged stream).
+fn records(s: &[u8]) -> Vec<(usize, u32, usize)> {
+    use ozfs_format::stream::{Record, RECORD_SIZE};
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + RECORD_SIZE <= s.len() {
+        let mut b = [0u8; RECORD_SIZE];
+        b.copy_from_slice(&s[pos..pos + RECORD_SIZE]);
+        let Ok((_, plen)) = Record::parse(&b, false) else {
+            break;
+        };
+        let ty = u32::from_le_bytes(b[..4].try_into().unwrap_or([0; 4]));
+        out.push((pos, ty, plen as usize));
+        pos += RECORD_SIZE + plen as usize;
+    }
+    out
+}
+
+/// Recomputes the END record's checksum (the last record of a plain stream).
+fn fix_end(s: &mut [u8]) {
+    use ozfs_format::stream::{DRR_END, RECORD_SIZE};
+    if s.len() < RECORD_SIZE || s.len() % 4 != 0 {
+        return;
+    }
+    let end = s.len() - RECORD_SIZE;
+    if u32::from_le_bytes(s[end..end + 4].try_into().unwrap_or([0; 4])) != DRR_END {
+        return;
+    }
+    let c = ozfs_codec::checksum::fletcher4(&s[..end], false);
+    for (i, w) in c.0.iter().enumerate() {
+        s[end + 8 + 8 * i..end + 16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+fn damage_stream(s: &[u8], rng: &mut XorShift) -> (Vec<u8>, String) {
+    use ozfs_format::stream::RECORD_SIZE;
+    let recs = records(s);
+    let mut out = s.to_vec();
+    let (pos, ty, plen) = recs[rng.range(0, recs.len() as u64) as usize];
+    let desc = match rng.range(0, 12) {
+        0..=4 => {
+            // A header field.
+            let (off, w) = match rng.range(0, 4) {
+                0 => (4, 4),
+                1 => (8 + 8 * rng.range(0, 5) as usize, 8),
+                2 => (16 + 4 * rng.range(0, 6) as usize, 4),
+                _ => (32 + rng.range(0, 4) as usize, 1),
+            };
+            format!(
+                "record at {pos} (type {ty}) {}",
+                poke(&mut out[pos..], off, w, rng)
+            )
+        }
+        5 | 6 if plen > 0 => {
+            let off = pos + RECORD_SIZE + rng.range(0, plen as u64) as usize;
+            let w = [1usize, 2, 4, 8][rng.range(0, 4) as usize];
+            format!(
+                "payload of record at {pos} (type {ty}) {}",
+                poke(&mut out, off, w, rng)
+            )
+        }
+        7 => {
+            // The BEGIN name.
+            let names: [&[u8]; 7] = [
+                b"fz/../x@s1",
+                b"fz/a@b@c",
+                b"fz/fs@",
+                b"@s1",
+                b"fz/fs/",
+                b"fz/\x01@s",
+                &[b'a'; 255],
+            ];
+            let n = names[rng.range(0, names.len() as u64) as usize];
+            out[56..312].fill(0);
+            let len = n.len().min(256);
+            out[56..56 + len].copy_from_slice(&n[..len]);
+            format!("BEGIN name {:?}", String::from_utf8_lossy(n))
+        }
+        8 if recs.len() > 2 => {
+            // Drop a record (not BEGIN or END).
+            let k = rng.range(1, recs.len() as u64 - 1) as usize;
+            let (p, t, l) = recs[k];
+            out.drain(p..p + RECORD_SIZE + l);
+            format!("record at {p} (type {t}) dropped")
+        }
+        9 if recs.len() > 2 => {
+            let k = rng.range(1, recs.len() as u64 - 1) as usize;
+            let (p, t, l) = recs[k];
+            let copy = out[p..p + RECORD_SIZE + l].to_vec();
+            let at = recs[rng.range(1, recs.len() as u64) as usize].0;
+            out.splice(at..at, copy);
+            format!("record at {p} (type {t}) duplicated at {at}")
+        }
+        10 => {
+            let cut = rng.range(0, s.len() as u64) as usize;
+            out.truncate(cut);
+            format!("truncated at {cut}")
+        }
+        _ => {
+            let off = rng.range(0, s.len() as u64) as usize;
+            format!("byte: {}", poke(&mut out, off, 1, rng))
+        }
+    };
+    fix_end(&mut out);
+    (out, desc)
+}
+
+#[test]
+fn fuzz_send_streams() {
+    let cases = env_num("OZFS_FUZZ_STREAM_CASES", 1000);
+    let seed = env_num("OZFS_FUZZ_SEED", 13);
+    let only = std::env::var("OZFS_FUZZ_CASE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let sb = Sandbox::new("stream");
+    build_base(&sb);
+    let full = std::fs::read(sb.p("streams/full")).expect("full stream");
+    let incr = std::fs::read(sb.p("streams/incr")).expect("incremental stream");
+    assert!(records(&full).len() > 5 && records(&incr).len() > 3);
+    let mut f = Findings {
+        list: Vec::new(),
+        keep: keep_dir(),
+    };
+    let dev_dir = sb.p("dev");
+    let dev_dir = dev_dir.to_str().expect("utf-8").to_string();
+    // What the pool holds before any receive.
+    sparse_copy(&sb.p("base/d0"), &sb.dev());
+    let r = sb.ozfs(
+        &["zpool", "import", "-d", &dev_dir, "-o", "readonly=on", POOL],
+        None,
+    );
+    assert!(r.ok(), "{}", r.out.describe());
+    let before = sb.ozfs(&["zfs", "list", "-H", "-o", "name", "-t", "all"], None);
+    assert!(before.ok());
+    let before = before.out.stdout;
+    sb.ozfs(&["zpool", "export", POOL], None);
+    let t0 = Instant::now();
+    let mut done = 0;
+    for i in 0..cases {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let mut rng = XorShift::new(seed.wrapping_mul(999_983).wrapping_add(i));
+        let incremental = i % 2 == 1;
+        let (bytes, damage) = damage_stream(if incremental { &incr } else { &full }, &mut rng);
+        let damage = format!(
+            "{} stream: {damage}",
+            if incremental { "incremental" } else { "full" }
+        );
+        let case = format!("stream case {i} (seed {seed})");
+        if only.is_some() {
+            eprintln!("{case}: {damage}");
+        }
+        sb.reset();
+        sparse_copy(&sb.p("base/d0"), &sb.dev());
+        let sfile = sb.p("streams/case");
+        std::fs::write(&sfile, &bytes).expect("write stream");
+        let r = sb.ozfs(&["zpool", "import", "-N", "-d", &dev_dir, POOL], None);
+        assert!(
+            r.ok(),
+            "{case}: import of the undamaged pool: {}",
+            r.out.describe()
+        );
+        let target = if incremental {
+            format!("{POOL}/recv")
+        } else {
+            format!("{POOL}/new")
+        };
+        let r = sb.ozfs(&["zfs", "receive", &target], Some(&sfile));
+        f.check(&case, &damage, &r, &sb);
+        if r.ok() {
+            let out = sb.p("out/r").to_string_lossy().into_owned();
+            let r2 = sb.ozfs(&["cp", "-r", &format!("{target}:/"), &out], None);
+            f.check(&case, &damage, &r2, &sb);
+        } else if r.finding().is_none() {
+            let now = sb.ozfs(&["zfs", "list", "-H", "-o", "name", "-t", "all"], None);
+            f.check(&case, &damage, &now, &sb);
+            if now.out.stdout != before {
+                f.record(
+                    &case,
+                    &damage,
+                    &format!(
+                        "a refused receive changed the datasets:\n{}\nwas:\n{}",
+                        now.out.stdout, before
+                    ),
+                    &sb,
+                );
+            }
+        }
+        let chk = sb.ozfs(&["zdb", "-b", POOL], None);
+        f.check(&case, &damage, &chk, &sb);
+        if chk.finding().is_none() && !chk.ok() {
+            f.record(
+                &case,
+                &damage,
+                &format!(
+                    "pool not clean after the receive: {}",
+                    describe_short(&chk.out)
+                ),
+                &sb,
+            );
+        }
+        let r = sb.ozfs(&["zpool", "export", POOL], None);
+        f.check(&case, &damage, &r, &sb);
+        if let Some(e) = sb.escapes() {
+            f.record(&case, &damage, &e, &sb);
+        }
+        done += 1;
+    }
+    finish(f, "send stream", done, t0);
+}
