@@ -546,7 +546,7 @@ fn damage_image(img: &mut Image, rng: &mut XorShift) -> Option<String> {
             BlockKind::Dnodes => damage_dnode(d, &mut local, d.len() / 512),
             BlockKind::Indirect => {
                 let n = d.len() / 128;
-                let bp = local.range(0, (n as u64).min(4).max(1)) as usize;
+                let bp = local.range(0, (n as u64).clamp(1, 4)) as usize;
                 let word = [0, 1, 6, 9, 10, 11][local.range(0, 6) as usize];
                 format!(
                     "blkptr {bp} word {word}: {}",
@@ -830,7 +830,7 @@ fn records(s: &[u8]) -> Vec<(usize, u32, usize)> {
 /// Recomputes the END record's checksum (the last record of a plain stream).
 fn fix_end(s: &mut [u8]) {
     use ozfs_format::stream::{DRR_END, RECORD_SIZE};
-    if s.len() < RECORD_SIZE || s.len() % 4 != 0 {
+    if s.len() < RECORD_SIZE || !s.len().is_multiple_of(4) {
         return;
     }
     let end = s.len() - RECORD_SIZE;
