@@ -105,7 +105,7 @@ impl Sandbox {
             .tempdir_in(base)
             .expect("sandbox");
         let s = Sandbox { root };
-        for d in ["state", "dev", "out", "canary"] {
+        for d in ["state", "dev", "out", "canary", "mnt"] {
             std::fs::create_dir_all(s.p(d)).expect("mkdir");
         }
         std::fs::write(s.p("canary/keep"), b"canary\n").expect("canary");
@@ -165,7 +165,7 @@ impl Sandbox {
             })
             .unwrap_or_default();
         names.sort();
-        let expected = ["base", "canary", "dev", "out", "state", "streams"];
+        let expected = ["base", "canary", "dev", "mnt", "out", "state", "streams"];
         if let Some(n) = names.iter().find(|n| !expected.contains(&n.as_str())) {
             return Some(format!("a file appeared outside the destination: {n}"));
         }
@@ -681,7 +681,7 @@ fn finish(f: Findings, what: &str, cases: u64, t0: Instant) {
 }
 
 /// Runs the readers over the damaged image in `sb.dev()`.
-fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool) {
+fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool, mount: bool) {
     let dev_dir = sb.p("dev");
     let dev_dir = dev_dir.to_str().expect("utf-8");
     let r = sb.ozfs(&["zpool", "import", "-d", dev_dir], None);
@@ -720,6 +720,9 @@ fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool
         }
         f.check(case, damage, &r, sb);
     }
+    if mount {
+        mount_case(sb, f, case, damage);
+    }
     if rw {
         let src = sb.p("out/in");
         let _ = std::fs::write(&src, b"written after the damage\n");
@@ -747,6 +750,144 @@ fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool
     f.check(case, damage, &r, sb);
     if let Some(e) = sb.escapes() {
         f.record(case, damage, &e, sb);
+    }
+}
+
+fn is_mounted(p: &Path) -> bool {
+    let want = p.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        })
+        .unwrap_or(false)
+}
+
+/// Mounts the damaged file system read-only through FUSE (`ozfs mount -o
+/// ro`), walks it (`ls -lR`, every file read, every xattr), unmounts it.
+/// The server must not panic, die by a signal or hang; errors are allowed.
+fn mount_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str) {
+    let mnt = sb.p("mnt");
+    let log = sb.p("out/mount.log");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["mount", "-o", "ro", &format!("{POOL}/fs")])
+        .arg(&mnt)
+        .env("OZFS_STATE_DIR", sb.p("state"))
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).expect("mount log")));
+    // SAFETY: as in `Sandbox::ozfs`.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: AS_LIMIT,
+                rlim_max: AS_LIMIT,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn ozfs mount");
+    let t0 = Instant::now();
+    let mut exited = None;
+    while t0.elapsed() < Duration::from_secs(10) {
+        if is_mounted(&mnt) {
+            break;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            exited = Some(st);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    if exited.is_none() && is_mounted(&mnt) {
+        // Walk it; a watchdog kills the server if the walk does not end
+        // (a hung FUSE request would otherwise block the walker for ever).
+        let pid = child.id() as libc::pid_t;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d2 = done.clone();
+        let dog = std::thread::spawn(move || {
+            let t = Instant::now();
+            while !d2.load(std::sync::atomic::Ordering::SeqCst) {
+                if t.elapsed() > CMD_TIMEOUT {
+                    // SAFETY: kill(2) on our own child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            false
+        });
+        let m = mnt.to_string_lossy();
+        let walk = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!(
+                "ls -lRa '{m}' >/dev/null 2>&1; find '{m}' -type f -exec cat {{}} + >/dev/null 2>&1; \
+                 getfattr -R -d '{m}' >/dev/null 2>&1; true"
+            ))
+            .stdin(Stdio::null())
+            .output();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        if dog.join().unwrap_or(false) || walk.is_err() {
+            f.record(
+                case,
+                damage,
+                "hang: reading the FUSE mount did not finish",
+                sb,
+            );
+        }
+        let _ = Command::new("umount").arg(&mnt).output();
+        if is_mounted(&mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&mnt).output();
+        }
+    }
+    // The server exits once unmounted.
+    let st = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        if t0.elapsed() > CMD_TIMEOUT * 2 {
+            let _ = child.kill();
+            let _ = child.wait();
+            f.record(
+                case,
+                damage,
+                "hang: the FUSE server did not exit after umount",
+                sb,
+            );
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if verbose() {
+        eprintln!(
+            "  mount: exited early {exited:?}, then {st:?}: {}",
+            text.trim()
+        );
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let bad = if text.contains("panicked") || st.and_then(|s| s.code()) == Some(101) {
+        Some("panic")
+    } else if text.contains("memory allocation of") {
+        Some("allocation beyond the bound")
+    } else if st.is_some_and(|s| s.signal().is_some()) {
+        Some("killed by a signal")
+    } else {
+        None
+    };
+    if let Some(b) = bad {
+        let tail: Vec<&str> = text.lines().take(6).collect();
+        f.record(
+            case,
+            damage,
+            &format!(
+                "{b}: `ozfs mount -o ro {POOL}/fs`\n      {}",
+                tail.join("\n      ")
+            ),
+            sb,
+        );
     }
 }
 
@@ -795,7 +936,7 @@ fn fuzz_pool_images() {
             eprintln!("{case}: {damage}");
         }
         let tc = Instant::now();
-        image_case(&sb, &mut f, &case, &damage, rw);
+        image_case(&sb, &mut f, &case, &damage, rw, i % 3 == 1);
         if tc.elapsed() > Duration::from_secs(5) {
             eprintln!("slow: {case} took {:?}: {damage}", tc.elapsed());
         }
