@@ -25,3 +25,8 @@ pub mod zap;
 pub mod zap_tx;
 
 pub use objset::{Dnode, Objset};
+
+#[cfg(test)]
+mod bounds_tests;
+#[cfg(test)]
+mod testpool;

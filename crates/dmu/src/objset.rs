@@ -1,4 +1,26 @@
 //! Objsets and dnodes: finding and reading the blocks of an object.
+//!
+//! Bounds (issue 13: hostile pools). Everything here is sized by what the
+//! containing structure really holds, never by a count read from disk alone:
+//!
+//! * A dnode's `maxblkid` fits its tree and the 2^64-byte object size
+//!   (checked when the dnode is decoded, [`DnodePhys::parse`]), so
+//!   `(maxblkid + 1) × datablksz` never overflows.
+//! * Slices into a block use the block's real length: a dnode block must
+//!   be exactly the meta-dnode's block size and an indirect block exactly
+//!   `2^indblkshift` bytes (both are what ZFS writes), or the read fails
+//!   with [`Error::Corrupt`] naming the block.
+//! * Loops over objects or blocks follow the block pointers that exist
+//!   ([`Objset::object_ranges`], [`Objset::next_data_block`],
+//!   [`Objset::walk_tree`]): subtrees under holes are skipped whole, so a
+//!   huge `maxblkid` costs nothing until blocks exist to back it.
+//! * A tree walk descends into each indirect block once (by its first DVA):
+//!   a hostile tree whose BPs all name the same indirect block would
+//!   otherwise make a walk exponential in its depth; and it enters no
+//!   subtree that starts past `maxblkid` (ZFS never leaves blocks there).
+//! * Byte counts read from a header (packed nvlists, space maps, bplists)
+//!   go through [`Objset::read_sized`]: within the object and a limit the
+//!   caller names, before anything is allocated.
 
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
@@ -6,6 +28,8 @@ use ozfs_format::dnode::{DnodePhys, DNODE_SIZE};
 use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::{BlkPtr, Error, Result};
 use ozfs_spa::Pool;
+use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// An open objset (cheap to clone: the pool is shared).
@@ -76,15 +100,91 @@ impl Objset {
         }
     }
 
-    /// Number of object slots the meta-dnode can address.
+    /// Number of object slots the meta-dnode can address (an upper bound
+    /// for object numbers, not a loop bound: iterate with
+    /// [`object_ranges`](Self::object_ranges)).
     pub fn max_object(&self) -> u64 {
         let dn = &self.phys.meta_dnode;
-        (dn.maxblkid + 1).saturating_mul(dn.datablksz()) / DNODE_SIZE as u64
+        dn.maxblkid.saturating_add(1).saturating_mul(dn.datablksz()) / DNODE_SIZE as u64
+    }
+
+    /// The object numbers that dnode blocks exist for: one range per run
+    /// of non-hole level-0 blocks of the meta-dnode, ascending. Every
+    /// allocated object lies in one of them; the work and the result
+    /// follow the blocks that exist, never `maxblkid`.
+    pub fn object_ranges(&self) -> Result<Vec<Range<u64>>> {
+        let meta = self.meta_dnode();
+        let per = meta.phys.datablksz() / DNODE_SIZE as u64;
+        if per == 0 {
+            return Err(Error::corrupt(
+                "meta-dnode",
+                format!("data block size {}", meta.phys.datablksz()),
+            ));
+        }
+        let mut out: Vec<Range<u64>> = Vec::new();
+        self.walk_tree(&meta, &mut |level, blkid, _| {
+            if level != 0 {
+                return Ok(());
+            }
+            let start = blkid.saturating_mul(per);
+            let end = start.saturating_add(per);
+            match out.last_mut() {
+                Some(r) if r.end == start => r.end = end,
+                _ => out.push(start..end),
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Read `len` bytes from the start of an object when `len` comes from
+    /// disk (a header's size field): refused, before anything is
+    /// allocated, when it exceeds what the object's blocks can hold or
+    /// `limit`. `what` names the structure in the error.
+    pub fn read_sized(&self, dn: &Dnode, len: u64, limit: u64, what: &str) -> Result<Vec<u8>> {
+        let room = dn
+            .phys
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(dn.phys.datablksz());
+        if len > room {
+            return Err(Error::corrupt(
+                what,
+                format!("{len} bytes declared, object {} holds {room}", dn.object),
+            ));
+        }
+        if len > limit {
+            return Err(Error::corrupt(
+                what,
+                format!("{len} bytes declared, more than the {limit} accepted"),
+            ));
+        }
+        let len = usize::try_from(len)
+            .map_err(|_| Error::corrupt(what, format!("{len} bytes declared")))?;
+        self.read(dn, 0, len)
     }
 
     /// Read a metadata block (indirect or dnode block) through the pool's cache.
     fn read_cached(&self, bp: &BlkPtr) -> Result<Arc<Vec<u8>>> {
         self.pool.read_bp_cached(bp, false)
+    }
+
+    /// Read an indirect block of `dn`'s tree: exactly `2^indblkshift`
+    /// bytes (what ZFS writes), so indices below `2^(indblkshift − 7)`
+    /// are inside it.
+    fn read_indirect(&self, bp: &BlkPtr, dn: &DnodePhys) -> Result<Arc<Vec<u8>>> {
+        let block = self.read_cached(bp)?;
+        if block.len() as u64 != dn.indblksz() {
+            return Err(Error::corrupt(
+                "indirect block",
+                format!(
+                    "{} bytes, its dnode's indirect block size is {}",
+                    block.len(),
+                    dn.indblksz()
+                ),
+            ));
+        }
+        Ok(block)
     }
 
     /// Read a level-0 data block through the pool's cache (kept there only
@@ -121,8 +221,23 @@ impl Objset {
         let block = self
             .read_cached(&bp)
             .map_err(|e| e.context(&format!("dnode block of object {obj}")))?;
+        // The slot is found by the declared block size; the block read
+        // must be that size (ZFS's dnode blocks always are), or the slot
+        // would lie past its end or name another object's bytes.
+        if block.len() as u64 != blksz {
+            return Err(Error::corrupt(
+                format!("dnode block {blkid} (object {obj})"),
+                format!(
+                    "{} bytes, the meta-dnode declares {blksz}-byte blocks",
+                    block.len()
+                ),
+            ));
+        }
         let inner = (off % blksz) as usize;
-        let dn = DnodePhys::parse(&block[inner..], swap_of(&bp)).map_err(|e| e.context(&what()))?;
+        let slot = block.get(inner..).ok_or_else(|| {
+            Error::corrupt(format!("dnode block {blkid}"), "shorter than its size")
+        })?;
+        let dn = DnodePhys::parse(slot, swap_of(&bp)).map_err(|e| e.context(&what()))?;
         Ok(Dnode {
             object: obj,
             phys: dn,
@@ -165,9 +280,13 @@ impl Objset {
                     format!("BP at level {lvl} claims level {}", bp.level()),
                 ));
             }
-            let block = self.read_cached(&bp).map_err(|e| e.context(&what()))?;
+            let block = self.read_indirect(&bp, p).map_err(|e| e.context(&what()))?;
             let shift = epbs as u64 * (lvl - 1 - level) as u64;
-            let idx = ((blkid >> shift) & ((1u64 << epbs) - 1)) as usize;
+            let idx = if shift >= 64 {
+                0
+            } else {
+                ((blkid >> shift) & ((1u64 << epbs) - 1)) as usize
+            };
             let start = idx * BLKPTR_SIZE;
             let raw = block.get(start..start + BLKPTR_SIZE).ok_or_else(|| {
                 Error::corrupt(what(), "indirect block shorter than its shift says")
@@ -269,8 +388,11 @@ impl Objset {
             }
             Ok(())
         };
+        // One set for the whole objset: no indirect block is entered twice,
+        // whichever object's tree names it.
+        let mut seen = HashSet::new();
         let meta = self.meta_dnode();
-        self.walk_tree_since(&meta, since, &mut take)?;
+        self.walk_tree_seen(&meta, since, &mut seen, &mut take)?;
         for special in [&self.phys.userused_dnode, &self.phys.groupused_dnode] {
             if special.object_type != 0 {
                 let dn = Dnode {
@@ -278,16 +400,19 @@ impl Objset {
                     phys: special.clone(),
                     swap: meta.swap,
                 };
-                self.walk_tree_since(&dn, since, &mut take)?;
+                self.walk_tree_seen(&dn, since, &mut seen, &mut take)?;
             }
         }
-        for obj in 1..self.max_object() {
+        for obj in self.object_ranges()?.into_iter().flatten() {
+            if obj == 0 {
+                continue;
+            }
             let dn = match self.dnode(obj) {
                 Ok(d) if d.phys.object_type != 0 => d,
                 Ok(_) | Err(Error::NotFound(_)) => continue,
                 Err(e) => return Err(e),
             };
-            self.walk_tree_since(&dn, since, &mut take)?;
+            self.walk_tree_seen(&dn, since, &mut seen, &mut take)?;
             if let Some(sp) = &dn.phys.spill {
                 if !sp.is_hole() && sp.birth() > since {
                     take(0, 0, sp)?;
@@ -304,47 +429,171 @@ impl Objset {
         since: u64,
         f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
     ) -> Result<()> {
+        self.walk_tree_seen(dn, since, &mut HashSet::new(), f)
+    }
+
+    /// The walk itself: `seen` holds the indirect blocks (by first DVA)
+    /// already entered; a BP naming one again is still reported, but its
+    /// subtree is not walked twice.
+    fn walk_tree_seen(
+        &self,
+        dn: &Dnode,
+        since: u64,
+        seen: &mut HashSet<(u64, u64)>,
+        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
         let p = &dn.phys;
         if p.nlevels == 0 {
             return Ok(());
         }
-        let epbs = p.indblkshift.saturating_sub(7) as u32;
-        let mut g = |level: u8, blkid: u64, bp: &BlkPtr| -> Result<()> { f(level, blkid, bp) };
+        if p.nlevels > 1 && !(7..=24).contains(&p.indblkshift) {
+            return Err(Error::corrupt(
+                format!("object {}", dn.object),
+                format!("indirect block shift {}", p.indblkshift),
+            ));
+        }
+        let mut w = Walk {
+            dn,
+            epbs: p.indblkshift.saturating_sub(7) as u32,
+            since,
+            seen,
+            f,
+        };
         for (i, bp) in p.blkptr.iter().enumerate() {
-            self.walk_bp_since(bp, p.nlevels - 1, i as u64, epbs, since, &mut g)?;
+            self.walk_bp(&mut w, bp, p.nlevels - 1, i as u64)?;
         }
         Ok(())
     }
 
-    fn walk_bp_since(
-        &self,
-        bp: &BlkPtr,
-        level: u8,
-        blkid: u64,
-        epbs: u32,
-        since: u64,
-        f: &mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
-    ) -> Result<()> {
-        if bp.is_hole() || bp.birth() <= since {
+    fn walk_bp(&self, w: &mut Walk<'_>, bp: &BlkPtr, level: u8, blkid: u64) -> Result<()> {
+        if bp.is_hole() || bp.birth() <= w.since {
             return Ok(());
         }
-        f(level, blkid, bp)?;
+        // The first level-0 block under this BP: past maxblkid (or past
+        // any block number) there is nothing the object can have.
+        let first = first_l0(blkid, level, w.epbs);
+        if first.is_none_or(|b| b > w.dn.phys.maxblkid) {
+            return Err(Error::corrupt(
+                format!("object {}", w.dn.object),
+                format!(
+                    "block pointer at level {level} block {blkid} lies past maxblkid {}",
+                    w.dn.phys.maxblkid
+                ),
+            ));
+        }
+        (w.f)(level, blkid, bp)?;
         if level == 0 || bp.is_embedded() {
             return Ok(());
         }
-        let block = self.read_cached(bp)?;
+        let d = bp.dvas()[0];
+        if !w.seen.insert((d.vdev, d.offset)) {
+            return Ok(());
+        }
+        let block = self.read_indirect(bp, &w.dn.phys).map_err(|e| {
+            e.context(&format!(
+                "object {} level {level} block {blkid}",
+                w.dn.object
+            ))
+        })?;
         let swap = swap_of(bp);
         for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
             let child = BlkPtr::from_bytes(raw, swap)?;
-            self.walk_bp_since(
-                &child,
-                level - 1,
-                (blkid << epbs).wrapping_add(i as u64),
-                epbs,
-                since,
-                f,
-            )?;
+            // No overflow: the parent's first block is at most maxblkid.
+            let cid = (blkid << w.epbs) | i as u64;
+            self.walk_bp(w, &child, level - 1, cid)?;
         }
         Ok(())
     }
+
+    /// The first level-0 block at or after `from` that is not a hole (at
+    /// most `maxblkid`), or None. Subtrees under hole BPs are skipped
+    /// whole, so the cost follows the blocks that exist: loops over an
+    /// object's data use this instead of `0..=maxblkid`.
+    pub fn next_data_block(&self, dn: &Dnode, from: u64) -> Result<Option<u64>> {
+        let p = &dn.phys;
+        if p.nlevels == 0 || from > p.maxblkid {
+            return Ok(None);
+        }
+        if p.nlevels > 1 && !(7..=24).contains(&p.indblkshift) {
+            return Err(Error::corrupt(
+                format!("object {}", dn.object),
+                format!("indirect block shift {}", p.indblkshift),
+            ));
+        }
+        let epbs = p.indblkshift.saturating_sub(7) as u32;
+        self.next_under(dn, &p.blkptr, p.nlevels - 1, 0, epbs, from)
+    }
+
+    /// [`next_data_block`](Self::next_data_block) among `bps`, the BPs at
+    /// `level` whose first one has block id `base` at that level.
+    fn next_under(
+        &self,
+        dn: &Dnode,
+        bps: &[BlkPtr],
+        level: u8,
+        base: u64,
+        epbs: u32,
+        from: u64,
+    ) -> Result<Option<u64>> {
+        let max = dn.phys.maxblkid;
+        for (i, bp) in bps.iter().enumerate() {
+            let Some(id) = base.checked_add(i as u64) else {
+                return Ok(None);
+            };
+            // The level-0 span [first, last] under this BP.
+            let Some(first) = first_l0(id, level, epbs) else {
+                return Ok(None);
+            };
+            if first > max {
+                return Ok(None);
+            }
+            let last = first_l0(id + 1, level, epbs).map_or(u64::MAX, |n| n - 1);
+            if last < from || bp.is_hole() {
+                continue;
+            }
+            if level == 0 {
+                return Ok(Some(first));
+            }
+            if bp.is_embedded() {
+                return Err(Error::corrupt(
+                    format!("object {}", dn.object),
+                    format!("embedded block pointer at level {level}"),
+                ));
+            }
+            let block = self
+                .read_indirect(bp, &dn.phys)
+                .map_err(|e| e.context(&format!("object {} level {level}", dn.object)))?;
+            let swap = swap_of(bp);
+            let children = block
+                .chunks_exact(BLKPTR_SIZE)
+                .map(|raw| BlkPtr::from_bytes(raw, swap))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(b) = self.next_under(dn, &children, level - 1, id << epbs, epbs, from)? {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// What a tree walk carries down.
+struct Walk<'a> {
+    dn: &'a Dnode,
+    epbs: u32,
+    since: u64,
+    seen: &'a mut HashSet<(u64, u64)>,
+    f: &'a mut dyn FnMut(u8, u64, &BlkPtr) -> Result<()>,
+}
+
+/// The first level-0 block id under block `blkid` of `level`
+/// (`blkid × 2^(epbs × level)`), or None past 2^64.
+fn first_l0(blkid: u64, level: u8, epbs: u32) -> Option<u64> {
+    let shift = epbs.checked_mul(level as u32)?;
+    if shift == 0 {
+        return Some(blkid);
+    }
+    if shift >= 64 || blkid.leading_zeros() < shift {
+        return if blkid == 0 { Some(0) } else { None };
+    }
+    Some(blkid << shift)
 }

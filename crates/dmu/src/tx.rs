@@ -20,6 +20,12 @@
 //! * Fill counts and `dn_used` are recomputed from the BPs written, never
 //!   guessed; an indirect block whose children are all holes becomes a hole.
 //! * `nlevels` only grows; `maxblkid` follows the highest non-hole block.
+//! * Blocks read back from disk are sliced by their real length: an
+//!   indirect block must be `2^indblkshift` bytes and a dnode block the
+//!   meta-dnode's block size, or the sync fails with an error naming it
+//!   (a hostile pool must not panic the writer). Loops over objects and
+//!   blocks follow what exists ([`Objset::object_ranges`],
+//!   [`Objset::next_data_block`]), never a count from disk.
 
 use crate::objset::{Dnode, Objset};
 use crate::rawio::{ExtBlock, ExternalRecord, RawRecord};
@@ -169,6 +175,9 @@ impl ObjsetTx {
     ) -> Result<Option<u64>> {
         let dn = self.dnode(obj)?;
         let committed_gone = self.free_trees.contains_key(&obj);
+        if want_data {
+            return self.next_data(obj, &dn, from, last, committed_gone);
+        }
         let epbs = dn.phys.indblkshift.saturating_sub(7).clamp(1, 20) as u32;
         let mut b = from;
         while b <= last {
@@ -215,6 +224,58 @@ impl ObjsetTx {
                 return Ok(Some(b));
             }
             b += 1;
+        }
+        Ok(None)
+    }
+
+    /// [`next_block`](Self::next_block) for data: the first of this txg's
+    /// staged blocks and the committed blocks (found through the tree,
+    /// holes skipped whole) that holds data. The work follows the blocks
+    /// that exist, however far apart.
+    fn next_data(
+        &self,
+        obj: u64,
+        dn: &Dnode,
+        from: u64,
+        last: u64,
+        committed_gone: bool,
+    ) -> Result<Option<u64>> {
+        let dirty = |b: u64| -> Option<u64> {
+            let d = self
+                .data
+                .range((obj, b)..=(obj, last))
+                .find(|(_, d)| d.is_some())
+                .map(|((_, k), _)| *k);
+            let e = self
+                .ext
+                .range((obj, b)..=(obj, last))
+                .next()
+                .map(|(k, _)| k.1);
+            match (d, e) {
+                (Some(a), Some(e)) => Some(a.min(e)),
+                (a, e) => a.or(e),
+            }
+        };
+        let mut b = from;
+        while b <= last {
+            let staged = dirty(b);
+            let committed = if committed_gone {
+                None
+            } else {
+                self.os.next_data_block(dn, b)?.filter(|&c| c <= last)
+            };
+            match (staged, committed) {
+                (Some(s), Some(c)) if s <= c => return Ok(Some(s)),
+                (_, Some(c)) => {
+                    // A committed block punched in this txg is a hole now.
+                    if matches!(self.data.get(&(obj, c)), Some(None)) {
+                        b = c + 1;
+                        continue;
+                    }
+                    return Ok(Some(c));
+                }
+                (s, None) => return Ok(s),
+            }
         }
         Ok(None)
     }
@@ -510,7 +571,11 @@ impl ObjsetTx {
     /// Find a free object number at or above `start` (slot 0 never used).
     pub fn alloc_object(&self, start: u64) -> Result<u64> {
         let meta = self.dnode_meta();
-        let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
+        let capacity = meta
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(meta.datablksz())
+            / DNODE_SIZE as u64;
         // Continue after the last allocation (like os_obj_next) instead of
         // rescanning from the hint every time: creating N files stays O(N).
         let mut obj = start.max(1).max(self.obj_next.get());
@@ -620,30 +685,32 @@ impl ObjsetTx {
     /// the meta-dnode's size) and ones created in this txg, ascending. The
     /// work follows the objects that exist, never the width of the range.
     pub fn allocated_in(&self, first: u64, end: u64) -> Result<Vec<u64>> {
-        let meta = &self.os.phys.meta_dnode;
-        let committed = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
-        let mut v = Vec::new();
-        for obj in first..end.min(committed) {
-            if self.dnode(obj).is_ok() {
-                v.push(obj);
-            }
-        }
-        let lo = first.max(committed);
-        if lo < end {
-            for (&obj, d) in self.dnodes.range(lo..end) {
-                if d.object_type != 0 {
-                    v.push(obj);
+        let mut v = BTreeSet::new();
+        // Committed objects: only where dnode blocks exist.
+        for r in self.os.object_ranges()? {
+            for obj in r.start.max(first)..r.end.min(end) {
+                if matches!(self.dnode(obj), Ok(d) if d.phys.object_type != 0) {
+                    v.insert(obj);
                 }
             }
         }
-        Ok(v)
+        for (&obj, d) in self.dnodes.range(first..end.max(first)) {
+            if d.object_type != 0 {
+                v.insert(obj);
+            }
+        }
+        Ok(v.into_iter().collect())
     }
 
     /// One past the highest object number that may be allocated (committed
     /// dnode blocks and objects changed in this txg).
     pub fn object_limit(&self) -> u64 {
         let meta = self.dnode_meta();
-        let capacity = (meta.maxblkid + 1).saturating_mul(meta.datablksz()) / DNODE_SIZE as u64;
+        let capacity = meta
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(meta.datablksz())
+            / DNODE_SIZE as u64;
         let dirty = self.dnodes.keys().next_back().map(|k| k + 1).unwrap_or(0);
         capacity.max(dirty)
     }
@@ -806,6 +873,15 @@ impl ObjsetTx {
                             swap: self.os.swap,
                         };
                         match self.os.read_block_swap(&md, blkid)? {
+                            Some((b, _)) if b.len() as u64 != meta_bs => {
+                                return Err(Error::corrupt(
+                                    format!("dnode block {blkid}"),
+                                    format!(
+                                        "{} bytes, the meta-dnode declares {meta_bs}-byte blocks",
+                                        b.len()
+                                    ),
+                                ))
+                            }
                             Some((b, swap)) if swap => reencode_dnode_block(&b, true)?,
                             Some((b, _)) => b,
                             None => vec![0u8; meta_bs as usize],
@@ -837,10 +913,9 @@ impl ObjsetTx {
             .map(|(b, d)| (b, Staged::Data(d)))
             .collect();
         if !meta_blocks.is_empty() {
-            let per = meta_bs as usize / DNODE_SIZE;
-            let fill = move |b: &[u8]| -> u64 {
-                (0..per).filter(|i| b[i * DNODE_SIZE] != 0).count() as u64
-            };
+            // Allocated slots: each dnode's first byte is its type.
+            let fill =
+                |b: &[u8]| -> u64 { b.chunks(DNODE_SIZE).filter(|d| d[0] != 0).count() as u64 };
             sync_tree(
                 &self.os,
                 &pool,
@@ -999,13 +1074,25 @@ fn sync_tree(
         }
         let pk = (level + 1, blkid >> epbs);
         let idx = (blkid & ((1 << epbs) - 1)) as usize;
+        let ibs = 1usize << (epbs + 7);
         if !ind.contains_key(&pk) {
             let pbp = get_bp(os, ind, dn, nlevels, epbs, level + 1, blkid >> epbs)?;
             let b = if pbp.is_hole() {
-                vec![0u8; 1 << (epbs + 7)]
+                vec![0u8; ibs]
             } else {
                 let swap = pbp.little_endian() != HOST_LITTLE_ENDIAN;
                 let raw = os.pool.read_bp(&pbp)?;
+                // Indices below 2^epbs must fall inside it: an indirect
+                // block is exactly 2^indblkshift bytes.
+                if raw.len() != ibs {
+                    return Err(Error::corrupt(
+                        format!("indirect block at level {}", level + 1),
+                        format!(
+                            "{} bytes, its dnode's indirect block size is {ibs}",
+                            raw.len()
+                        ),
+                    ));
+                }
                 if swap {
                     let mut v = vec![0u8; raw.len()];
                     for (i, c) in raw.chunks_exact(BLKPTR_SIZE).enumerate() {
@@ -1019,8 +1106,11 @@ fn sync_tree(
             };
             ind.insert(pk, b);
         }
-        let b = &ind[&pk];
-        BlkPtr::from_bytes(&b[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE], false)
+        let raw = ind
+            .get(&pk)
+            .and_then(|b| b.get(idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE))
+            .ok_or_else(|| Error::corrupt("indirect block", "index past its end"))?;
+        BlkPtr::from_bytes(raw, false)
     }
     let _ = committed;
     let mut used = dn.used_bytes() as i64;
@@ -1176,11 +1266,21 @@ fn sync_tree(
         parents = next;
     }
     // maxblkid: if the highest block became a hole, search downward in what we know.
+    if nlevels == 1 {
+        // A single level holds only its block pointers.
+        maxblkid = maxblkid.min(nblkptr - 1);
+    }
     if maxblkid >= dn.maxblkid {
         // Only lower it when the top blocks are all holes (truncation).
-        while maxblkid > 0 && get_bp(os, &mut ind, dn, nlevels, epbs, 0, maxblkid)?.is_hole() {
-            // Stop at an indirect boundary for big sparse files: look only at known blocks.
+        // Look only at level-1 blocks this sync holds (checked before
+        // `get_bp`, which would load — or make up, for a hole — the next
+        // one): the search is bounded by the blocks changed, never by how
+        // far below a (possibly hostile) maxblkid the data ends.
+        while maxblkid > 0 {
             if nlevels > 1 && !ind.contains_key(&(1, maxblkid >> epbs)) {
+                break;
+            }
+            if !get_bp(os, &mut ind, dn, nlevels, epbs, 0, maxblkid)?.is_hole() {
                 break;
             }
             maxblkid -= 1;
@@ -1210,7 +1310,10 @@ fn set_bp(
     }
     let pk = (level + 1, blkid >> epbs);
     let idx = (blkid & ((1 << epbs) - 1)) as usize;
-    if let Some(b) = ind.get_mut(&pk) {
-        b[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE].copy_from_slice(&bp.to_bytes());
+    if let Some(slot) = ind
+        .get_mut(&pk)
+        .and_then(|b| b.get_mut(idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE))
+    {
+        slot.copy_from_slice(&bp.to_bytes());
     }
 }

@@ -9,7 +9,13 @@
 //!
 //! Invariants checked on decode (allocated dnodes only): 1 <= nblkptr <= 3,
 //! 1 <= nlevels <= 32, 10 <= indblkshift <= 17, 1 <= datablkszsec <= 32768,
-//! and the bonus (plus spill BP) fits inside the dnode.
+//! the bonus (plus spill BP) fits inside the dnode, and `maxblkid` is a
+//! block the object can have: the tree addresses `nblkptr ×
+//! 2^((indblkshift − 7) × (nlevels − 1))` level-0 blocks (ZFS adds a level
+//! before `maxblkid` outgrows it), and an object holds at most 2^64 bytes,
+//! so `(maxblkid + 1) × datablksz <= 2^64`
+//! ([`DnodePhys::max_blkid_limit`]). Every reader may therefore size loops
+//! and byte counts from `maxblkid` without overflow (`maxblkid < 2^55`).
 
 use crate::blkptr::{BlkPtr, BLKPTR_SIZE};
 use crate::bytes::{u16_at, u64_at};
@@ -106,6 +112,18 @@ impl DnodePhys {
         if d.datablkszsec == 0 || d.datablkszsec as u64 * 512 > crate::blkptr::SPA_MAXBLOCKSIZE {
             return bad(format!("datablkszsec {}", d.datablkszsec));
         }
+        if d.maxblkid > d.max_blkid_limit() {
+            return bad(format!(
+                "maxblkid {} beyond the {} blocks its tree can address \
+                 ({} levels, {} block pointers, indirect shift {}, block size {})",
+                d.maxblkid,
+                d.addressable_blocks(),
+                d.nlevels,
+                d.nblkptr,
+                d.indblkshift,
+                d.datablksz()
+            ));
+        }
         let has_spill = d.flags & DNODE_FLAG_SPILL_BLKPTR != 0;
         let bonus_off = DNODE_CORE_SIZE + BLKPTR_SIZE * d.nblkptr as usize;
         let bonus_end = if has_spill { size - BLKPTR_SIZE } else { size };
@@ -136,6 +154,28 @@ impl DnodePhys {
         };
         self.size()
             .saturating_sub(DNODE_CORE_SIZE + BLKPTR_SIZE * self.nblkptr as usize + spill)
+    }
+    /// Level-0 blocks this dnode's tree can address: `nblkptr ×
+    /// 2^((indblkshift − 7) × (nlevels − 1))`, saturating at `u64::MAX`.
+    pub fn addressable_blocks(&self) -> u64 {
+        let epbs = (self.indblkshift as u32).saturating_sub(7);
+        let shift = epbs.saturating_mul((self.nlevels as u32).saturating_sub(1));
+        let n = self.nblkptr.max(1) as u64;
+        if shift >= 64 || n.leading_zeros() < shift {
+            return u64::MAX;
+        }
+        n << shift
+    }
+    /// The highest `maxblkid` this dnode can have: within what its tree
+    /// addresses and, the object holding at most 2^64 bytes, with
+    /// `(maxblkid + 1) × datablksz <= 2^64`.
+    pub fn max_blkid_limit(&self) -> u64 {
+        let by_tree = self.addressable_blocks().saturating_sub(1);
+        let bs = self.datablksz().max(512);
+        // ⌊2^64 / bs⌋ − 1, computed without 2^64 (bs divides 2^64 exactly
+        // when 2^64 − 1 leaves the remainder bs − 1).
+        let by_size = (u64::MAX / bs + u64::from(u64::MAX % bs == bs - 1)).saturating_sub(1);
+        by_tree.min(by_size)
     }
     /// Indirect block size in bytes.
     pub fn indblksz(&self) -> u64 {
@@ -287,6 +327,37 @@ mod tests {
         b[2] = 40;
         assert!(DnodePhys::parse(&b, false).is_err());
         assert!(DnodePhys::parse(&b[..100], false).is_err());
+    }
+
+    #[test]
+    fn maxblkid_bounded_by_tree_and_size() {
+        let mut d = sample();
+        // One level, one BP: block 0 only.
+        assert_eq!(d.addressable_blocks(), 1);
+        assert_eq!(d.max_blkid_limit(), 0);
+        d.maxblkid = 1;
+        assert!(DnodePhys::parse(&d.encode(), false).is_err());
+        // Two levels of 16 K indirects: 128 blocks per BP.
+        d.nlevels = 2;
+        assert_eq!(d.addressable_blocks(), 128);
+        d.maxblkid = 127;
+        assert_eq!(DnodePhys::parse(&d.encode(), false).unwrap(), d);
+        d.maxblkid = 128;
+        assert!(DnodePhys::parse(&d.encode(), false).is_err());
+        // Deep trees saturate; the 2^64-byte object size then bounds it.
+        d.nlevels = 32;
+        assert_eq!(d.addressable_blocks(), u64::MAX);
+        assert_eq!(d.max_blkid_limit(), (1 << 55) - 1);
+        d.maxblkid = 1 << 58;
+        assert!(DnodePhys::parse(&d.encode(), false).is_err());
+        d.maxblkid = (1 << 55) - 1;
+        assert!(DnodePhys::parse(&d.encode(), false).is_ok());
+        d.datablkszsec = 3; // 1536-byte blocks: ⌊2^64 / 1536⌋ − 1
+        assert_eq!(d.max_blkid_limit(), u64::MAX / 1536 - 1);
+        d.datablkszsec = 256; // 128 K
+        assert_eq!(d.max_blkid_limit(), (1 << 47) - 1);
+        d.maxblkid = u64::MAX;
+        assert!(DnodePhys::parse(&d.encode(), false).is_err());
     }
 
     #[test]
