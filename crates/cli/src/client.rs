@@ -7,7 +7,7 @@
 
 use crate::{CmdResult, Fail};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -50,8 +50,7 @@ pub fn call(req: &Value) -> Option<Result<Reply, String>> {
 fn exchange(s: &mut UnixStream, req: &Value) -> Result<Reply, String> {
     let mut line = req.to_string();
     line.push('\n');
-    s.write_all(line.as_bytes())
-        .map_err(|e| format!("ozfs daemon: {e}"))?;
+    send_all(s, line.as_bytes()).map_err(|e| format!("ozfs daemon: {e}"))?;
     let mut r = BufReader::new(s);
     let mut resp = String::new();
     r.read_line(&mut resp)
@@ -68,6 +67,36 @@ fn exchange(s: &mut UnixStream, req: &Value) -> Result<Reply, String> {
         code: v["code"].as_i64().unwrap_or(1) as i32,
         v,
     })
+}
+
+/// Write all of `buf` to the daemon's socket with `MSG_NOSIGNAL`: short-
+/// lived commands run with SIGPIPE at its default (see `main`), and a
+/// daemon gone away must be an error here, not the end of the process.
+fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a live slice; the fd belongs to `s`.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
 }
 
 /// Is a daemon running and holding `pool`?

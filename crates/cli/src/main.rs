@@ -76,9 +76,30 @@ fn tune_malloc() {
     }
 }
 
+/// Short-lived commands die quietly by SIGPIPE when their reader goes
+/// away (`ozfs zdb -dddd … | head -1`), as OpenZFS's tools and every Unix
+/// filter do: Rust starts programs with SIGPIPE ignored, which turns the
+/// next `println!` into a panic on EPIPE. The servers keep it ignored —
+/// the daemon (its clients' sockets) and `mount` (FUSE): a peer that goes
+/// away is an error there, never the server's end. The one socket a
+/// short-lived command writes, the daemon's, is written with
+/// `MSG_NOSIGNAL` ([`client`]), so a daemon dying mid-request is still a
+/// message, not a silent death.
+fn default_sigpipe(argv: &[String]) {
+    if matches!(argv.first().map(String::as_str), Some("daemon" | "mount")) {
+        return;
+    }
+    // SAFETY: restores the default disposition of one signal before any
+    // thread starts; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     tune_malloc();
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    default_sigpipe(&argv);
     let code = match run(&argv) {
         Ok(()) => 0,
         Err(Fail::Usage(m)) => {

@@ -254,13 +254,24 @@ fn dump_objset(
     );
     let meta = os.meta_dnode();
     dump_object(os, &meta, dlevel, zpl)?;
-    let max = os.max_object();
-    let list: Vec<u64> = if objects.is_empty() {
-        (1..max).collect()
+    // Every object that dnode blocks exist for (never 1..max_object: a
+    // meta-dnode's maxblkid is only an upper bound), or the ones asked for.
+    let list: Vec<std::ops::Range<u64>> = if objects.is_empty() {
+        match os.object_ranges() {
+            Ok(r) => r,
+            Err(e) => {
+                println!("	<error listing objects: {e}>");
+                Vec::new()
+            }
+        }
     } else {
-        objects.to_vec()
+        objects.iter().map(|&o| o..o.saturating_add(1)).collect()
     };
-    for obj in list {
+    for obj in list
+        .into_iter()
+        .flatten()
+        .filter(|&o| o != 0 || !objects.is_empty())
+    {
         match os.dnode(obj) {
             Ok(dn) if dn.phys.object_type != 0 => dump_object(os, &dn, dlevel, zpl)?,
             Ok(_) => {}
@@ -278,13 +289,15 @@ fn dump_objset(
 fn dump_object(os: &Objset, dn: &Dnode, dlevel: usize, zpl: Option<&Zpl>) -> CmdResult {
     let p = &dn.phys;
     let dblk = p.datablksz();
-    let lsize = (p.maxblkid + 1) * dblk;
+    // No overflow: maxblkid is checked on decode ((maxblkid + 1) × dblk <= 2^64).
+    let blocks = p.maxblkid.saturating_add(1);
+    let lsize = blocks.saturating_mul(dblk);
     let fill: u64 = p.blkptr.iter().map(|b| b.fill()).sum();
     let full = if p.object_type == ot::DNODE {
         let per = (dblk / 512).max(1);
-        100.0 * fill as f64 / ((p.maxblkid + 1) * per) as f64
+        100.0 * fill as f64 / (blocks as f64 * per as f64)
     } else {
-        100.0 * fill as f64 / (p.maxblkid + 1) as f64
+        100.0 * fill as f64 / blocks as f64
     };
     let ib = if p.indblkshift == 0 {
         0
@@ -563,7 +576,9 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
     for top in &pool.root.children {
         let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(0);
         let arr = top.config.get_u64("metaslab_array").unwrap_or(0);
-        if ms_shift == 0 || ms_shift > 40 || arr == 0 {
+        // The range pool creation uses (and the writer accepts): a smaller
+        // shift would make `count` below as large as the device in bytes.
+        if !(17..=40).contains(&ms_shift) || arr == 0 {
             continue;
         }
         let count = top.asize >> ms_shift;
@@ -572,6 +587,8 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
             top.id, count
         );
         let adn = mos.dnode(arr).map_err(|e| Fail::Err(e.to_string()))?;
+        // `count` is bounded by the device (asize is checked against it,
+        // the shift is at least 17): at most 1/16384 of its size.
         let data = mos
             .read(&adn, 0, (count * 8) as usize)
             .map_err(|e| Fail::Err(e.to_string()))?;
@@ -599,7 +616,12 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
             );
             if level >= 3 {
                 let raw = mos
-                    .read(&dn, 0, hdr.length as usize)
+                    .read_sized(
+                        &dn,
+                        hdr.length,
+                        ozfs_dsl::sync::MAX_SPACE_MAP_BYTES,
+                        &format!("space map object {sm}"),
+                    )
                     .map_err(|e| Fail::Err(e.to_string()))?;
                 let entries = decode(&raw, dn.swap, top.ashift as u32)
                     .map_err(|e| Fail::Err(e.to_string()))?;

@@ -521,23 +521,28 @@ impl Objset {
             ));
         }
         let epbs = p.indblkshift.saturating_sub(7) as u32;
-        self.next_under(dn, &p.blkptr, p.nlevels - 1, 0, epbs, from)
+        self.next_under(dn, Bps::Dnode(&p.blkptr), p.nlevels - 1, 0, epbs, from)
     }
 
     /// [`next_data_block`](Self::next_data_block) among `bps`, the BPs at
-    /// `level` whose first one has block id `base` at that level.
+    /// `level` whose first one has block id `base` at that level. Entries
+    /// wholly before `from` are skipped by arithmetic, not visited.
     fn next_under(
         &self,
         dn: &Dnode,
-        bps: &[BlkPtr],
+        bps: Bps<'_>,
         level: u8,
         base: u64,
         epbs: u32,
         from: u64,
     ) -> Result<Option<u64>> {
         let max = dn.phys.maxblkid;
-        for (i, bp) in bps.iter().enumerate() {
-            let Some(id) = base.checked_add(i as u64) else {
+        let shift = epbs * level as u32;
+        // The entry holding `from` (or the first, when `from` lies before).
+        let at = if shift >= 64 { 0 } else { from >> shift };
+        let skip = at.saturating_sub(base);
+        for i in skip..bps.len() as u64 {
+            let Some(id) = base.checked_add(i) else {
                 return Ok(None);
             };
             // The level-0 span [first, last] under this BP.
@@ -548,6 +553,7 @@ impl Objset {
                 return Ok(None);
             }
             let last = first_l0(id + 1, level, epbs).map_or(u64::MAX, |n| n - 1);
+            let bp = bps.get(i as usize)?;
             if last < from || bp.is_hole() {
                 continue;
             }
@@ -561,18 +567,40 @@ impl Objset {
                 ));
             }
             let block = self
-                .read_indirect(bp, &dn.phys)
+                .read_indirect(&bp, &dn.phys)
                 .map_err(|e| e.context(&format!("object {} level {level}", dn.object)))?;
-            let swap = swap_of(bp);
-            let children = block
-                .chunks_exact(BLKPTR_SIZE)
-                .map(|raw| BlkPtr::from_bytes(raw, swap))
-                .collect::<Result<Vec<_>>>()?;
-            if let Some(b) = self.next_under(dn, &children, level - 1, id << epbs, epbs, from)? {
+            let children = Bps::Block(&block, swap_of(&bp));
+            if let Some(b) = self.next_under(dn, children, level - 1, id << epbs, epbs, from)? {
                 return Ok(Some(b));
             }
         }
         Ok(None)
+    }
+}
+
+/// The block pointers of one tree level: a dnode's, or an indirect block's
+/// (decoded one at a time, as they are looked at).
+#[derive(Clone, Copy)]
+enum Bps<'a> {
+    Dnode(&'a [BlkPtr]),
+    Block(&'a [u8], bool),
+}
+
+impl Bps<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Bps::Dnode(v) => v.len(),
+            Bps::Block(b, _) => b.len() / BLKPTR_SIZE,
+        }
+    }
+    fn get(&self, i: usize) -> Result<BlkPtr> {
+        match self {
+            Bps::Dnode(v) => Ok(v.get(i).copied().unwrap_or_default()),
+            Bps::Block(b, swap) => match b.get(i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE) {
+                Some(raw) => BlkPtr::from_bytes(raw, *swap),
+                None => Ok(BlkPtr::default()),
+            },
+        }
     }
 }
 

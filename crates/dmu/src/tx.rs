@@ -481,6 +481,21 @@ impl ObjsetTx {
         Ok(dn.phys.maxblkid.max(dirty))
     }
 
+    /// Make every block of `obj` from `first` on a hole (truncation). Only
+    /// the blocks that hold data are visited, however large `maxblkid`.
+    pub fn punch_from(&mut self, obj: u64, first: u64) -> Result<()> {
+        let last = self.max_blkid(obj)?;
+        let mut b = first;
+        while b <= last {
+            let Some(k) = self.next_block(obj, b, last, true)? else {
+                break;
+            };
+            self.punch_block(obj, k);
+            b = k + 1;
+        }
+        Ok(())
+    }
+
     /// Make block `blkid` of `obj` a hole.
     pub fn punch_block(&mut self, obj: u64, blkid: u64) {
         self.ext.remove(&(obj, blkid));

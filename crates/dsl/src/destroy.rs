@@ -107,13 +107,16 @@ impl PoolWriter {
 /// The entries of a pool-v23 dead list (a bplist object).
 pub(crate) fn read_bplist(w: &PoolWriter, obj: u64) -> Result<Vec<BlkPtr>> {
     let dn = w.mos.dnode(obj)?;
-    let entries = bplist_len(obj, &dn)?;
+    let entries = bplist_len(&w.pool, obj, &dn)?;
+    // Bounded above (room, pool size): read through this txg's changes.
     parse_bplist(&w.mos.read(obj, 0, (entries * 128) as usize)?, dn.swap)
 }
 
 /// The number of entries of pool-v23 bplist `obj` (its dnode `dn`),
-/// checked against the type and the room its blocks have.
-pub(crate) fn bplist_len(obj: u64, dn: &ozfs_dmu::Dnode) -> Result<u64> {
+/// checked against the type, the room its blocks have and what the pool
+/// can hold: every entry names a block of at least one 512-byte sector
+/// (4 × that for slack: a deduplicated block is killed once per reference).
+pub(crate) fn bplist_len(pool: &ozfs_spa::Pool, obj: u64, dn: &ozfs_dmu::Dnode) -> Result<u64> {
     if dn.phys.object_type != ot::BPOBJ {
         return Err(Error::unsupported(
             format!("dead list object {obj}"),
@@ -121,14 +124,23 @@ pub(crate) fn bplist_len(obj: u64, dn: &ozfs_dmu::Dnode) -> Result<u64> {
         ));
     }
     let entries = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "bplist entries")?;
-    let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz()) / 128;
-    if entries > max || entries > MAX_BPLIST_ENTRIES {
+    let room = dn
+        .phys
+        .maxblkid
+        .saturating_add(1)
+        .saturating_mul(dn.phys.datablksz())
+        / 128;
+    let sectors: u64 = pool
+        .root
+        .children
+        .iter()
+        .fold(0u64, |a, t| a.saturating_add(t.asize))
+        / 512;
+    let max = room.min(MAX_BPLIST_ENTRIES).min(sectors.saturating_mul(4));
+    if entries > max {
         return Err(Error::corrupt(
             format!("dead list object {obj}"),
-            format!(
-                "{entries} entries in room for {}",
-                max.min(MAX_BPLIST_ENTRIES)
-            ),
+            format!("{entries} entries in room for {max}"),
         ));
     }
     Ok(entries)

@@ -128,14 +128,7 @@ impl DslPool {
     fn packed_nvlist(&self, obj: u64, what: &str) -> Result<NvList> {
         let dn = self.mos.dnode(obj)?;
         let size = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "packed nvlist size")?;
-        let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
-        if size > max || size > 64 << 20 {
-            return Err(Error::corrupt(
-                what,
-                format!("packed size {size} exceeds the object ({max})"),
-            ));
-        }
-        let data = self.mos.read(&dn, 0, size as usize)?;
+        let data = self.mos.read_sized(&dn, size, 64 << 20, what)?;
         NvList::unpack(&data).map_err(|e| e.context(what))
     }
 

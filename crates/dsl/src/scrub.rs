@@ -25,7 +25,10 @@
 //!   block id) and counted; the walk goes on below whatever else it can
 //!   reach. Nothing read from disk is trusted before its checksum passed.
 //! * Bounded: every BP read is validated; indirect fan-out comes from the
-//!   verified block's size.
+//!   verified block's size; a metadata block (objset, indirect, dnode
+//!   block) is read once per scan, by its first DVA — a hostile pool whose
+//!   BPs all name the same indirect block (or dataset) would otherwise
+//!   make the walk exponential in its depth.
 
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
@@ -86,6 +89,8 @@ struct Walker<'a> {
     stop: &'a AtomicBool,
     report: &'a (dyn Fn(&Progress) + Sync),
     last_report: Mutex<Instant>,
+    /// Metadata blocks already walked (vdev, offset of the first DVA).
+    seen: std::collections::HashSet<(u64, u64)>,
 }
 
 fn asize(bp: &BlkPtr) -> u64 {
@@ -139,6 +144,7 @@ pub fn scrub(
         stop,
         report,
         last_report: Mutex::new(Instant::now()),
+        seen: Default::default(),
     };
     // Phase 1: metadata.
     if rootbp.birth() > min_birth {
@@ -202,8 +208,13 @@ impl Walker<'_> {
         }
     }
 
-    /// Read and verify a metadata block; None (recorded) if no copy is good.
-    fn meta(&self, bp: &BlkPtr, at: BlockRef) -> Option<Vec<u8>> {
+    /// Read and verify a metadata block; None (recorded) if no copy is
+    /// good, or if this scan has walked it already.
+    fn meta(&mut self, bp: &BlkPtr, at: BlockRef) -> Option<Vec<u8>> {
+        let d = bp.dvas()[0];
+        if !self.seen.insert((d.vdev, d.offset)) {
+            return None;
+        }
         let r = self.pool.scrub_bp(bp, &self.ctx);
         self.issued.fetch_add(asize(bp), Ordering::Relaxed);
         self.maybe_report();

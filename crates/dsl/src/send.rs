@@ -193,45 +193,69 @@ pub fn send(
         }
         Ok(())
     };
-    for obj in 1..max {
-        let dn = match os.dnode(obj) {
-            Ok(d) if d.phys.object_type != 0 => Some(d),
-            Ok(_) | Err(Error::NotFound(_)) => None,
-            Err(e) => return Err(e.context(&format!("{}: object {obj}", to.name))),
-        };
-        let old = match &from_os {
-            Some(f) => match f.dnode(obj) {
+    // Free numbers go into runs: a full stream names every one, an
+    // incremental one those that were allocated before.
+    let free_span = |s: &mut StreamOut, run: &mut Option<FreeRun>, first: u64, count: u64| match run
+    {
+        Some(r) if r.first + r.count == first => {
+            r.count += count;
+            Ok(())
+        }
+        _ => {
+            flush_run(s, run)?;
+            *run = Some(FreeRun { first, count });
+            Ok::<(), Error>(())
+        }
+    };
+    // Only numbers that dnode blocks exist for (in either snapshot) are
+    // looked at: the work follows the objects, not the meta-dnode's size.
+    let mut ranges = os.object_ranges()?;
+    if let Some(f) = &from_os {
+        ranges.extend(f.object_ranges()?);
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut next = 1u64; // first number not yet accounted for
+    for r in ranges {
+        let (start, end) = (r.start.max(next), r.end.min(max));
+        if start >= end {
+            continue;
+        }
+        if from_os.is_none() && start > next {
+            free_span(&mut s, &mut run, next, start - next)?;
+        }
+        for obj in start..end {
+            let dn = match os.dnode(obj) {
                 Ok(d) if d.phys.object_type != 0 => Some(d),
                 Ok(_) | Err(Error::NotFound(_)) => None,
-                Err(e) => return Err(e),
-            },
-            None => None,
-        };
-        let Some(dn) = dn else {
-            // Free now: a full stream says so of every number; an
-            // incremental one of those that were allocated before.
-            if from_os.is_none() || old.is_some() {
-                match &mut run {
-                    Some(r) if r.first + r.count == obj => r.count += 1,
-                    _ => {
-                        flush_run(&mut s, &mut run)?;
-                        run = Some(FreeRun {
-                            first: obj,
-                            count: 1,
-                        });
-                    }
+                Err(e) => return Err(e.context(&format!("{}: object {obj}", to.name))),
+            };
+            let old = match &from_os {
+                Some(f) => match f.dnode(obj) {
+                    Ok(d) if d.phys.object_type != 0 => Some(d),
+                    Ok(_) | Err(Error::NotFound(_)) => None,
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            let Some(dn) = dn else {
+                if from_os.is_none() || old.is_some() {
+                    free_span(&mut s, &mut run, obj, 1)?;
+                }
+                continue;
+            };
+            if let Some(o) = &old {
+                if o.phys.encode() == dn.phys.encode() {
+                    continue; // unchanged since the source snapshot
                 }
             }
-            continue;
-        };
-        if let Some(o) = &old {
-            if o.phys.encode() == dn.phys.encode() {
-                continue; // unchanged since the source snapshot
-            }
+            flush_run(&mut s, &mut run)?;
+            send_object(&mut s, &os, obj, &dn, old.as_ref(), fromtxg, toguid)?;
+            progress(s.bytes);
         }
-        flush_run(&mut s, &mut run)?;
-        send_object(&mut s, &os, obj, &dn, old.as_ref(), fromtxg, toguid)?;
-        progress(s.bytes);
+        next = end;
+    }
+    if from_os.is_none() && next < max {
+        free_span(&mut s, &mut run, next, max - next)?;
     }
     flush_run(&mut s, &mut run)?;
     if from_os.is_none() {

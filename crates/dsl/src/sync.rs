@@ -195,6 +195,11 @@ pub struct PoolWriter {
     reserved: u64,
 }
 
+/// The longest space map read (32 Mi entries): its words are decoded in
+/// memory, so a longer length in a (hostile) header is refused rather than
+/// allocated. ozfs and ZFS condense maps long before that.
+pub const MAX_SPACE_MAP_BYTES: u64 = 256 << 20;
+
 /// The allocation state of every top-level vdev as its space maps record
 /// it (read only; what a writer starts from and what a leak check compares
 /// with), and each vdev's metaslab array object.
@@ -231,14 +236,12 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
             }
             let dn = mos_os.dnode(sm)?;
             let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
-            let max = (dn.phys.maxblkid + 1).saturating_mul(dn.phys.datablksz());
-            if hdr.length > max {
-                return Err(Error::corrupt(
-                    format!("space map object {sm}"),
-                    format!("length {} beyond its {} bytes", hdr.length, max),
-                ));
-            }
-            let data = mos_os.read(&dn, 0, hdr.length as usize)?;
+            let data = mos_os.read_sized(
+                &dn,
+                hdr.length,
+                MAX_SPACE_MAP_BYTES,
+                &format!("space map object {sm}"),
+            )?;
             let entries = spacemap::decode(&data, dn.swap, top.ashift as u32)?;
             g.load_metaslab_deferring(id as u64, sm, &entries, pool.uberblock.txg)
                 .map_err(|e| e.context(&format!("vdev {} metaslab {id}", top.id)))?;
@@ -609,9 +612,7 @@ impl PoolWriter {
             );
             self.mos.write(sm_obj, 0, &padded)?;
             let new_blocks = (padded.len() as u64) / SPACE_MAP_BLOCKSIZE;
-            for b in new_blocks..=dn.phys.maxblkid {
-                self.mos.punch_block(sm_obj, b);
-            }
+            self.mos.punch_from(sm_obj, new_blocks)?;
             let alloc_bytes = self
                 .alloc
                 .group(vdev)
@@ -723,10 +724,7 @@ impl PoolWriter {
         let mut padded = packed.to_vec();
         padded.resize((nblocks * bs) as usize, 0);
         self.mos.write(obj, 0, &padded)?;
-        let old_blocks = dn.phys.maxblkid + 1;
-        for b in nblocks..old_blocks {
-            self.mos.punch_block(obj, b);
-        }
+        self.mos.punch_from(obj, nblocks)?;
         self.mos
             .set_bonus(obj, (packed.len() as u64).to_ne_bytes().to_vec())?;
         Ok(())

@@ -84,14 +84,20 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     // zfs-fuse leaves filled at export): still allocated until processed.
     if let Some(obj) = zap::lookup_obj(&mos, 1, "sync_bplist")?.and_then(|e| e.as_u64()) {
         let dn = mos.dnode(obj)?;
-        let n = bplist_len(obj, &dn)?;
-        let pending = parse_bplist(&mos.read(&dn, 0, (n * 128) as usize)?, dn.swap)?;
+        let n = bplist_len(pool, obj, &dn)?;
+        let raw = mos.read_sized(&dn, n * 128, u64::MAX, "sync_bplist")?;
+        let pending = parse_bplist(&raw, dn.swap)?;
         r.deferred = pending.len() as u64;
         bps.extend(pending);
     }
     // Every DSL dataset of the MOS, as the scrub finds them.
     let mut datasets = Vec::new();
-    for obj in 1..mos.max_object() {
+    for obj in mos
+        .object_ranges()?
+        .into_iter()
+        .flatten()
+        .filter(|&o| o != 0)
+    {
         let dn = match mos.dnode(obj) {
             Ok(d) => d,
             Err(Error::NotFound(_)) => continue,

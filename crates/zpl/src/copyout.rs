@@ -198,8 +198,10 @@ impl Copier<'_> {
             ));
         }
         // Past maxblkid there are only holes: a corrupt, huge `size` must not
-        // turn into an endless loop over blocks that cannot exist.
-        let nblocks = a.size.div_ceil(bs).min(dn.phys.maxblkid + 1);
+        // turn into an endless loop over blocks that cannot exist. Within it,
+        // the blocks are found through the tree (holes skipped whole), so a
+        // huge maxblkid costs nothing either.
+        let nblocks = a.size.div_ceil(bs).min(dn.phys.maxblkid.saturating_add(1));
         // Large files: several threads each take every Nth block (read, verify,
         // decompress and write are independent per block); small files: one.
         let threads = if nblocks >= 16 {
@@ -217,8 +219,15 @@ impl Copier<'_> {
                 .map(|t| {
                     scope.spawn(move || -> Result<u64> {
                         let mut bytes = 0u64;
-                        let mut blkid = t;
-                        while blkid < nblocks {
+                        let mut from = 0;
+                        while let Some(blkid) = os.next_data_block(dn, from)? {
+                            if blkid >= nblocks {
+                                break;
+                            }
+                            from = blkid + 1;
+                            if blkid % threads != t {
+                                continue;
+                            }
                             if let Some(block) = os.read_block(dn, blkid)? {
                                 let off = blkid * bs;
                                 let n = (a.size - off).min(block.len() as u64) as usize;
@@ -231,7 +240,6 @@ impl Copier<'_> {
                                     bytes += n as u64;
                                 }
                             }
-                            blkid += threads;
                         }
                         Ok(bytes)
                     })

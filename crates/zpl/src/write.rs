@@ -650,12 +650,10 @@ impl<'a> ZplTx<'a> {
             if !size.is_multiple_of(bs) {
                 self.tx.check_modifiable(obj, size / bs)?;
             }
-            let first_free = size.div_ceil(bs);
-            for blkid in first_free..=maxblkid {
-                if blkid > 0 || size == 0 {
-                    self.tx.punch_block(obj, blkid);
-                }
-            }
+            // Only blocks that hold data are punched (never a walk over
+            // every number up to maxblkid); block 0 stays unless size is 0.
+            let first_free = size.div_ceil(bs).max(u64::from(size != 0));
+            self.tx.punch_from(obj, first_free)?;
             // Zero the tail of the last partial block.
             if !size.is_multiple_of(bs) {
                 let blkid = size / bs;
