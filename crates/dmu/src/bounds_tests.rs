@@ -234,3 +234,18 @@ fn read_sized_checks_before_allocating() {
     corrupt(os.read_sized(&dn, 1 << 62, u64::MAX, "test"));
     corrupt(os.read_sized(&dn, 512, 100, "test"));
 }
+
+#[test]
+fn a_data_block_shorter_than_the_block_size_reads_as_zeros_past_its_end() {
+    // datablkszsec says 32 K; the block is 512 bytes. Reading at 1024
+    // started the copy past the block's end.
+    let tp = TestPool::new();
+    let data = tp.put(&[5u8; 512], FILE, 0);
+    let phys = dnode(FILE, 32768, 1, 0, vec![data]);
+    let dn = wrap(2, phys.clone());
+    let os = objset_with(&tp, &[(2, phys)]);
+    assert_eq!(os.read(&dn, 1024, 100).expect("read"), vec![0u8; 100]);
+    assert_eq!(os.read(&dn, 500, 20).expect("read")[..12], [5u8; 12]);
+    let tx = ObjsetTx::new(os);
+    assert_eq!(tx.read(2, 1024, 100).expect("read"), vec![0u8; 100]);
+}

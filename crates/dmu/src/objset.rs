@@ -349,14 +349,17 @@ impl Objset {
         }
         let mut done = 0usize;
         while done < out.len() {
-            let pos = offset + done as u64;
+            let pos = offset.saturating_add(done as u64);
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = ((bs as usize) - inner).min(out.len() - done);
             match self.data_block(dn, blkid)? {
                 Some(b) => {
-                    let avail = b.len().saturating_sub(inner).min(n);
-                    out[done..done + avail].copy_from_slice(&b[inner..inner + avail]);
+                    // A block shorter than the declared block size (hostile
+                    // datablkszsec) reads as zeros past its end.
+                    let src = b.get(inner..).unwrap_or_default();
+                    let avail = src.len().min(n);
+                    out[done..done + avail].copy_from_slice(&src[..avail]);
                     out[done + avail..done + n].fill(0);
                 }
                 None => out[done..done + n].fill(0),

@@ -512,7 +512,7 @@ impl ObjsetTx {
         let mut out = vec![0u8; len];
         let mut done = 0usize;
         while done < len {
-            let pos = offset + done as u64;
+            let pos = offset.saturating_add(done as u64);
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = (bs as usize - inner).min(len - done);
@@ -534,8 +534,10 @@ impl ObjsetTx {
                 }
             };
             if let Some(b) = b {
-                let avail = b.len().saturating_sub(inner).min(n);
-                out[done..done + avail].copy_from_slice(&b[inner..inner + avail]);
+                // Past a short block's end (hostile datablkszsec): zeros.
+                let src = b.get(inner..).unwrap_or_default();
+                let avail = src.len().min(n);
+                out[done..done + avail].copy_from_slice(&src[..avail]);
             }
             done += n;
         }
@@ -566,7 +568,7 @@ impl ObjsetTx {
         }
         let mut done = 0usize;
         while done < buf.len() {
-            let pos = offset + done as u64;
+            let pos = offset.saturating_add(done as u64);
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = (bs as usize - inner).min(buf.len() - done);

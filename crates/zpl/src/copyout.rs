@@ -5,6 +5,13 @@
 //!
 //! Metadata is applied after contents, and a directory's times after its
 //! children, so the copy's mtimes are the pool's.
+//!
+//! Bounded on hostile pools: a directory object is copied once — reached
+//! a second time (a loop, or a second name, which ZFS never makes) it is
+//! an error for that entry, so the work follows the objects, never the
+//! paths through them (two entries per directory naming the next one
+//! would otherwise double the copy at every level); depth is capped; a
+//! file's blocks are found through its tree, holes skipped whole.
 
 use crate::fs::Zpl;
 use ozfs_format::znode::{
@@ -54,7 +61,8 @@ struct Copier<'a> {
     links: HashMap<u64, PathBuf>,
     stats: CopyStats,
     /// Directories on the current path (cycle detection).
-    stack: Vec<u64>,
+    /// Directory objects copied (or being copied).
+    dirs: std::collections::HashSet<u64>,
 }
 
 fn cpath(p: &Path) -> Result<CString> {
@@ -81,7 +89,7 @@ pub fn copy_out(zpl: &Zpl, path: &str, dest: &Path, opts: CopyOptions) -> Result
         opts,
         links: HashMap::new(),
         stats: CopyStats::default(),
-        stack: Vec::new(),
+        dirs: Default::default(),
     };
     c.copy(obj, &target, 0)?;
     Ok(c.stats)
@@ -108,10 +116,10 @@ impl Copier<'_> {
         }
         match fmt {
             S_IFDIR => {
-                if self.stack.contains(&obj) {
+                if !self.dirs.insert(obj) {
                     return Err(Error::corrupt(
                         format!("{}: directory object {obj}", self.zpl.name),
-                        "directory cycle",
+                        "directory reached twice (a loop or a second link)",
                     ));
                 }
                 match std::fs::create_dir(dest) {
@@ -127,7 +135,6 @@ impl Copier<'_> {
                 self.stats.dirs += 1;
                 let mut ents = self.zpl.readdir(&dn)?;
                 ents.sort_by(|x, y| x.name.cmp(&y.name));
-                self.stack.push(obj);
                 for e in ents {
                     if e.name.is_empty()
                         || e.name == b"."
@@ -145,7 +152,6 @@ impl Copier<'_> {
                         self.stats.errors.push((child, err.to_string()));
                     }
                 }
-                self.stack.pop();
             }
             S_IFREG => {
                 self.copy_file(&dn, &a, dest)?;
