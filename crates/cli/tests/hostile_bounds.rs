@@ -15,7 +15,11 @@
 //!   7-level tree: 2^45 object numbers, a few of which exist (zdb listed
 //!   1..2^45 in one allocation, `zdb -b` and `send` looped over them);
 //! * (d) the file system's meta-dnode `datablkszsec` 32 → 64 (the read
-//!   path: `cp` and `zdb` sliced the dnode block past its end).
+//!   path: `cp` and `zdb` sliced the dnode block past its end);
+//! * (e) a directory entry renamed as its neighbour, a symlink to a canary
+//!   directory outside the copy, and moved after it: `cp -r` met the
+//!   symlink first, then took it for the directory of the same name and
+//!   wrote the directory's contents through it. The canary must not change.
 //!
 //! For each, what a user would run — `zpool import` (listing, then the
 //! import), `zfs list`, `zfs get all`, `zdb -dddd`, `zdb -b`, `cp -r`,
@@ -56,9 +60,10 @@ impl Sandbox {
             .tempdir_in(ozfs_testkit::test_tmp_root())
             .expect("sandbox");
         let s = Sandbox { root };
-        for d in ["state", "dev", "out", "base"] {
+        for d in ["state", "dev", "out", "base", "canary"] {
             std::fs::create_dir_all(s.p(d)).expect("mkdir");
         }
+        std::fs::write(s.p("canary/keep"), b"canary\n").expect("canary");
         s
     }
     fn p(&self, rel: &str) -> PathBuf {
@@ -125,6 +130,9 @@ fn build_base(sb: &Sandbox) {
     std::fs::write(src.join("big"), XorShift::new(13).bytes(300 << 10)).expect("w");
     std::fs::write(src.join("small"), b"hi\n").expect("w");
     std::fs::write(src.join("d/f"), b"x\n").expect("w");
+    // Relative, from where `cp -r POOL/fs:/ out/a` puts it (out/a/t/aaaa):
+    // the sandbox's canary directory.
+    std::os::unix::fs::symlink("../../../canary", src.join("aaaa")).expect("symlink");
     let srcs = src.to_str().expect("utf-8");
     sb.must(&["cp", "-r", srcs, &format!("{POOL}/fs:/t")]);
     sb.must(&["zpool", "export", POOL]);
@@ -208,8 +216,66 @@ fn damage(img: &mut Image, case: char) -> String {
             .expect("mutate");
             format!("objset {os}: meta-dnode maxblkid -> 2^40")
         }
+        'e' => {
+            // /t's micro ZAP: 64-byte chunks after a 64-byte header, each
+            // value (8), cd (4), pad (2), name (50).
+            let os = big_file(img).0;
+            let name_of = |d: &[u8], i: usize| -> Vec<u8> {
+                let n = &d[64 * (i + 1) + 14..64 * (i + 2)];
+                n[..n.iter().position(|&c| c == 0).unwrap_or(n.len())].to_vec()
+            };
+            let idx = img
+                .find(|b| {
+                    b.kind == BlockKind::Data
+                        && b.objset == os
+                        && b.object_type == ozfs_format::types::ot::DIRECTORY_CONTENTS
+                })
+                .into_iter()
+                .find(|&i| {
+                    let d = img.read(i).expect("read");
+                    let names: Vec<Vec<u8>> =
+                        (0..d.len() / 64 - 1).map(|k| name_of(&d, k)).collect();
+                    names.iter().any(|n| n == b"aaaa") && names.iter().any(|n| n == b"d")
+                })
+                .expect("the directory holding 'aaaa' and 'd'");
+            img.mutate(idx, |d| {
+                let find = |d: &[u8], name: &[u8]| {
+                    (0..d.len() / 64 - 1)
+                        .find(|&k| name_of(d, k) == name)
+                        .expect("entry")
+                };
+                let (mut link, mut dir) = (find(d, b"aaaa"), find(d, b"d"));
+                if dir < link {
+                    // The symlink's chunk first: swap the two entries.
+                    let a: Vec<u8> = d[64 * (dir + 1)..64 * (dir + 2)].to_vec();
+                    let b: Vec<u8> = d[64 * (link + 1)..64 * (link + 2)].to_vec();
+                    d[64 * (dir + 1)..64 * (dir + 2)].copy_from_slice(&b);
+                    d[64 * (link + 1)..64 * (link + 2)].copy_from_slice(&a);
+                    std::mem::swap(&mut link, &mut dir);
+                }
+                assert!(link < dir);
+                let at = 64 * (dir + 1) + 14;
+                d[at..at + 50].fill(0);
+                d[at..at + 4].copy_from_slice(b"aaaa");
+            })
+            .expect("mutate");
+            format!("objset {os}: directory 'd' renamed 'aaaa' after the symlink 'aaaa'")
+        }
         _ => unreachable!(),
     }
+}
+
+/// The canary directory holds only `keep`.
+fn canary_changed(sb: &Sandbox) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sb.p("canary"))
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    (names != ["keep"]).then(|| format!("the canary directory changed: {names:?}"))
 }
 
 /// Runs the commands over the damaged image; returns the findings.
@@ -290,7 +356,7 @@ fn hostile_sizes_counts_and_indices() {
     build_base(&sb);
     let t0 = Instant::now();
     let mut findings = Vec::new();
-    for case in ['a', 'b', 'c', 'd'] {
+    for case in ['a', 'b', 'c', 'd', 'e'] {
         let _ = std::fs::remove_dir_all(sb.p("out"));
         let _ = std::fs::remove_dir_all(sb.p("state"));
         std::fs::create_dir_all(sb.p("out")).expect("mkdir");
@@ -300,7 +366,20 @@ fn hostile_sizes_counts_and_indices() {
         let what = format!("({case}) {}", damage(&mut img, case));
         drop(img);
         let tc = Instant::now();
-        let f = run_case(&sb, &what);
+        let mut f = run_case(&sb, &what);
+        if let Some(e) = canary_changed(&sb) {
+            f.push(format!("{what}: {e}"));
+            for n in std::fs::read_dir(sb.p("canary"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if n.file_name() != "keep" {
+                    let _ = std::fs::remove_dir_all(n.path());
+                    let _ = std::fs::remove_file(n.path());
+                }
+            }
+        }
         eprintln!("{what}: {} findings in {:.1?}", f.len(), tc.elapsed());
         findings.extend(f);
     }

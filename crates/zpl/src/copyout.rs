@@ -122,9 +122,22 @@ impl Copier<'_> {
                         "directory reached twice (a loop or a second link)",
                     ));
                 }
+                // An existing directory is taken as the destination only at
+                // the top (the user's, which may be a symlink to one); below,
+                // only a real directory, never a symlink: a pool with two
+                // entries of one name — a symlink to anywhere, then a
+                // directory — must not make the copy write through it.
+                let existing_dir = |d: &Path| {
+                    if depth == 0 {
+                        d.is_dir()
+                    } else {
+                        std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir())
+                    }
+                };
                 match std::fs::create_dir(dest) {
                     Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dest.is_dir() => {}
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::AlreadyExists && existing_dir(dest) => {}
                     Err(e) => return Err(Error::io(format!("mkdir {}", dest.display()), e)),
                 }
                 // Writable while we fill it.
