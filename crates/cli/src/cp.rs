@@ -107,7 +107,7 @@ pub fn main(argv: &[String]) -> CmdResult {
             eprintln!("ozfs cp: {}: {e}", p.display());
         }
         return Err(Fail::Err(format!(
-            "ozfs cp: {} objects could not be copied",
+            "ozfs cp: {} entries could not be copied",
             stats.errors.len()
         )));
     }
@@ -129,6 +129,12 @@ fn dirty_sync_bytes() -> u64 {
 }
 
 /// `ozfs cp [-r] SRC POOL/DATASET:PATH`: copy a file or tree into a file system.
+///
+/// SRC itself and everything below it is looked at with `lstat`: a symlink
+/// is copied as a symlink, never followed (as `cp -r` without `-L`), and a
+/// regular file is opened with `O_NOFOLLOW | O_NONBLOCK` and must still be
+/// the file `lstat` saw. (Directories are still listed by path: a directory
+/// of SRC replaced by a symlink while the copy runs is followed.)
 pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
     use ozfs_dsl::sync::PoolWriter;
     let (ds_name, path) = split_source(target)?;
@@ -316,7 +322,24 @@ impl CopyIn<'_> {
                 }
                 z.create(parent, name, S_IFREG_MODE | perm, uid, gid, 0)?
             };
-            let f = std::fs::File::open(src).map_err(io)?;
+            // Not through a symlink, and not blocking on a fifo, should
+            // the name have been replaced since it was looked at; then it
+            // must still be the file that was looked at.
+            let f = {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(src)
+                    .map_err(io)?
+            };
+            let fm = f.metadata().map_err(io)?;
+            if (fm.dev(), fm.ino()) != (m.dev(), m.ino()) || !fm.is_file() {
+                return Err(ozfs_format::Error::Invalid(format!(
+                    "{}: replaced while being copied",
+                    src.display()
+                )));
+            }
             let mut off = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             loop {

@@ -898,6 +898,7 @@ fn fuzz_pool_images() {
     let only = std::env::var("OZFS_FUZZ_CASE")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
+    let cases = only.map_or(cases, |o| cases.max(o + 1));
     let sb = Sandbox::new("img");
     build_base(&sb);
     let mut f = Findings {
@@ -1064,6 +1065,7 @@ fn fuzz_send_streams() {
     let only = std::env::var("OZFS_FUZZ_CASE")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
+    let cases = only.map_or(cases, |o| cases.max(o + 1));
     let sb = Sandbox::new("stream");
     build_base(&sb);
     let full = std::fs::read(sb.p("streams/full")).expect("full stream");
