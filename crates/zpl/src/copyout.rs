@@ -32,6 +32,9 @@
 //!   one ("linked more than once"), which covers hard-linked directories,
 //!   DAGs and cycles and keeps the work linear in the size of the pool's
 //!   tree.
+//! - A file's blocks are found through its block tree, holes skipped whole
+//!   ([`ozfs_dmu::Objset::next_data_block`]): a huge `maxblkid` or size
+//!   costs only the blocks that exist.
 //! - Metadata goes through the descriptor of what was created (files and
 //!   directories: `fsetxattr`, `fchown`, `fchmod`, `futimens`), or, for
 //!   what is never opened (symlinks, fifos, sockets, device nodes), through
@@ -547,10 +550,7 @@ impl Copier<'_> {
         // turn into an endless loop over blocks that cannot exist. Within it,
         // the blocks are found through the tree (holes skipped whole), so a
         // huge maxblkid costs nothing either.
-        let nblocks = a
-            .size
-            .div_ceil(bs)
-            .min(dn.phys.maxblkid.saturating_add(1));
+        let nblocks = a.size.div_ceil(bs).min(dn.phys.maxblkid.saturating_add(1));
         // Large files: several threads each take every Nth block (read, verify,
         // decompress and write are independent per block); small files: one.
         let threads = if nblocks >= 16 {
