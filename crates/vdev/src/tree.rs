@@ -249,6 +249,13 @@ impl Vdev {
             }
             _ => {}
         }
+        // The allocation unit sizes every read and RAID-Z column: a
+        // shift from a (hostile) config is bounded before it shifts.
+        // (0, as some writers leave it on leaves, means unset.)
+        let ashift = nv.get_u64("ashift").filter(|&a| a != 0).unwrap_or(9);
+        if !(9..=16).contains(&ashift) {
+            return Err(Error::corrupt("vdev tree", format!("ashift {ashift}")));
+        }
         let v = Vdev {
             id,
             guid,
@@ -256,7 +263,7 @@ impl Vdev {
             path,
             kind,
             children,
-            ashift: nv.get_u64("ashift").unwrap_or(9),
+            ashift,
             asize: nv.get_u64("asize").unwrap_or(0),
             nparity,
             stats: VdevStats::default(),
