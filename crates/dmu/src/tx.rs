@@ -703,13 +703,26 @@ impl ObjsetTx {
     /// work follows the objects that exist, never the width of the range.
     pub fn allocated_in(&self, first: u64, end: u64) -> Result<Vec<u64>> {
         let mut v = BTreeSet::new();
-        // Committed objects: only where dnode blocks exist.
-        for r in self.os.object_ranges()? {
-            for obj in r.start.max(first)..r.end.min(end) {
+        // Committed objects: only in the dnode blocks that exist in the
+        // range (found through the meta-dnode's tree, holes skipped whole).
+        let meta = self.os.meta_dnode();
+        let per = meta.phys.datablksz() / DNODE_SIZE as u64;
+        if per == 0 {
+            return Err(Error::corrupt("meta-dnode", "block size below one dnode"));
+        }
+        let mut blk = first / per;
+        while blk.saturating_mul(per) < end {
+            let Some(b) = self.os.next_data_block(&meta, blk)? else {
+                break;
+            };
+            let lo = b.saturating_mul(per).max(first);
+            let hi = b.saturating_add(1).saturating_mul(per).min(end);
+            for obj in lo..hi {
                 if matches!(self.dnode(obj), Ok(d) if d.phys.object_type != 0) {
                     v.insert(obj);
                 }
             }
+            blk = b + 1;
         }
         for (&obj, d) in self.dnodes.range(first..end.max(first)) {
             if d.object_type != 0 {
