@@ -700,12 +700,18 @@ impl<'a> ZplTx<'a> {
                 }
             }
         }
+        // Only blocks that hold data are visited (a hole needs no punching):
+        // the work follows the blocks that exist, never the range's width
+        // (a hostile size makes that as large as 2^64 bytes).
         let mut pos = offset;
         while pos < end && bs > 0 {
-            let blkid = pos / bs;
-            let bstart = blkid * bs;
-            let bend = bstart + bs;
-            let (from, to) = ((pos - bstart) as usize, (end.min(bend) - bstart) as usize);
+            let Some(blkid) = self.tx.next_block(obj, pos / bs, (end - 1) / bs, true)? else {
+                break;
+            };
+            let bstart = blkid.saturating_mul(bs);
+            let bend = bstart.saturating_add(bs);
+            let from = (pos.max(bstart) - bstart) as usize;
+            let to = (end.min(bend) - bstart) as usize;
             if from == 0 && to == bs as usize && blkid > 0 {
                 self.tx.punch_block(obj, blkid);
             } else if self.tx.read_block(obj, blkid)?.is_some() && from < to {
