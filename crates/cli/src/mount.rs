@@ -101,6 +101,30 @@ pub struct DsMount {
     pub is_snapshot: bool,
 }
 
+/// A mountpoint from a pool (the property is the pool author's) is used
+/// only if it is `none`, `legacy` or `-`, or an absolute path of plain
+/// components: no `.` or `..` (which would move the mount somewhere the
+/// dataset's name does not say), no NUL or newline (which would corrupt
+/// /proc/self/mountinfo's view of it).
+pub fn check_mountpoint(mp: &str) -> Result<(), String> {
+    if matches!(mp, "none" | "legacy" | "-" | "") {
+        return Ok(());
+    }
+    if !mp.starts_with('/') {
+        return Err("is not an absolute path".into());
+    }
+    if mp.contains(['\0', '\n']) {
+        return Err("contains a NUL or newline".into());
+    }
+    if mp.split('/').any(|c| c == "." || c == "..") {
+        return Err("has a '.' or '..' component".into());
+    }
+    if mp.len() > 4095 {
+        return Err("is too long".into());
+    }
+    Ok(())
+}
+
 pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
     let dsl = w.dsl();
     let ds = dsl
@@ -117,10 +141,13 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
             .unwrap_or_default()
     };
     let recordsize = crate::cp::recordsize_of(&props);
+    let mountpoint = text("mountpoint");
+    check_mountpoint(&mountpoint)
+        .map_err(|why| format!("cannot mount '{name}': mountpoint {mountpoint:?} {why}"))?;
     Ok(DsMount {
         name: name.to_string(),
         ds_obj: ds.ds_obj,
-        mountpoint: text("mountpoint"),
+        mountpoint,
         canmount: text("canmount"),
         readonly: crate::cp::is_readonly(&props),
         atime: crate::cp::atime_on(&props),
