@@ -75,10 +75,17 @@ pub fn main(argv: &[String]) -> CmdResult {
     }
     let recordsize = info.as_ref().map_or(131072, |i| i.recordsize);
     let atime = info.as_ref().is_none_or(|i| i.atime);
-    let opts = Options {
-        readonly,
-        atime,
-        ..Options::new(ds_name)
+    // Without readable properties (a damaged pool) the safe flags.
+    let opts = match &info {
+        Some(i) => i.options(readonly),
+        None => Options {
+            readonly,
+            atime,
+            setuid: false,
+            devices: false,
+            exec: false,
+            ..Options::new(ds_name)
+        },
     };
     let st = State::new(writer, ds.ds_obj, recordsize, opts).map_err(|e| fail(&e))?;
     let st = Arc::new(Mutex::new(st));
@@ -97,6 +104,10 @@ pub struct DsMount {
     pub canmount: String,
     pub readonly: bool,
     pub atime: bool,
+    /// `setuid`, `devices`, `exec`: the mount's nosuid/nodev/noexec.
+    pub setuid: bool,
+    pub devices: bool,
+    pub exec: bool,
     pub recordsize: u64,
     pub is_snapshot: bool,
 }
@@ -125,6 +136,29 @@ pub fn check_mountpoint(mp: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// An on/off property that is not `off` (on by default, as `setuid`,
+/// `devices`, `exec` are).
+fn prop_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)], name: &str) -> bool {
+    !props
+        .iter()
+        .any(|(n, v, _)| n == name && *v == ozfs_dsl::PropValue::Text("off".into()))
+}
+
+impl DsMount {
+    /// The FUSE options of this dataset's mount (temporary options such as
+    /// `-o ro` are applied by the caller on top).
+    pub fn options(&self, readonly: bool) -> Options {
+        Options {
+            readonly: readonly || self.readonly,
+            atime: self.atime,
+            setuid: self.setuid,
+            devices: self.devices,
+            exec: self.exec,
+            ..Options::new(&self.name)
+        }
+    }
+}
+
 pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
     let dsl = w.dsl();
     let ds = dsl
@@ -151,6 +185,9 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
         canmount: text("canmount"),
         readonly: crate::cp::is_readonly(&props),
         atime: crate::cp::atime_on(&props),
+        setuid: prop_on(&props, "setuid"),
+        devices: prop_on(&props, "devices"),
+        exec: prop_on(&props, "exec"),
         recordsize,
         is_snapshot: ds.is_snapshot,
     })
