@@ -480,12 +480,46 @@ fn foreground(auto: bool) -> CmdResult {
         });
     }
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+        let Ok(mut conn) = conn else { continue };
         *lock(&d.last_activity) = Instant::now();
+        // A bounded number of connections, each with its own thread: a
+        // client past the bound gets an error line at once, not a thread.
+        if CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
+            CONNECTIONS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = conn.write_all(
+                format!(
+                    "{}\n",
+                    err("ozfs daemon: too many connections, try again".into())
+                )
+                .as_bytes(),
+            );
+            continue;
+        }
         let d = d.clone();
-        std::thread::spawn(move || d.serve_conn(conn));
+        std::thread::spawn(move || {
+            d.serve_conn(conn);
+            CONNECTIONS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        });
     }
     Ok(())
+}
+
+/// Connections being served at once, at most [`MAX_CONNECTIONS`].
+static CONNECTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a connection may stay silent (no byte of its request, or not
+/// reading its reply) before it is closed: `OZFS_DAEMON_IDLE_SECS`, 60 by
+/// default. It bounds the time, not the size: a long request that keeps
+/// arriving is served.
+fn idle_timeout() -> Duration {
+    let secs = std::env::var("OZFS_DAEMON_IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(60);
+    Duration::from_secs(secs)
 }
 
 use std::os::unix::fs::MetadataExt;
@@ -537,6 +571,8 @@ impl Daemon {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         let allowed = matches!(peer_uid(&conn), Some(u) if u == 0 || u == me);
+        let _ = conn.set_read_timeout(Some(idle_timeout()));
+        let _ = conn.set_write_timeout(Some(idle_timeout()));
         let reply = if !allowed {
             err("ozfs daemon: permission denied".into())
         } else {
@@ -549,6 +585,17 @@ impl Daemon {
                     Ok(req) => self.dispatch(&req),
                     Err(e) => err(format!("ozfs daemon: bad request: {e}")),
                 },
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    err(format!(
+                        "ozfs daemon: no request within {} s: closing the connection",
+                        idle_timeout().as_secs()
+                    ))
+                }
                 Err(e) => err(format!("ozfs daemon: {e}")),
             }
         };

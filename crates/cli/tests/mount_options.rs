@@ -102,7 +102,7 @@ fn mount_flags_follow_properties() {
         .and_then(|f| f.set_len(128 << 20))
         .expect("dev");
     let mnt = root.join("mnt");
-    let oz = Ozfs::new(BIN).with_env("OZFS_STATE_DIR", root.join("state"));
+    let oz = Ozfs::new(BIN);
     let _down = Shutdown(&oz, mnt.clone());
     let prog_src = compile_euid(&root);
     oz.ok(&[
@@ -220,4 +220,60 @@ fn mount_flags_follow_properties() {
 
     oz.ok(&["zpool", "export", POOL]);
     assert!(mount_flags(&mnt).is_none(), "export unmounts");
+}
+
+/// The daemon closes a connection that sends nothing (issue 13, low): with
+/// `OZFS_DAEMON_IDLE_SECS=1` a silent client gets an error line within a
+/// few seconds instead of holding a daemon thread for ever; a real request
+/// is still answered.
+#[test]
+fn daemon_closes_idle_connections() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::Builder::new()
+        .prefix("ozfs-daemon-idle-")
+        .tempdir_in(ozfs_testkit::test_tmp_root())
+        .expect("tempdir");
+    let root = tmp.path().canonicalize().expect("canonical");
+    let dev = root.join("d0");
+    std::fs::File::create(&dev)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("dev");
+    let mnt = root.join("mnt");
+    let oz = Ozfs::new(BIN).with_env("OZFS_DAEMON_IDLE_SECS", "1");
+    let _down = Shutdown(&oz, mnt.clone());
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-m",
+        mnt.to_str().expect("utf-8"),
+        "idle",
+        dev.to_str().expect("utf-8"),
+    ]);
+    oz.ok(&["zpool", "export", "idle"]);
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-d",
+        root.to_str().expect("utf-8"),
+        "idle",
+    ]);
+    let sock = oz.state_dir().join("ozfsd.sock");
+    let mut silent = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let t0 = std::time::Instant::now();
+    let mut reply = String::new();
+    let _ = silent.read_to_string(&mut reply);
+    assert!(
+        reply.contains("no request within") && t0.elapsed() < Duration::from_secs(8),
+        "a silent client was not closed: {reply:?} after {:?}",
+        t0.elapsed()
+    );
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+    s.write_all(b"{\"cmd\":\"ping\"}\n").expect("ping");
+    let mut r = String::new();
+    s.read_to_string(&mut r).expect("reply");
+    assert!(r.contains("\"ok\":true"), "{r}");
+    oz.ok(&["zpool", "export", "idle"]);
 }
