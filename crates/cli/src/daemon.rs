@@ -31,7 +31,6 @@ use crate::client::socket_path;
 use crate::state::{state_dir, Record};
 use crate::{CmdResult, Fail};
 use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
-use ozfs_fuse::Options;
 use ozfs_spa::Pool;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -481,12 +480,46 @@ fn foreground(auto: bool) -> CmdResult {
         });
     }
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+        let Ok(mut conn) = conn else { continue };
         *lock(&d.last_activity) = Instant::now();
+        // A bounded number of connections, each with its own thread: a
+        // client past the bound gets an error line at once, not a thread.
+        if CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
+            CONNECTIONS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = conn.write_all(
+                format!(
+                    "{}\n",
+                    err("ozfs daemon: too many connections, try again".into())
+                )
+                .as_bytes(),
+            );
+            continue;
+        }
         let d = d.clone();
-        std::thread::spawn(move || d.serve_conn(conn));
+        std::thread::spawn(move || {
+            d.serve_conn(conn);
+            CONNECTIONS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        });
     }
     Ok(())
+}
+
+/// Connections being served at once, at most [`MAX_CONNECTIONS`].
+static CONNECTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a connection may stay silent (no byte of its request, or not
+/// reading its reply) before it is closed: `OZFS_DAEMON_IDLE_SECS`, 60 by
+/// default. It bounds the time, not the size: a long request that keeps
+/// arriving is served.
+fn idle_timeout() -> Duration {
+    let secs = std::env::var("OZFS_DAEMON_IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(60);
+    Duration::from_secs(secs)
 }
 
 use std::os::unix::fs::MetadataExt;
@@ -538,6 +571,8 @@ impl Daemon {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         let allowed = matches!(peer_uid(&conn), Some(u) if u == 0 || u == me);
+        let _ = conn.set_read_timeout(Some(idle_timeout()));
+        let _ = conn.set_write_timeout(Some(idle_timeout()));
         let reply = if !allowed {
             err("ozfs daemon: permission denied".into())
         } else {
@@ -550,6 +585,17 @@ impl Daemon {
                     Ok(req) => self.dispatch(&req),
                     Err(e) => err(format!("ozfs daemon: bad request: {e}")),
                 },
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    err(format!(
+                        "ozfs daemon: no request within {} s: closing the connection",
+                        idle_timeout().as_secs()
+                    ))
+                }
                 Err(e) => err(format!("ozfs daemon: {e}")),
             }
         };
@@ -857,11 +903,7 @@ impl Daemon {
                 canon.display()
             )));
         }
-        let opts = Options {
-            readonly: info.readonly,
-            atime: info.atime,
-            ..Options::new(dataset)
-        };
+        let opts = info.options(false);
         let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)
             .map_err(|e| fail(&e))?;
         let m = ozfs_fuse::shared::spawn(Arc::new(Mutex::new(st)), &canon).map_err(|e| fail(&e))?;
@@ -1120,6 +1162,65 @@ impl Daemon {
 
     /// Mount those of `names` that are not mounted and whose properties
     /// say so (canmount=on, an absolute mountpoint).
+    /// A property behind a mount flag changed: every mount of `pool` takes
+    /// its dataset's new options, in the FUSE server (readonly, atime) and
+    /// in the kernel's per-mount flags (nosuid, nodev, noexec, ro,
+    /// noatime), live, as OpenZFS changes them.
+    fn apply_mount_flags(&self, pool: &str) -> Result<(), String> {
+        let mut inner = lock(&self.inner);
+        let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
+            return Ok(());
+        };
+        Self::prune(&mut inner);
+        // Read every dataset's options under the lease, apply them after.
+        let wanted: Vec<(usize, Result<ozfs_fuse::Options, String>)> = {
+            let w = sw.lease().map_err(|e| e.to_string())?;
+            inner
+                .mounts
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| pool_of(&m.dataset) == pool)
+                .map(|(i, m)| {
+                    let o = crate::mount::ds_mount_info(&w, &m.dataset).map(|i| i.options(false));
+                    (i, o)
+                })
+                .collect()
+        };
+        let mut errs = Vec::new();
+        for (i, o) in wanted {
+            let m = &inner.mounts[i];
+            let o = match o {
+                Ok(o) => o,
+                Err(e) => {
+                    errs.push(e);
+                    continue;
+                }
+            };
+            if let Err(e) = ozfs_fuse::shared::lock(&m.m.state).set_flags(&o) {
+                errs.push(format!("cannot change the options of '{}': {e}", m.dataset));
+                continue;
+            }
+            if let Err(e) = ozfs_fuse::remount_flags(&m.m.mountpoint, &o) {
+                errs.push(format!(
+                    "cannot change the mount options of '{}' on {}: {e}",
+                    m.dataset,
+                    m.m.mountpoint.display()
+                ));
+            } else {
+                eprintln!(
+                    "ozfs daemon: {} remounted with flags {:#x}",
+                    m.dataset,
+                    o.ms_flags()
+                );
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs.join("\n"))
+        }
+    }
+
     fn mount_if_on(&self, inner: &mut Inner, names: &[String]) -> Result<(), String> {
         let mut errs = Vec::new();
         for name in names {
@@ -1189,7 +1290,14 @@ impl Daemon {
                     let k = p.split('=').next().unwrap_or("");
                     k == "mountpoint" || k == "canmount"
                 });
+                let flags = pos.iter().any(|p| {
+                    let k = p.split('=').next().unwrap_or("");
+                    matches!(k, "setuid" | "devices" | "exec" | "readonly" | "atime")
+                });
                 let Some(ds) = pos.last() else { return Ok(()) };
+                if flags {
+                    self.apply_mount_flags(pool_of(ds))?;
+                }
                 if !touches {
                     return Ok(());
                 }

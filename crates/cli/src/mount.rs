@@ -75,10 +75,17 @@ pub fn main(argv: &[String]) -> CmdResult {
     }
     let recordsize = info.as_ref().map_or(131072, |i| i.recordsize);
     let atime = info.as_ref().is_none_or(|i| i.atime);
-    let opts = Options {
-        readonly,
-        atime,
-        ..Options::new(ds_name)
+    // Without readable properties (a damaged pool) the safe flags.
+    let opts = match &info {
+        Some(i) => i.options(readonly),
+        None => Options {
+            readonly,
+            atime,
+            setuid: false,
+            devices: false,
+            exec: false,
+            ..Options::new(ds_name)
+        },
     };
     let st = State::new(writer, ds.ds_obj, recordsize, opts).map_err(|e| fail(&e))?;
     let st = Arc::new(Mutex::new(st));
@@ -97,8 +104,59 @@ pub struct DsMount {
     pub canmount: String,
     pub readonly: bool,
     pub atime: bool,
+    /// `setuid`, `devices`, `exec`: the mount's nosuid/nodev/noexec.
+    pub setuid: bool,
+    pub devices: bool,
+    pub exec: bool,
     pub recordsize: u64,
     pub is_snapshot: bool,
+}
+
+/// A mountpoint from a pool (the property is the pool author's) is used
+/// only if it is `none`, `legacy` or `-`, or an absolute path of plain
+/// components: no `.` or `..` (which would move the mount somewhere the
+/// dataset's name does not say), no NUL or newline (which would corrupt
+/// /proc/self/mountinfo's view of it).
+pub fn check_mountpoint(mp: &str) -> Result<(), String> {
+    if matches!(mp, "none" | "legacy" | "-" | "") {
+        return Ok(());
+    }
+    if !mp.starts_with('/') {
+        return Err("is not an absolute path".into());
+    }
+    if mp.contains(['\0', '\n']) {
+        return Err("contains a NUL or newline".into());
+    }
+    if mp.split('/').any(|c| c == "." || c == "..") {
+        return Err("has a '.' or '..' component".into());
+    }
+    if mp.len() > 4095 {
+        return Err("is too long".into());
+    }
+    Ok(())
+}
+
+/// An on/off property that is not `off` (on by default, as `setuid`,
+/// `devices`, `exec` are).
+fn prop_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)], name: &str) -> bool {
+    !props
+        .iter()
+        .any(|(n, v, _)| n == name && *v == ozfs_dsl::PropValue::Text("off".into()))
+}
+
+impl DsMount {
+    /// The FUSE options of this dataset's mount (temporary options such as
+    /// `-o ro` are applied by the caller on top).
+    pub fn options(&self, readonly: bool) -> Options {
+        Options {
+            readonly: readonly || self.readonly,
+            atime: self.atime,
+            setuid: self.setuid,
+            devices: self.devices,
+            exec: self.exec,
+            ..Options::new(&self.name)
+        }
+    }
 }
 
 pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
@@ -117,13 +175,19 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
             .unwrap_or_default()
     };
     let recordsize = crate::cp::recordsize_of(&props);
+    let mountpoint = text("mountpoint");
+    check_mountpoint(&mountpoint)
+        .map_err(|why| format!("cannot mount '{name}': mountpoint {mountpoint:?} {why}"))?;
     Ok(DsMount {
         name: name.to_string(),
         ds_obj: ds.ds_obj,
-        mountpoint: text("mountpoint"),
+        mountpoint,
         canmount: text("canmount"),
         readonly: crate::cp::is_readonly(&props),
         atime: crate::cp::atime_on(&props),
+        setuid: prop_on(&props, "setuid"),
+        devices: prop_on(&props, "devices"),
+        exec: prop_on(&props, "exec"),
         recordsize,
         is_snapshot: ds.is_snapshot,
     })

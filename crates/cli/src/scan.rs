@@ -45,12 +45,23 @@ pub struct ScanState {
     pub pid: u32,
 }
 
+/// A pool name fit to name a file in the state directory: callers hold a
+/// record (whose name was checked), but a path is never built from anything
+/// else — an invalid name maps to a name no pool can have.
+fn file_stem(pool: &str) -> &str {
+    if ozfs_format::names::check_pool_name(pool).is_ok() {
+        pool
+    } else {
+        ".invalid"
+    }
+}
+
 fn scan_file(pool: &str) -> PathBuf {
-    state_dir().join(format!("{pool}.scan.json"))
+    state_dir().join(format!("{}.scan.json", file_stem(pool)))
 }
 
 fn ctl_file(pool: &str) -> PathBuf {
-    state_dir().join(format!("{pool}.scan-ctl"))
+    state_dir().join(format!("{}.scan-ctl", file_stem(pool)))
 }
 
 fn now() -> u64 {
@@ -105,7 +116,7 @@ impl ScanState {
             "errors": self.errors, "files": self.files,
         });
         let dir = state_dir();
-        let tmp = dir.join(format!(".{pool}.scan.tmp"));
+        let tmp = dir.join(format!(".{}.scan.tmp", file_stem(pool)));
         if std::fs::write(&tmp, v.to_string()).is_ok() {
             let _ = std::fs::rename(&tmp, scan_file(pool));
         }

@@ -15,11 +15,23 @@ pub fn state_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/lib/ozfs"))
 }
 
-fn pool_file(name: &str) -> PathBuf {
-    state_dir().join(format!("{name}.json"))
+/// The state file of pool `name`. The last line of defence against a name
+/// that would leave the state directory: only a valid pool name (no `/`, no
+/// `..`, nothing but `[A-Za-z0-9_.: -]`) names a file here.
+fn pool_file(name: &str) -> Result<PathBuf> {
+    ozfs_format::names::check_pool_name(name)
+        .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))?;
+    Ok(state_dir().join(format!("{name}.json")))
 }
 
+/// Per-pool leaf states, kept across export. A hidden file (`.resilver-…`),
+/// so that no listing of the state directory takes it for a pool; the old
+/// name (`resilver-<guid>.json`) is still read.
 fn resilver_file(guid: u64) -> PathBuf {
+    state_dir().join(format!(".resilver-{guid}.json"))
+}
+
+fn old_resilver_file(guid: u64) -> PathBuf {
     state_dir().join(format!("resilver-{guid}.json"))
 }
 
@@ -31,7 +43,9 @@ pub type LeafTxgs = Vec<(u64, u64)>;
 /// and offline leaves with the txg they went offline after — each as
 /// (leaf guid, txg).
 pub fn resilvering_of(guid: u64) -> (LeafTxgs, LeafTxgs) {
-    let Ok(s) = std::fs::read_to_string(resilver_file(guid)) else {
+    let Ok(s) = std::fs::read_to_string(resilver_file(guid))
+        .or_else(|_| std::fs::read_to_string(old_resilver_file(guid)))
+    else {
         return (Vec::new(), Vec::new());
     };
     let v: Value = serde_json::from_str(&s).unwrap_or(Value::Null);
@@ -49,6 +63,7 @@ pub fn resilvering_of(guid: u64) -> (LeafTxgs, LeafTxgs) {
 
 fn save_resilvering(guid: u64, res: &[(u64, u64)], off: &[(u64, u64)]) -> Result<()> {
     let f = resilver_file(guid);
+    let _ = std::fs::remove_file(old_resilver_file(guid));
     if res.is_empty() && off.is_empty() {
         let _ = std::fs::remove_file(&f);
         return Ok(());
@@ -92,15 +107,17 @@ impl Record {
             "errors": self.errors.iter().map(|(g, c)| json!([g.to_string(), c[0], c[1], c[2]])).collect::<Vec<_>>(),
 
         });
+        let file = pool_file(&self.name)?;
         save_resilvering(self.guid, &self.resilvering, &self.offline)?;
         let tmp = dir.join(format!(".{}.json.tmp", self.name));
         std::fs::write(&tmp, v.to_string())
             .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
-        std::fs::rename(&tmp, pool_file(&self.name)).map_err(|e| Error::io("rename state file", e))
+        std::fs::rename(&tmp, file).map_err(|e| Error::io("rename state file", e))
     }
 
     pub fn load(name: &str) -> Result<Record> {
-        let p = pool_file(name);
+        let p = pool_file(name)
+            .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
         let s = std::fs::read_to_string(&p)
             .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
         let v: Value = serde_json::from_str(&s)
@@ -128,8 +145,12 @@ impl Record {
             })
             .unwrap_or_default();
         let (resilvering, offline) = resilvering_of(guid);
+        // The file's own idea of the name must be the name it is filed under.
+        if v["name"].as_str().is_some_and(|n| n != name) {
+            return Err(bad());
+        }
         Ok(Record {
-            name: v["name"].as_str().unwrap_or(name).to_string(),
+            name: name.to_string(),
             guid,
             devices,
             readonly: v["readonly"].as_bool().unwrap_or(true),
@@ -140,7 +161,9 @@ impl Record {
     }
 
     pub fn remove(name: &str) -> Result<()> {
-        std::fs::remove_file(pool_file(name))
+        let p = pool_file(name)
+            .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))?;
+        std::fs::remove_file(p)
             .map_err(|_| Error::NotFound(format!("pool '{name}' (not imported)")))
     }
 
@@ -152,9 +175,15 @@ impl Record {
             .flatten()
             .filter_map(|e| {
                 let n = e.file_name().to_string_lossy().to_string();
-                // `<pool>.scan.json` is a pool's scan state, not a pool.
+                // `<pool>.scan.json` is a pool's scan state, not a pool;
+                // `resilver-<guid>.json` (older versions) is leaf state.
                 n.strip_suffix(".json")
                     .filter(|s| !s.starts_with('.') && !s.ends_with(".scan"))
+                    .filter(|s| {
+                        !s.strip_prefix("resilver-")
+                            .is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+                    })
+                    .filter(|s| ozfs_format::names::check_pool_name(s).is_ok())
                     .map(String::from)
             })
             .collect();
@@ -189,13 +218,17 @@ impl Record {
                     self.name
                 ))
             })?;
-        let pool = Pool::open(
+        let mut pool = Pool::open(
             found,
             &PoolOptions {
                 readonly: self.readonly,
                 max_txg: None,
             },
         )?;
+        // The imported name (`zpool import ID NEWNAME`, or a label's name
+        // that passed the checks) is the pool's name from now on; the next
+        // sync writes it into the labels and the MOS config, as ZFS does.
+        pool.name = self.name.clone();
         let o = std::sync::atomic::Ordering::Relaxed;
         pool.root.walk(0, &mut |v, _| {
             if let Some((_, c)) = self.errors.iter().find(|(g, _)| *g == v.guid) {
@@ -253,6 +286,8 @@ pub fn lock_pool(name: &str) -> Result<()> {
 pub fn lock_pool_file(name: &str) -> Result<std::fs::File> {
     use std::os::unix::io::AsRawFd;
     let dir = state_dir();
+    ozfs_format::names::check_pool_name(name)
+        .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))?;
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
     let path = dir.join(format!(".{name}.lock"));
     let f = std::fs::OpenOptions::new()

@@ -123,7 +123,27 @@ fn import(argv: &[String]) -> CmdResult {
     let Some(found) = matches.into_iter().next() else {
         return Err(Fail::Err("no pool".into()));
     };
-    let name = a.pos.get(1).cloned().unwrap_or_else(|| found.name.clone());
+    let name = match a.pos.get(1) {
+        Some(new) => {
+            ozfs_format::names::check_new_pool_name(new)
+                .map_err(|why| Fail::Err(format!("cannot import '{want}' as '{new}': {why}")))?;
+            new.clone()
+        }
+        None => {
+            // The name in the labels is the pool's author's: checked like a
+            // typed one before it names a state file or a mountpoint.
+            ozfs_format::names::check_pool_name(&found.name).map_err(|why| {
+                Fail::Err(format!(
+                    "cannot import pool {}: its labels name it {:?}, which is not a valid pool name ({why}); \
+                     import it under a new name: zpool import {} NEWNAME",
+                    found.guid,
+                    found.name,
+                    found.guid
+                ))
+            })?;
+            found.name.clone()
+        }
+    };
     if Record::load(&name).is_ok() {
         return Err(Fail::Err(format!(
             "cannot import '{want}': a pool with that name is already imported"
@@ -210,7 +230,13 @@ fn import(argv: &[String]) -> CmdResult {
 fn print_importable(p: FoundPool) {
     let name = p.name.clone();
     let guid = p.guid;
-    println!("   pool: {name}");
+    match ozfs_format::names::check_pool_name(&name) {
+        Ok(()) => println!("   pool: {name}"),
+        // Printed escaped: a hostile name must not drive the terminal either.
+        Err(why) => {
+            println!("   pool: {name:?} (invalid name: {why}; import by id under a new name)")
+        }
+    }
     println!("     id: {guid}");
     match Pool::open(
         p,
@@ -607,22 +633,8 @@ fn create(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
     }
     let name = a.pos[0].clone();
-    if name.is_empty()
-        || !name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        || name.contains(['/', '@', '%', ' '])
-    {
-        return Err(Fail::Err(format!(
-            "cannot create '{name}': invalid pool name"
-        )));
-    }
-    if [
-        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
-    ]
-    .contains(&name.as_str())
-    {
-        return Err(Fail::Err(format!(
-            "cannot create '{name}': name is reserved"
-        )));
+    if let Err(why) = ozfs_format::names::check_new_pool_name(&name) {
+        return Err(Fail::Err(format!("cannot create '{name}': {why}")));
     }
     if Record::load(&name).is_ok() {
         return Err(Fail::Err(format!(

@@ -613,10 +613,8 @@ pub fn create_filesystem(
     let (parent_name, child) = name
         .rsplit_once('/')
         .ok_or_else(|| Error::Invalid(format!("cannot create '{name}': missing dataset name")))?;
-    if !crate::rename::valid_component(child) {
-        return Err(Error::Invalid(format!(
-            "cannot create '{name}': invalid name"
-        )));
+    if let Err(why) = ozfs_format::names::check_dataset_name(name) {
+        return Err(Error::Invalid(format!("cannot create '{name}': {why}")));
     }
     let dsl = w.dsl();
     let parent = dsl.lookup(parent_name).map_err(|_| {

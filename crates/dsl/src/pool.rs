@@ -3,6 +3,7 @@
 use ozfs_codec::raidz::raidz_asize;
 use ozfs_dmu::{zap, Objset};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
+use ozfs_format::names::check_component;
 use ozfs_format::types::ot;
 use ozfs_format::{Error, NvList, Result};
 use ozfs_spa::Pool;
@@ -183,6 +184,9 @@ impl DslPool {
     }
 
     /// Child directories of a DSL dir (name, object), internal `$` names skipped, sorted by name.
+    /// A name that is not a valid dataset name component (`..`, `a/b`, control
+    /// characters: only a hostile pool has them) is skipped: it could not be
+    /// named on a command line, and it must never become part of a path.
     pub fn child_dirs(&self, dir: &DslDirPhys) -> Result<Vec<(String, u64)>> {
         if dir.child_dir_zapobj == 0 {
             return Ok(Vec::new());
@@ -190,7 +194,11 @@ impl DslPool {
         let mut v: Vec<(String, u64)> = zap::list_obj(&self.mos, dir.child_dir_zapobj)?
             .into_iter()
             .filter(|e| !e.name.starts_with(b"$"))
-            .filter_map(|e| e.as_u64().map(|v| (e.name_str(), v)))
+            .filter_map(|e| {
+                let name = std::str::from_utf8(&e.name).ok()?;
+                check_component(name).ok()?;
+                e.as_u64().map(|v| (name.to_string(), v))
+            })
             .collect();
         v.sort();
         Ok(v)
@@ -219,6 +227,12 @@ impl DslPool {
                         "not in its parent's child map",
                     )
                 })?;
+            check_component(&name).map_err(|why| {
+                Error::corrupt(
+                    format!("DSL directory {obj}"),
+                    format!("invalid name {name:?} in its parent's child map: {why}"),
+                )
+            })?;
             parts.push(name);
             obj = d.parent_obj;
         }
@@ -240,6 +254,12 @@ impl DslPool {
             .ok_or_else(|| {
                 Error::corrupt(format!("snapshot {ds_obj}"), "not in its snapshot map")
             })?;
+        check_component(&snap).map_err(|why| {
+            Error::corrupt(
+                format!("snapshot {ds_obj}"),
+                format!("invalid name {snap:?} in its snapshot map: {why}"),
+            )
+        })?;
         Ok(format!("{}@{snap}", self.dir_name(ds.dir_obj)?))
     }
 
@@ -251,12 +271,14 @@ impl DslPool {
         let mut v = Vec::new();
         for e in zap::list_obj(&self.mos, head.ds.snapnames_zapobj)? {
             let Some(obj) = e.as_u64() else { continue };
-            v.push(self.info(
-                format!("{}@{}", head.name, e.name_str()),
-                obj,
-                head.dir_obj,
-                true,
-            )?);
+            // As in `child_dirs`: a name no command could type is skipped.
+            let Some(snap) = std::str::from_utf8(&e.name)
+                .ok()
+                .filter(|n| check_component(n).is_ok())
+            else {
+                continue;
+            };
+            v.push(self.info(format!("{}@{snap}", head.name), obj, head.dir_obj, true)?);
         }
         v.sort_by_key(|s| s.ds.creation_txg);
         Ok(v)

@@ -158,6 +158,15 @@ pub fn receive(
             ))
         }
     }
+    if let Err(why) = ozfs_format::names::check_name(&begin.toname) {
+        return Err(bad(
+            56,
+            format!(
+                "BEGIN name {:?} of the compound stream is not valid: {why}",
+                begin.toname
+            ),
+        ));
+    }
     let top = begin.toname.split('@').next().unwrap_or("").to_string();
     let target_fs = target.split('@').next().unwrap_or(target).to_string();
     let mut out = Vec::new();
@@ -262,6 +271,17 @@ fn receive_one(
     if begin.flags & stream::DRR_FLAG_CLONE != 0 {
         return Err(Error::unsupported("send stream", "clone streams"));
     }
+    // The stream's name is as untrusted as the rest of it: checked with the
+    // command line's rules before any part of it names anything here.
+    if let Err(why) = ozfs_format::names::check_snapshot_name(&begin.toname) {
+        return Err(bad(
+            56,
+            format!(
+                "BEGIN name {:?} is not a valid snapshot name: {why}",
+                begin.toname
+            ),
+        ));
+    }
     let Some((_, sent_snap)) = begin.toname.split_once('@') else {
         return Err(bad(
             56,
@@ -272,9 +292,9 @@ fn receive_one(
         Some((f, sn)) => (f.to_string(), sn.to_string()),
         None => (target.to_string(), sent_snap.to_string()),
     };
-    if snap.is_empty() || snap.len() > 255 || snap.contains(['@', '/', '%']) {
+    if let Err(why) = ozfs_format::names::check_snapshot_name(&format!("{fs}@{snap}")) {
         return Err(Error::Invalid(format!(
-            "cannot receive: invalid snapshot name '{snap}'"
+            "cannot receive '{fs}@{snap}': invalid name: {why}"
         )));
     }
     let toguid = begin.toguid;

@@ -15,14 +15,11 @@ use ozfs_dmu::zap_tx;
 use ozfs_format::types::ot;
 use ozfs_format::{Error, Result};
 
-/// A name component ZFS accepts: letters, digits, `_ - . : ` and space,
-/// not starting with `$` (internal names), at most 255 bytes.
+/// A name component ZFS accepts ([`ozfs_format::names::check_component`]:
+/// letters, digits, `_ - . : ` and space, not `.` or `..`, at most 255
+/// bytes; `$` — internal names — is not among them).
 pub(crate) fn valid_component(c: &str) -> bool {
-    !c.is_empty()
-        && c.len() <= 255
-        && !c.starts_with('$')
-        && c.chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || "_-.: ".contains(ch))
+    ozfs_format::names::check_component(c).is_ok()
 }
 
 impl PoolWriter {

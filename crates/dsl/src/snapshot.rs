@@ -26,9 +26,9 @@ impl PoolWriter {
         let (fs, snap) = full
             .split_once('@')
             .ok_or_else(|| Error::Invalid(format!("'{full}' is not a snapshot name")))?;
-        if snap.is_empty() || snap.len() > 255 || snap.contains(['@', '/', '%']) {
+        if let Err(why) = ozfs_format::names::check_snapshot_name(full) {
             return Err(Error::Invalid(format!(
-                "cannot create snapshot '{full}': invalid name"
+                "cannot create snapshot '{full}': {why}"
             )));
         }
         self.sync()?;

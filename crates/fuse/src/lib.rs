@@ -121,6 +121,14 @@ pub struct Options {
     /// (relatime rule: only when it is not newer than the last change, or
     /// a day old — strict atime would turn every read into a write).
     pub atime: bool,
+    /// The `setuid` property: off mounts `nosuid` (setuid/setgid bits are
+    /// ignored by exec).
+    pub setuid: bool,
+    /// The `devices` property: off mounts `nodev` (device nodes cannot be
+    /// opened).
+    pub devices: bool,
+    /// The `exec` property: off mounts `noexec`.
+    pub exec: bool,
 }
 
 impl Options {
@@ -136,8 +144,61 @@ impl Options {
             txg_interval: Duration::from_secs(5),
             fsname: fsname.to_string(),
             atime: true,
+            setuid: true,
+            devices: true,
+            exec: true,
         }
     }
+
+    /// The per-mount flags (`MS_*`) these options ask for: what a live
+    /// change applies with [`remount_flags`].
+    pub fn ms_flags(&self) -> libc::c_ulong {
+        let mut f = 0;
+        if self.readonly {
+            f |= libc::MS_RDONLY;
+        }
+        if !self.setuid {
+            f |= libc::MS_NOSUID;
+        }
+        if !self.devices {
+            f |= libc::MS_NODEV;
+        }
+        if !self.exec {
+            f |= libc::MS_NOEXEC;
+        }
+        // A remount keeps the old atime mode unless one is named: `relatime`
+        // (the server's own rule) when atime is on.
+        f |= if self.atime {
+            libc::MS_RELATIME
+        } else {
+            libc::MS_NOATIME
+        };
+        f
+    }
+}
+
+/// Changes the per-mount flags of the mount on `mountpoint` in place
+/// (`mount -o remount,bind,…`): `nosuid`, `nodev`, `noexec`, `ro`,
+/// `noatime` follow a property changed while mounted, as on OpenZFS, with
+/// no unmount and nothing asked of the FUSE server.
+pub fn remount_flags(mountpoint: &Path, opts: &Options) -> std::io::Result<()> {
+    let c =
+        std::ffi::CString::new(mountpoint.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let flags = libc::MS_REMOUNT | libc::MS_BIND | opts.ms_flags();
+    // SAFETY: a remount of an existing mount point; all pointers valid or null.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Everything a mounted file system keeps between requests.
@@ -405,6 +466,27 @@ impl State {
         } else {
             obj
         }
+    }
+
+    /// The options this file system is served with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Takes the property-driven options of `o` (readonly, atime, setuid,
+    /// devices, exec) on a live mount: going read-only first syncs what is
+    /// pending, so nothing written before the change is lost. The mount's
+    /// kernel flags are changed by the caller ([`remount_flags`]).
+    pub fn set_flags(&mut self, o: &Options) -> Result<(), Error> {
+        if o.readonly && !self.opts.readonly {
+            self.sync()?;
+        }
+        self.opts.readonly = o.readonly;
+        self.opts.atime = o.atime;
+        self.opts.setuid = o.setuid;
+        self.opts.devices = o.devices;
+        self.opts.exec = o.exec;
+        Ok(())
     }
 
     fn writable(&self) -> Res<()> {
@@ -2064,23 +2146,28 @@ fn open_session(
     st: &Arc<Mutex<State>>,
     mountpoint: &Path,
 ) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
-    let (readonly, fsname, interval) = {
+    let (o, interval) = {
         let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
-        (g.opts.readonly, g.opts.fsname.clone(), g.opts.txg_interval)
+        (g.opts.clone(), g.opts.txg_interval)
     };
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
+    // The dataset's properties decide the per-mount flags (OpenZFS's
+    // zfs_mount options): a pool from elsewhere carries setuid-root files
+    // and device nodes, and `setuid=off`/`devices=off`/`exec=off` must hold
+    // against them. `allow_other` so that every user sees the file system
+    // as with a kernel one; `default_permissions` so that the kernel checks
+    // modes and owners (docs/POSIX.md).
+    let flag = |on: bool, yes: MountOption, no: MountOption| if on { yes } else { no };
     let opts = [
-        MountOption::FSName(fsname),
+        MountOption::FSName(o.fsname.clone()),
         MountOption::Subtype("ozfs".into()),
         MountOption::DefaultPermissions,
         MountOption::AllowOther,
-        MountOption::Dev,
-        MountOption::Suid,
-        if readonly {
-            MountOption::RO
-        } else {
-            MountOption::RW
-        },
+        flag(o.devices, MountOption::Dev, MountOption::NoDev),
+        flag(o.setuid, MountOption::Suid, MountOption::NoSuid),
+        flag(o.exec, MountOption::Exec, MountOption::NoExec),
+        flag(o.atime, MountOption::Atime, MountOption::NoAtime),
+        flag(o.readonly, MountOption::RO, MountOption::RW),
     ];
     let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
     Ok((session, mountpoint, interval))
