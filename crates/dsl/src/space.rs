@@ -49,7 +49,8 @@
 //!   the pool is measured then and carried as the "lag" (not repaired).
 //! * The pool: Σ over every block once = the root directory's totals plus
 //!   the lag; and the DVAs of every block (plus the pool-v23
-//!   `sync_bplist`) are exactly the metaslabs' allocated ranges (frees
+//!   `sync_bplist` and the intent-log chains ZFS left, allocated but
+//!   charged to nobody) are exactly the metaslabs' allocated ranges (frees
 //!   leave `allocated` in the txg that frees them; deferred frees are not
 //!   allocated), whose totals are the space maps'
 //!   `smp_alloc`. Dead-list headers must equal the sums of their entries.
@@ -245,6 +246,65 @@ pub(crate) fn mos_lag(w: &PoolWriter) -> Result<Sums> {
     })
 }
 
+/// Longest intent-log chain followed.
+const MAX_ZIL_BLOCKS: usize = 1 << 16;
+/// `zil_trailer_t` of pool-v23 log blocks (ZILOG checksum): pad, next
+/// block's BP, bytes used, embedded checksum — the block's last 184 bytes.
+const ZIL_TRAILER_SIZE: usize = 8 + 128 + 8 + 40;
+
+/// The blocks of the intent log whose `zil_header_t` is `header` (its
+/// `zh_log` at byte 16): the first block, then, while a block verifies
+/// (fletcher2 with its BP's checksum as the embedded verifier, as ZFS
+/// writes log blocks), the next block its trailer names. ZFS allocates
+/// the next log block before it writes the current one, so the last block
+/// named is allocated even when it was never written. None of these are
+/// charged to a dataset. Chains of other checksums (`zilog2`, pool
+/// version 26 and later) are followed to their first block only.
+pub fn zil_blocks(pool: &Pool, header: &[u8], swap: bool) -> Result<Vec<BlkPtr>> {
+    let Some(raw) = header.get(16..16 + 128) else {
+        return Ok(Vec::new());
+    };
+    let mut bp = BlkPtr::from_bytes(raw, swap)?;
+    let mut out: Vec<BlkPtr> = Vec::new();
+    while !bp.is_hole() && !bp.is_embedded() && out.len() < MAX_ZIL_BLOCKS {
+        if bp.validate("intent log block").is_err()
+            || out.iter().any(|o| o.dvas()[0] == bp.dvas()[0])
+        {
+            break;
+        }
+        out.push(bp);
+        if bp.checksum() != ozfs_format::types::cksum::ZILOG {
+            break;
+        }
+        match read_zil_next(pool, &bp) {
+            Some(next) => bp = next,
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The next-block BP of a written, verified pool-v23 log block.
+fn read_zil_next(pool: &Pool, bp: &BlkPtr) -> Option<BlkPtr> {
+    let d = bp.dvas().into_iter().find(|d| !d.is_empty() && !d.gang)?;
+    let top = pool.root.children.get(d.vdev as usize)?;
+    let want = bp.cksum().0;
+    let ok = |b: &[u8]| -> bool {
+        if b.len() < ZIL_TRAILER_SIZE {
+            return false;
+        }
+        let Ok(eck) = ozfs_format::label::parse_eck(b) else {
+            return false;
+        };
+        let v = ozfs_format::label::with_verifier(b, want, eck.byteswapped);
+        ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 == eck.cksum
+    };
+    let data = top.read_block(d.offset, bp.psize(), &ok).ok()?;
+    let eck = ozfs_format::label::parse_eck(&data).ok()?;
+    let at = data.len().checked_sub(ZIL_TRAILER_SIZE)? + 8;
+    BlkPtr::from_bytes(data.get(at..at + 128)?, eck.byteswapped).ok()
+}
+
 /// Mismatches found so far (the first ones are reported).
 struct Findings {
     txg: u64,
@@ -293,12 +353,27 @@ impl Findings {
 #[derive(Default)]
 struct BlockSet {
     refs: BTreeMap<u64, RangeSet>,
+    /// Allocated, charged to nobody and possibly named twice: intent-log
+    /// blocks and the pool-v23 `sync_bplist` (not leaks).
+    uncharged: BTreeMap<u64, RangeSet>,
     total: Tot,
     doubly: Vec<String>,
     gang: bool,
 }
 
 impl BlockSet {
+    fn uncharged(&mut self, bp: &BlkPtr) -> Result<()> {
+        if bp.is_hole() || bp.is_embedded() {
+            return Ok(());
+        }
+        for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
+            let set = self.uncharged.entry(d.vdev).or_default();
+            for (s, l) in set.gaps(d.offset, d.asize) {
+                set.add(s, l).map_err(|e| Error::Invalid(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
     fn visit(&mut self, pool: &Pool, bp: &BlkPtr) -> Result<()> {
         self.total.add(pool, bp);
         self.mark(bp)
@@ -776,25 +851,41 @@ impl PoolWriter {
             let dn = self.mos.dnode(obj)?;
             let n = bplist_len(obj, &dn)?;
             for bp in parse_bplist(&self.mos.read(obj, 0, (n * 128) as usize)?, dn.swap)? {
-                blocks.mark(&bp)?;
+                blocks.uncharged(&bp)?;
+            }
+        }
+        // Intent logs (left by ZFS; ozfs writes none).
+        for ds in datasets.values() {
+            if ds.phys.bp.is_hole() {
+                continue;
+            }
+            let os = Objset::open(pool.clone(), &ds.phys.bp)?;
+            for bp in zil_blocks(&pool, &os.phys.zil_header, os.swap)? {
+                blocks.uncharged(&bp)?;
             }
         }
         if !blocks.gang {
-            self.compare_allocated(&blocks.refs, &mut f)?;
+            self.compare_allocated(&blocks, &mut f)?;
         }
         f.into_result()
     }
 
     /// The blocks' DVAs against the metaslabs' allocated ranges and the
     /// space maps' `smp_alloc`.
-    fn compare_allocated(&self, refs: &BTreeMap<u64, RangeSet>, f: &mut Findings) -> Result<()> {
+    fn compare_allocated(&self, blocks: &BlockSet, f: &mut Findings) -> Result<()> {
+        let refs = &blocks.refs;
         let empty = RangeSet::new();
         let mut shown = 0;
         for g in &self.alloc.groups {
             let mine = refs.get(&g.vdev).unwrap_or(&empty);
+            let other = blocks.uncharged.get(&g.vdev).unwrap_or(&empty);
             for ms in &g.metaslabs {
                 for (s, l) in ms.allocated.iter() {
-                    for (gs, gl) in mine.gaps(s, l) {
+                    let unreferenced = mine
+                        .gaps(s, l)
+                        .into_iter()
+                        .flat_map(|(gs, gl)| other.gaps(gs, gl));
+                    for (gs, gl) in unreferenced {
                         if shown < 10 {
                             f.push(format!(
                                 "vdev {} [{gs:#x}, +{gl:#x}) is allocated but no block references it (leaked)",
