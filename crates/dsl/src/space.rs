@@ -378,7 +378,7 @@ impl BlockSet {
         self.total.add(pool, bp);
         self.mark(bp)
     }
-    /// Record the DVAs only (blocks not charged to anyone).
+    /// Record a block's DVAs (once; a DVA met twice is reported).
     fn mark(&mut self, bp: &BlkPtr) -> Result<()> {
         if bp.is_hole() || bp.is_embedded() {
             return Ok(());

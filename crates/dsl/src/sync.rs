@@ -14,14 +14,23 @@
 //!    pass is appended to its metaslab's space map, which changes the MOS
 //!    again — so the MOS is synced in passes until a pass allocates nothing
 //!    (blocks born in this txg are rewritten in place, which is what makes
-//!    the passes converge);
-//! 3. devices are flushed, the uberblock is written into every label (with
+//!    the passes converge); what a pass allocated and freed for the MOS is
+//!    charged to `$MOS` in the next pass, so the txg ends with the MOS
+//!    accounted exactly;
+//! 3. when space is checked (`crate::space`: debug builds,
+//!    `OZFS_CHECK_SPACE=1`), every total the DSL keeps is compared with the
+//!    blocks; a mismatch fails the sync here, before anything is committed,
+//!    and the writer commits nothing more;
+//! 4. devices are flushed, the uberblock is written into every label (with
 //!    the config labels around it when the config changed) and flushed.
 //!
 //! Invariants: the uberblock is the only commit point — nothing reachable
 //! from the previous uberblock is overwritten (space freed in txg T is
 //! reusable only from T+3, see `ozfs_spa::metaslab`); space maps describe
-//! exactly the blocks reachable from the new uberblock plus deferred frees.
+//! exactly the blocks reachable from the new uberblock plus deferred frees;
+//! every block is charged once, to the dataset and directory that hold it
+//! (a total never goes below zero: under the space check that is an error,
+//! otherwise it is clamped).
 
 use crate::pool::DslPool;
 use ozfs_dmu::tx::{Accounting, ObjsetTx, WritePolicy};
