@@ -159,6 +159,7 @@ fn leak_check(pool: &Arc<Pool>) -> CmdResult {
     println!("\tbp count: {:>20}", r.blocks);
     println!("\tpre-compressed: {:>14}", r.external);
     println!("\tdeferred free: {:>15}", r.deferred);
+    println!("\tintent log: {:>18}", r.log);
     println!("\tbp allocated: {:>16}", r.referenced);
     println!("\tspace map allocated: {:>9}", r.allocated);
     if r.clean() {

@@ -47,6 +47,10 @@ pub trait Accounting {
     fn born(&mut self, bp: &BlkPtr);
     /// A block is no longer referenced by the live objset: free it or keep it for a snapshot.
     fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()>;
+    /// A block born in this txg was rewritten at the same DVAs (same
+    /// allocated size) as `new`: its PSIZE, hence the compressed and
+    /// uncompressed totals, may have changed.
+    fn rewritten(&mut self, pool: &Pool, old: &BlkPtr, new: &BlkPtr);
 }
 
 /// How blocks of this objset are written.
@@ -65,6 +69,7 @@ impl Accounting for FreeAll {
     fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
         pool.free_block(alloc, bp, txg)
     }
+    fn rewritten(&mut self, _pool: &Pool, _old: &BlkPtr, _new: &BlkPtr) {}
 }
 
 /// Objset block size for pool versions >= 15 (2 K objset_phys).
@@ -966,7 +971,10 @@ impl ObjsetTx {
         let p = policy.props(ot::OBJSET, 0);
         let old = self.os.bp;
         let bp = match pool.rewrite_block(alloc, &old, txg, &bytes, &p, fill)? {
-            Some(bp) => bp,
+            Some(bp) => {
+                acct.rewritten(&pool, &old, &bp);
+                bp
+            }
             None => {
                 let bp = pool.write_block(alloc, txg, &bytes, &p, fill)?;
                 acct.born(&bp);
@@ -1205,7 +1213,10 @@ fn sync_tree(
                     None
                 };
                 match in_place {
-                    Some(bp) => bp,
+                    Some(bp) => {
+                        acct.rewritten(pool, &old, &bp);
+                        bp
+                    }
                     None => {
                         let enc = if old.birth() == txg {
                             ozfs_spa::write::encode(d, &p)?
@@ -1267,7 +1278,10 @@ fn sync_tree(
             } else {
                 let content = content.clone();
                 match pool.rewrite_block(alloc, &old, txg, &content, &p, fill)? {
-                    Some(bp) => bp,
+                    Some(bp) => {
+                        acct.rewritten(pool, &old, &bp);
+                        bp
+                    }
                     None => {
                         let bp = pool.write_block(alloc, txg, &content, &p, fill)?;
                         if !bp.is_hole() {

@@ -1,5 +1,5 @@
 //! Destroying a file system (no snapshots, no children): every block of its
-//! objset is freed, its DSL objects are removed from the MOS, its directory
+//! objset (and of an intent log ZFS left in it) is freed, its DSL objects are removed from the MOS, its directory
 //! leaves its parent's child map, and the space it used leaves the ancestors.
 //!
 //! Destroying a snapshot (pool-v23 dead lists): see
@@ -42,6 +42,7 @@ impl PoolWriter {
         // Free every block of the objset born after its origin (a clone
         // shares the older ones with its origin snapshot).
         let since = ds.ds.prev_snap_txg;
+        self.free_intent_log(ds.ds_obj, &ds.ds.bp)?;
         for bp in self.objset_born_after(&ds.ds.bp, since)? {
             self.pool.free_block(&mut self.alloc, &bp, txg)?;
         }
@@ -91,6 +92,51 @@ impl PoolWriter {
 const MAX_BPLIST_ENTRIES: u64 = 1 << 24;
 
 impl PoolWriter {
+    /// Free the intent log ZFS left in the objset at `bp` of file system
+    /// `ds_obj`, which is being destroyed or rolled back (ZFS destroys the
+    /// log then too; ozfs never writes one). A chain another dataset's
+    /// objset names as well (a snapshot or clone ozfs took of a file
+    /// system with a log copies its header) is left alone.
+    pub(crate) fn free_intent_log(&mut self, ds_obj: u64, bp: &BlkPtr) -> Result<()> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        let os = Objset::open(self.pool.clone(), bp)?;
+        let chain = crate::space::zil_blocks(&self.pool, &os.phys.zil_header, os.swap)?;
+        let Some(first) = chain.first().map(|b| b.dvas()[0]) else {
+            return Ok(());
+        };
+        for obj in 1..self.mos.os.max_object() {
+            if obj == ds_obj {
+                continue;
+            }
+            let dn = match self.mos.dnode(obj) {
+                Ok(d) if d.phys.object_type == ot::DSL_DATASET => d,
+                Ok(_) | Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let other = ozfs_format::dsl::DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)?;
+            if other.bp.is_hole() {
+                continue;
+            }
+            let oos = Objset::open(self.pool.clone(), &other.bp)?;
+            let named = oos
+                .phys
+                .zil_header
+                .get(16..16 + 128)
+                .map(|b| BlkPtr::from_bytes(b, oos.swap))
+                .transpose()?;
+            if named.is_some_and(|n| !n.is_hole() && !n.is_embedded() && n.dvas()[0] == first) {
+                return Ok(());
+            }
+        }
+        let txg = self.txg;
+        for b in chain {
+            self.pool.free_block(&mut self.alloc, &b, txg)?;
+        }
+        Ok(())
+    }
+
     /// Every BP of the objset at `bp` born after `since`, the objset block
     /// included (what a file system alone holds, over its origin).
     pub(crate) fn objset_born_after(&self, bp: &BlkPtr, since: u64) -> Result<Vec<BlkPtr>> {

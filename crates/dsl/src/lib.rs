@@ -28,6 +28,7 @@ pub mod rollback;
 pub mod scrub;
 pub mod send;
 pub mod snapshot;
+pub mod space;
 pub mod sync;
 pub mod verify;
 

@@ -2,9 +2,9 @@
 //!
 //! Theory (pool-v23 dead lists). The head's pending changes are dropped;
 //! every block of its tree born after the snapshot is freed (nothing else
-//! refers to it); the head takes the snapshot's objset BP and sizes; the
-//! blocks on its dead list (born before the snapshot, killed since) are the
-//! head's again, so the dead list is emptied (not freed) and the space it
+//! refers to it), and so is an intent log ZFS left in it; the head takes
+//! the snapshot's objset BP and sizes; the blocks on its dead list (born
+//! before the snapshot, killed since) are the head's again, so the dead list is emptied (not freed) and the space it
 //! charged to snapshots returns to the head; the snapshot, sharing all it
 //! has with the head again, has no unique bytes left.
 //!
@@ -44,6 +44,9 @@ impl PoolWriter {
         self.fs.remove(&head.ds_obj);
         let txg = self.txg;
         let since = head.ds.prev_snap_txg;
+        if head.ds.bp.to_bytes() != snap.bp.to_bytes() {
+            self.free_intent_log(head.ds_obj, &head.ds.bp)?;
+        }
         let mut freed = crate::sync::Sums::default();
         let pool = self.pool.clone();
         for bp in self.objset_born_after(&head.ds.bp, since)? {

@@ -14,14 +14,23 @@
 //!    pass is appended to its metaslab's space map, which changes the MOS
 //!    again — so the MOS is synced in passes until a pass allocates nothing
 //!    (blocks born in this txg are rewritten in place, which is what makes
-//!    the passes converge);
-//! 3. devices are flushed, the uberblock is written into every label (with
+//!    the passes converge); what a pass allocated and freed for the MOS is
+//!    charged to `$MOS` in the next pass, so the txg ends with the MOS
+//!    accounted exactly;
+//! 3. when space is checked (`crate::space`: debug builds,
+//!    `OZFS_CHECK_SPACE=1`), every total the DSL keeps is compared with the
+//!    blocks; a mismatch fails the sync here, before anything is committed,
+//!    and the writer commits nothing more;
+//! 4. devices are flushed, the uberblock is written into every label (with
 //!    the config labels around it when the config changed) and flushed.
 //!
 //! Invariants: the uberblock is the only commit point — nothing reachable
 //! from the previous uberblock is overwritten (space freed in txg T is
 //! reusable only from T+3, see `ozfs_spa::metaslab`); space maps describe
-//! exactly the blocks reachable from the new uberblock plus deferred frees.
+//! exactly the blocks reachable from the new uberblock plus deferred frees;
+//! every block is charged once, to the dataset and directory that hold it
+//! (a total never goes below zero: under the space check that is an error,
+//! otherwise it is clamped).
 
 use crate::pool::DslPool;
 use ozfs_dmu::tx::{Accounting, ObjsetTx, WritePolicy};
@@ -109,7 +118,7 @@ impl WritePolicy for FsPolicy {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Debug, Clone, Copy)]
 pub(crate) struct Sums {
     pub(crate) dsize: i64,
     pub(crate) psize: i64,
@@ -153,9 +162,13 @@ impl Accounting for DsAcct {
             Ok(())
         }
     }
+    fn rewritten(&mut self, pool: &Pool, old: &BlkPtr, new: &BlkPtr) {
+        self.born.add(pool, new, 1);
+        self.born.add(pool, old, -1);
+    }
 }
 
-/// MOS births and deaths (charged to `$MOS` in the next txg).
+/// MOS births and deaths (charged to `$MOS` in the next sync pass).
 struct MosAcct {
     sums: Sums,
     pool: Arc<Pool>,
@@ -169,6 +182,10 @@ impl Accounting for MosAcct {
     fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
         self.sums.add(pool, bp, -1);
         pool.free_block(alloc, bp, txg)
+    }
+    fn rewritten(&mut self, pool: &Pool, old: &BlkPtr, new: &BlkPtr) {
+        self.sums.add(pool, new, 1);
+        self.sums.add(pool, old, -1);
     }
 }
 
@@ -190,9 +207,30 @@ pub struct PoolWriter {
     pub spares_dirty: bool,
     /// Metaslab array object per top-level vdev.
     pub ms_arrays: Vec<u64>,
-    mos_pending: Sums,
     /// Raw bytes reserved by writes in the open txg.
     reserved: u64,
+    /// Space accounting is checked at every sync (`crate::space`): the
+    /// `$MOS` charge missing when this writer opened the pool (what older
+    /// writers, which charged the MOS one txg late, never charged).
+    space_lag: Option<Sums>,
+    /// A sync failed the space check: nothing more is committed.
+    space_failed: Option<String>,
+}
+
+/// `x + v` for an accounting total; below zero is an error when space is
+/// checked (a drift the check must report, not hide), else clamped.
+fn charge(strict: bool, what: &dyn Fn() -> String, x: u64, v: i64) -> Result<u64> {
+    let r = x as i128 + v as i128;
+    if r < 0 {
+        if strict {
+            return Err(Error::Invalid(format!(
+                "space accounting: {} would go below zero ({x} {v:+})",
+                what()
+            )));
+        }
+        return Ok(0);
+    }
+    Ok(u64::try_from(r).unwrap_or(u64::MAX))
 }
 
 /// The longest space map read (32 Mi entries): its words are decoded in
@@ -284,10 +322,17 @@ impl PoolWriter {
             config_dirty: false,
             spares_dirty: false,
             ms_arrays,
-            mos_pending: Sums::default(),
             reserved: 0,
+            space_lag: None,
+            space_failed: None,
             alloc,
             pool,
+        })
+        .and_then(|mut w| {
+            if crate::space::enabled() {
+                w.space_lag = Some(crate::space::mos_lag(&w)?);
+            }
+            Ok(w)
         })
     }
 
@@ -317,8 +362,9 @@ impl PoolWriter {
             config_dirty: true,
             spares_dirty: false,
             ms_arrays,
-            mos_pending: Sums::default(),
             reserved: 0,
+            space_lag: crate::space::enabled().then(Sums::default),
+            space_failed: None,
         }
     }
 
@@ -421,13 +467,24 @@ impl PoolWriter {
         head: i64,
         snap: i64,
     ) -> Result<()> {
-        let add = |x: u64, v: i64| (x as i64 + v).max(0) as u64;
+        let strict = self.space_lag.is_some();
         let mut dir = self.dir(dir_obj)?;
-        dir.used_bytes = add(dir.used_bytes, d.dsize);
-        dir.compressed_bytes = add(dir.compressed_bytes, d.psize);
-        dir.uncompressed_bytes = add(dir.uncompressed_bytes, d.ucsize);
-        dir.used_breakdown[0] = add(dir.used_breakdown[0], head);
-        dir.used_breakdown[1] = add(dir.used_breakdown[1], snap);
+        let w = |f: &'static str| move || format!("DSL directory {dir_obj} {f}");
+        dir.used_bytes = charge(strict, &w("used_bytes"), dir.used_bytes, d.dsize)?;
+        dir.compressed_bytes = charge(
+            strict,
+            &w("compressed_bytes"),
+            dir.compressed_bytes,
+            d.psize,
+        )?;
+        dir.uncompressed_bytes = charge(
+            strict,
+            &w("uncompressed_bytes"),
+            dir.uncompressed_bytes,
+            d.ucsize,
+        )?;
+        dir.used_breakdown[0] = charge(strict, &w("HEAD"), dir.used_breakdown[0], head)?;
+        dir.used_breakdown[1] = charge(strict, &w("SNAP"), dir.used_breakdown[1], snap)?;
         let parent = dir.parent_obj;
         self.set_dir(dir_obj, &dir)?;
         if parent == 0 {
@@ -438,14 +495,22 @@ impl PoolWriter {
 
     /// Add `d` to directory `dir` and its ancestors as child space.
     pub(crate) fn apply_child_delta(&mut self, dir: u64, d: &Sums) -> Result<()> {
-        let add = |x: u64, v: i64| (x as i64 + v).max(0) as u64;
+        let strict = self.space_lag.is_some();
         let mut obj = dir;
         for _ in 0..64 {
             let mut x = self.dir(obj)?;
-            x.used_bytes = add(x.used_bytes, d.dsize);
-            x.compressed_bytes = add(x.compressed_bytes, d.psize);
-            x.uncompressed_bytes = add(x.uncompressed_bytes, d.ucsize);
-            x.used_breakdown[2] = add(x.used_breakdown[2], d.dsize);
+            let o = obj;
+            let w = |f: &'static str| move || format!("DSL directory {o} {f}");
+            x.used_bytes = charge(strict, &w("used_bytes"), x.used_bytes, d.dsize)?;
+            x.compressed_bytes =
+                charge(strict, &w("compressed_bytes"), x.compressed_bytes, d.psize)?;
+            x.uncompressed_bytes = charge(
+                strict,
+                &w("uncompressed_bytes"),
+                x.uncompressed_bytes,
+                d.ucsize,
+            )?;
+            x.used_breakdown[2] = charge(strict, &w("CHILD"), x.used_breakdown[2], d.dsize)?;
             let p = x.parent_obj;
             self.set_dir(obj, &x)?;
             if p == 0 {
@@ -517,21 +582,33 @@ impl PoolWriter {
             pool: self.pool.clone(),
         };
         let bp = otx.sync(&mut self.alloc, self.txg, &policy, &mut acct)?;
-        let d = |x: u64, delta: i64| (x as i64 + delta).max(0) as u64;
+        let strict = self.space_lag.is_some();
+        let w = |f: &'static str| move || format!("dataset object {ds_obj} {f}");
         ds.bp = bp;
-        ds.referenced_bytes = d(
+        ds.referenced_bytes = charge(
+            strict,
+            &w("referenced_bytes"),
             ds.referenced_bytes,
             acct.born.dsize - acct.freed.dsize - acct.dead.dsize,
-        );
-        ds.compressed_bytes = d(
+        )?;
+        ds.compressed_bytes = charge(
+            strict,
+            &w("compressed_bytes"),
             ds.compressed_bytes,
             acct.born.psize - acct.freed.psize - acct.dead.psize,
-        );
-        ds.uncompressed_bytes = d(
+        )?;
+        ds.uncompressed_bytes = charge(
+            strict,
+            &w("uncompressed_bytes"),
             ds.uncompressed_bytes,
             acct.born.ucsize - acct.freed.ucsize - acct.dead.ucsize,
-        );
-        ds.unique_bytes = d(ds.unique_bytes, acct.born.dsize - acct.freed.dsize);
+        )?;
+        ds.unique_bytes = charge(
+            strict,
+            &w("unique_bytes"),
+            ds.unique_bytes,
+            acct.born.dsize - acct.freed.dsize,
+        )?;
         self.set_dataset(ds_obj, &ds)?;
         let net = Sums {
             dsize: acct.born.dsize - acct.freed.dsize,
@@ -565,7 +642,13 @@ impl PoolWriter {
                         uniq += self.pool.dsize(bp, true) as i64;
                     }
                 }
-                prev.unique_bytes = d(prev.unique_bytes, uniq);
+                let p = ds.prev_snap_obj;
+                prev.unique_bytes = charge(
+                    strict,
+                    &move || format!("dataset object {p} unique_bytes"),
+                    prev.unique_bytes,
+                    uniq,
+                )?;
                 self.set_dataset(ds.prev_snap_obj, &prev)?;
             }
         }
@@ -747,14 +830,8 @@ impl PoolWriter {
 
     /// Commit the open txg.
     pub fn sync(&mut self) -> Result<()> {
+        self.refuse_after_space_failure()?;
         let txg = self.txg;
-        // MOS space of the previous txg, charged to $MOS (and the root as CHILD).
-        let pending = std::mem::take(&mut self.mos_pending);
-        if pending.dsize != 0 || pending.psize != 0 {
-            if let Ok(mos_dir) = self.mos_dir_obj() {
-                self.apply_dir_delta(mos_dir, &pending, pending.dsize, 0)?;
-            }
-        }
         let fs: Vec<(u64, ObjsetTx)> = std::mem::take(&mut self.fs).into_iter().collect();
         for (ds_obj, otx) in fs {
             if otx.is_dirty() {
@@ -789,7 +866,18 @@ impl PoolWriter {
             .map(|g| g.metaslabs.len() as u64)
             .sum();
         let max_passes = (MAX_SYNC_PASSES + metaslabs).min(spacemap::SM_DEBUG_PASS_MAX);
+        let mos_dir = self.mos_dir_obj().ok();
         loop {
+            // What the MOS itself allocated and freed in the last pass is
+            // charged to `$MOS` (its ancestors as CHILD) in this one, as
+            // ZFS does: the txg ends only once a pass changes nothing, so
+            // the MOS is accounted exactly when the uberblock names it.
+            let d = std::mem::take(&mut acct.sums);
+            if d.dsize != 0 || d.psize != 0 || d.ucsize != 0 {
+                if let Some(m) = mos_dir {
+                    self.apply_dir_delta(m, &d, d.dsize, 0)?;
+                }
+            }
             self.write_space_maps(pass)?;
             if self.mos.is_dirty() {
                 let policy = MosPolicy {
@@ -797,7 +885,8 @@ impl PoolWriter {
                 };
                 rootbp = self.mos.sync(&mut self.alloc, txg, &policy, &mut acct)?;
             }
-            if !self.alloc.is_dirty() && !self.mos.is_dirty() {
+            let charged = acct.sums.dsize == 0 && acct.sums.psize == 0 && acct.sums.ucsize == 0;
+            if !self.alloc.is_dirty() && !self.mos.is_dirty() && (charged || mos_dir.is_none()) {
                 break;
             }
             pass += 1;
@@ -807,7 +896,13 @@ impl PoolWriter {
                 )));
             }
         }
-        self.mos_pending = acct.sums;
+        // Accounting against the blocks, before anything is committed.
+        if let Some(lag) = self.space_lag {
+            if let Err(e) = self.check_space(&lag) {
+                self.space_failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
         // Commit: data first, then (config labels,) uberblock, flushes between.
         self.pool.flush_all()?;
         if self.config_dirty {
@@ -903,6 +998,7 @@ impl PoolWriter {
 
     /// Commit a txg that changes nothing but the uberblock (advances deferred frees).
     pub fn force_empty_txg(&mut self) -> Result<()> {
+        self.refuse_after_space_failure()?;
         if self.mos.is_dirty() || self.alloc.is_dirty() {
             return self.sync();
         }
@@ -926,6 +1022,17 @@ impl PoolWriter {
         self.txg += 1;
         self.reserved = 0;
         Ok(())
+    }
+
+    /// After a failed space check the writer's state is not what the
+    /// pool should hold: no later txg may commit it.
+    fn refuse_after_space_failure(&self) -> Result<()> {
+        match &self.space_failed {
+            Some(m) => Err(Error::Invalid(format!(
+                "the pool writer stopped after a failed space check: {m}"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Sync, then mark the pool exported in its labels.

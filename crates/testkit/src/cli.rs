@@ -2,13 +2,21 @@
 //!
 //! Every invocation gets `OZFS_STATE_DIR` pointing at a private temp dir
 //! (the "imported pools" state of ozfs lives there), a timeout, and the
-//! checks every test wants: no Rust panic message, sensible exit codes.
+//! checks every test wants: no Rust panic message, sensible exit codes;
+//! and `OZFS_CHECK_SPACE=1`, so that every sync of every test checks the
+//! space accounting against the blocks.
 
 use crate::proc::{run_with_timeout, CmdOutput};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+/// Set to `1` for every command (and so for every daemon and mount a
+/// command starts): each sync checks the pool's space accounting against
+/// its blocks and fails on a mismatch (`ozfs_dsl::space`). A test can
+/// override it with [`Ozfs::with_env`].
+pub const CHECK_SPACE_ENV: &str = "OZFS_CHECK_SPACE";
 
 /// Default timeout of one ozfs command (generous: debug builds are slow).
 pub const OZFS_TIMEOUT: Duration = Duration::from_secs(600);
@@ -73,7 +81,8 @@ impl Ozfs {
         cmd.args(args)
             .env("OZFS_STATE_DIR", self.state.path())
             .env("RUST_BACKTRACE", "1")
-            .env("LC_ALL", "C");
+            .env("LC_ALL", "C")
+            .env(CHECK_SPACE_ENV, "1");
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
@@ -96,7 +105,8 @@ impl Ozfs {
             .env("OZFS", &self.bin)
             .env("OZFS_STATE_DIR", self.state.path())
             .env("RUST_BACKTRACE", "1")
-            .env("LC_ALL", "C");
+            .env("LC_ALL", "C")
+            .env(CHECK_SPACE_ENV, "1");
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }

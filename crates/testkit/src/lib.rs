@@ -53,7 +53,9 @@
 //! Environment variables: `OZFS_TEST_TMP` (where pool directories go,
 //! default /var/tmp), `OZFS_KEEP_TEST_POOLS=1` (keep pool directories after
 //! the test, for post-mortems), `OZFS_TEST_SETUP_ONLY=1` (integration tests
-//! in crates/cli: stop after the zfs-fuse part).  Running the harness needs
+//! in crates/cli: stop after the zfs-fuse part). Every ozfs command a test
+//! runs gets `OZFS_CHECK_SPACE=1` ([`CHECK_SPACE_ENV`]): each sync checks
+//! the space accounting against the blocks and fails on a mismatch.  Running the harness needs
 //! root; scripts/install-deps.sh installs zfs-fuse if it is missing.
 
 #![warn(missing_docs)]
@@ -69,7 +71,7 @@ pub mod populate;
 pub mod proc;
 pub mod rng;
 
-pub use cli::{parse_status, status_row, Ozfs, StatusRow};
+pub use cli::{parse_status, status_row, Ozfs, StatusRow, CHECK_SPACE_ENV};
 pub use daemon::{repo_root, ZfsFuse};
 pub use error::{Context, Error, Result};
 pub use manifest::{assert_manifest_eq, Entry, Kind, Manifest, ScanOptions};

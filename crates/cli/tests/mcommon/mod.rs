@@ -31,6 +31,7 @@ impl Mounted {
             .arg(dataset)
             .arg(&mnt)
             .env("OZFS_STATE_DIR", oz.state_dir())
+            .env(ozfs_testkit::CHECK_SPACE_ENV, "1")
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .stdout(File::create(log).unwrap())
