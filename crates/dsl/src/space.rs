@@ -629,7 +629,7 @@ impl PoolWriter {
             .map_err(|e| e.context(&format!("space check: {}", ds.name)))?;
             let dead = if p.deadlist_obj != 0 {
                 let dn = self.mos.dnode(p.deadlist_obj)?;
-                let n = bplist_len(p.deadlist_obj, &dn)?;
+                let n = bplist_len(&self.pool, p.deadlist_obj, &dn)?;
                 let entries = parse_bplist(
                     &self.mos.read(p.deadlist_obj, 0, (n * 128) as usize)?,
                     dn.swap,
@@ -849,7 +849,7 @@ impl PoolWriter {
         // Frees pool version 23 deferred to the next txg: still allocated.
         if let Some(obj) = zap_tx::lookup(&self.mos, 1, b"sync_bplist")?.and_then(|e| e.as_u64()) {
             let dn = self.mos.dnode(obj)?;
-            let n = bplist_len(obj, &dn)?;
+            let n = bplist_len(&self.pool, obj, &dn)?;
             for bp in parse_bplist(&self.mos.read(obj, 0, (n * 128) as usize)?, dn.swap)? {
                 blocks.uncharged(&bp)?;
             }
