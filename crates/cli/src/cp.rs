@@ -133,8 +133,10 @@ fn dirty_sync_bytes() -> u64 {
 /// SRC itself and everything below it is looked at with `lstat`: a symlink
 /// is copied as a symlink, never followed (as `cp -r` without `-L`), and a
 /// regular file is opened with `O_NOFOLLOW | O_NONBLOCK` and must still be
-/// the file `lstat` saw. (Directories are still listed by path: a directory
-/// of SRC replaced by a symlink while the copy runs is followed.)
+/// the file `lstat` saw. Directories are opened the same way (`O_NOFOLLOW`,
+/// and checked against `lstat`) and everything below one is reached through
+/// its open handle, never through a path string: a directory of SRC
+/// replaced by a symlink while the copy runs is not followed.
 pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
     use ozfs_dsl::sync::PoolWriter;
     let (ds_name, path) = split_source(target)?;
@@ -194,7 +196,7 @@ pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
     let res = (|| -> Result<(), ozfs_format::Error> {
         // Where does it go? An existing directory receives SRC under its own name.
         let (parent, name) = c.target_of(&path, src)?;
-        c.copy(src, parent, &name)?;
+        c.copy(src, src, parent, &name)?;
         c.w.sync()?;
         Ok(())
     })();
@@ -267,9 +269,18 @@ impl CopyIn<'_> {
         }
     }
 
-    fn copy(&mut self, src: &Path, parent: u64, name: &[u8]) -> Result<(), ozfs_format::Error> {
+    /// Copies `src` (the path used to reach it: below the top, relative to
+    /// an open directory handle, `/proc/self/fd/N/name`) shown in messages
+    /// as `shown`, into directory `parent` as `name`.
+    fn copy(
+        &mut self,
+        src: &Path,
+        shown: &Path,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<(), ozfs_format::Error> {
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
-        let io = |e: std::io::Error| ozfs_format::Error::io(src.display().to_string(), e);
+        let io = |e: std::io::Error| ozfs_format::Error::io(shown.display().to_string(), e);
         let m = std::fs::symlink_metadata(src).map_err(io)?;
         let ft = m.file_type();
         let (uid, gid) = (m.uid() as u64, m.gid() as u64);
@@ -289,20 +300,40 @@ impl CopyIn<'_> {
                     None => z.mkdir(parent, name, perm, uid, gid)?,
                 }
             };
-            let mut ents: Vec<_> = std::fs::read_dir(src)
+            // The directory is opened without following a link and must be
+            // the one `lstat` saw; its entries are then reached through this
+            // handle (`/proc/self/fd/N/name`), so a directory of SRC swapped
+            // for a symlink while the copy runs is never followed.
+            let dir = {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                    .open(src)
+                    .map_err(io)?
+            };
+            let dm = dir.metadata().map_err(io)?;
+            if (dm.dev(), dm.ino()) != (m.dev(), m.ino()) {
+                return Err(ozfs_format::Error::Invalid(format!(
+                    "{}: replaced while being copied",
+                    shown.display()
+                )));
+            }
+            let base = {
+                use std::os::unix::io::AsRawFd;
+                std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            };
+            let mut ents: Vec<std::ffi::OsString> = std::fs::read_dir(&base)
                 .map_err(io)?
                 .flatten()
-                .map(|e| e.path())
+                .map(|e| e.file_name())
                 .collect();
             ents.sort();
-            for p in ents {
+            for n in ents {
                 use std::os::unix::ffi::OsStrExt;
-                let n = p
-                    .file_name()
-                    .map(|n| n.as_bytes().to_vec())
-                    .unwrap_or_default();
-                self.copy(&p, obj, &n)?;
+                self.copy(&base.join(&n), &shown.join(&n), obj, n.as_bytes())?;
             }
+            drop(dir);
         } else if m.nlink() > 1 && self.links.contains_key(&(m.dev(), m.ino())) {
             let target = self.links[&(m.dev(), m.ino())];
             let mut z = self.zpl()?;
@@ -337,7 +368,7 @@ impl CopyIn<'_> {
             if (fm.dev(), fm.ino()) != (m.dev(), m.ino()) || !fm.is_file() {
                 return Err(ozfs_format::Error::Invalid(format!(
                     "{}: replaced while being copied",
-                    src.display()
+                    shown.display()
                 )));
             }
             let mut off = 0u64;
