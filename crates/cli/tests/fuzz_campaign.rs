@@ -41,7 +41,6 @@ use ozfs_testkit::XorShift;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -128,17 +127,7 @@ impl Sandbox {
             .env("OZFS_STATE_DIR", self.p("state"))
             .env("RUST_BACKTRACE", "0")
             .env("LC_ALL", "C");
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                let lim = libc::rlimit {
-                    rlim_cur: AS_LIMIT,
-                    rlim_max: AS_LIMIT,
-                };
-                libc::setrlimit(libc::RLIMIT_AS, &lim);
-                Ok(())
-            });
-        }
+        ozfs_testkit::proc::limit_address_space(&mut cmd, AS_LIMIT);
         let out = match stdin {
             None => ozfs_testkit::proc::run_with_timeout(&mut cmd, CMD_TIMEOUT).expect("run ozfs"),
             Some(f) => run_stdin(cmd, f),
@@ -777,17 +766,7 @@ fn mount_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(std::fs::File::create(&log).expect("mount log")));
-    // SAFETY: as in `Sandbox::ozfs`.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: AS_LIMIT,
-                rlim_max: AS_LIMIT,
-            };
-            libc::setrlimit(libc::RLIMIT_AS, &lim);
-            Ok(())
-        });
-    }
+    ozfs_testkit::proc::limit_address_space(&mut cmd, AS_LIMIT);
     let mut child = cmd.spawn().expect("spawn ozfs mount");
     let t0 = Instant::now();
     let mut exited = None;
@@ -969,22 +948,6 @@ fn records(s: &[u8]) -> Vec<(usize, u32, usize)> {
     out
 }
 
-/// Recomputes the END record's checksum (the last record of a plain stream).
-fn fix_end(s: &mut [u8]) {
-    use ozfs_format::stream::{DRR_END, RECORD_SIZE};
-    if s.len() < RECORD_SIZE || !s.len().is_multiple_of(4) {
-        return;
-    }
-    let end = s.len() - RECORD_SIZE;
-    if u32::from_le_bytes(s[end..end + 4].try_into().unwrap_or([0; 4])) != DRR_END {
-        return;
-    }
-    let c = ozfs_codec::checksum::fletcher4(&s[..end], false);
-    for (i, w) in c.0.iter().enumerate() {
-        s[end + 8 + 8 * i..end + 16 + 8 * i].copy_from_slice(&w.to_le_bytes());
-    }
-}
-
 fn damage_stream(s: &[u8], rng: &mut XorShift) -> (Vec<u8>, String) {
     use ozfs_format::stream::RECORD_SIZE;
     let recs = records(s);
@@ -1054,7 +1017,7 @@ fn damage_stream(s: &[u8], rng: &mut XorShift) -> (Vec<u8>, String) {
             format!("byte: {}", poke(&mut out, off, 1, rng))
         }
     };
-    fix_end(&mut out);
+    ozfs_testkit::mutate::fix_stream_end(&mut out);
     (out, desc)
 }
 

@@ -35,7 +35,6 @@
 use ozfs_testkit::mutate::{BlockKind, Image};
 use ozfs_testkit::proc::CmdOutput;
 use ozfs_testkit::XorShift;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,17 +77,7 @@ impl Sandbox {
             .env("OZFS_STATE_DIR", self.p("state"))
             .env("RUST_BACKTRACE", "0")
             .env("LC_ALL", "C");
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                let lim = libc::rlimit {
-                    rlim_cur: AS_LIMIT,
-                    rlim_max: AS_LIMIT,
-                };
-                libc::setrlimit(libc::RLIMIT_AS, &lim);
-                Ok(())
-            });
-        }
+        ozfs_testkit::proc::limit_address_space(&mut cmd, AS_LIMIT);
         cmd
     }
     fn ozfs(&self, args: &[&str]) -> CmdOutput {

@@ -127,16 +127,6 @@ fn pool_named_by_its_labels_cannot_leave_the_state_directory() {
     assert!(!s.root.join("x.json").exists());
 }
 
-/// Recomputes the END checksum of a plain stream (the last record).
-fn fix_end(st: &mut [u8]) {
-    use ozfs_format::stream::RECORD_SIZE;
-    let end = st.len() - RECORD_SIZE;
-    let c = ozfs_codec::checksum::fletcher4(&st[..end], false);
-    for (i, w) in c.0.iter().enumerate() {
-        st[end + 8 + 8 * i..end + 16 + 8 * i].copy_from_slice(&w.to_le_bytes());
-    }
-}
-
 #[test]
 fn stream_names_are_checked_before_use() {
     let s = setup();
@@ -160,7 +150,7 @@ fn stream_names_are_checked_before_use() {
         let mut st = good.clone();
         st[56..312].fill(0);
         st[56..56 + name.len()].copy_from_slice(name);
-        fix_end(&mut st);
+        assert!(ozfs_testkit::mutate::fix_stream_end(&mut st));
         let f = s.root.join("hostile");
         std::fs::write(&f, &st).expect("write");
         let out =
@@ -186,7 +176,7 @@ fn stream_names_are_checked_before_use() {
     // The undamaged stream, fixed the same way, is received: the edit is
     // what is refused, not the fix-up.
     let mut st = good.clone();
-    fix_end(&mut st);
+    assert!(ozfs_testkit::mutate::fix_stream_end(&mut st));
     std::fs::write(s.root.join("same"), &st).expect("write");
     let out = s.oz.sh(&format!(
         "\"$OZFS\" zfs receive hn/new < {}",

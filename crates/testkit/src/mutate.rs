@@ -584,3 +584,24 @@ fn seal_ok(region: &[u8], offset: u64) -> bool {
     let tmp = with_verifier(region, [offset, 0, 0, 0], eck.byteswapped);
     checksum::sha256(&tmp).0 == eck.cksum
 }
+
+/// Recomputes the END checksum of a plain (non-compound) send stream whose
+/// last record is END: the Fletcher-4 of every byte before it, as a sender
+/// writes it. A hostile stream edited this way is refused (or accepted) for
+/// what was edited, not for its checksum. Returns false, changing nothing,
+/// when the stream does not end with an END record.
+pub fn fix_stream_end(stream: &mut [u8]) -> bool {
+    use ozfs_format::stream::{DRR_END, RECORD_SIZE};
+    if stream.len() < RECORD_SIZE || !stream.len().is_multiple_of(4) {
+        return false;
+    }
+    let end = stream.len() - RECORD_SIZE;
+    if stream[end..end + 4] != DRR_END.to_le_bytes() {
+        return false;
+    }
+    let c = checksum::fletcher4(&stream[..end], false);
+    for (i, w) in c.0.iter().enumerate() {
+        stream[end + 8 + 8 * i..end + 16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+    }
+    true
+}

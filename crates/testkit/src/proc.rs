@@ -148,3 +148,22 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<CmdOutpu
         elapsed: start.elapsed(),
     })
 }
+
+/// Limits the address space of the process `cmd` will start to `bytes`
+/// (`RLIMIT_AS`): an allocation sized from hostile data then fails (Rust
+/// aborts with "memory allocation of N bytes failed") instead of being
+/// served or swapping the machine.
+pub fn limit_address_space(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+}
