@@ -576,11 +576,17 @@ pub fn recordsize_of(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource
 }
 
 /// Whether a dataset's `readonly` property is on.
-/// The `atime` property is not `off`.
-pub fn atime_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
+/// An on/off property that is not `off` (`atime`, `setuid`, `devices`,
+/// `exec`: on by default).
+pub fn prop_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)], name: &str) -> bool {
     !props
         .iter()
-        .any(|(n, v, _)| n == "atime" && *v == ozfs_dsl::PropValue::Text("off".into()))
+        .any(|(n, v, _)| n == name && *v == ozfs_dsl::PropValue::Text("off".into()))
+}
+
+/// The `atime` property is not `off`.
+pub fn atime_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
+    prop_on(props, "atime")
 }
 
 pub fn is_readonly(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {

@@ -136,14 +136,6 @@ pub fn check_mountpoint(mp: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// An on/off property that is not `off` (on by default, as `setuid`,
-/// `devices`, `exec` are).
-fn prop_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)], name: &str) -> bool {
-    !props
-        .iter()
-        .any(|(n, v, _)| n == name && *v == ozfs_dsl::PropValue::Text("off".into()))
-}
-
 impl DsMount {
     /// The FUSE options of this dataset's mount (temporary options such as
     /// `-o ro` are applied by the caller on top).
@@ -185,9 +177,9 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
         canmount: text("canmount"),
         readonly: crate::cp::is_readonly(&props),
         atime: crate::cp::atime_on(&props),
-        setuid: prop_on(&props, "setuid"),
-        devices: prop_on(&props, "devices"),
-        exec: prop_on(&props, "exec"),
+        setuid: crate::cp::prop_on(&props, "setuid"),
+        devices: crate::cp::prop_on(&props, "devices"),
+        exec: crate::cp::prop_on(&props, "exec"),
         recordsize,
         is_snapshot: ds.is_snapshot,
     })

@@ -19,9 +19,14 @@ pub fn state_dir() -> PathBuf {
 /// that would leave the state directory: only a valid pool name (no `/`, no
 /// `..`, nothing but `[A-Za-z0-9_.: -]`) names a file here.
 fn pool_file(name: &str) -> Result<PathBuf> {
-    ozfs_format::names::check_pool_name(name)
-        .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))?;
+    check_name(name)?;
     Ok(state_dir().join(format!("{name}.json")))
+}
+
+/// Only a valid pool name names a file of the state directory.
+fn check_name(name: &str) -> Result<()> {
+    ozfs_format::names::check_pool_name(name)
+        .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))
 }
 
 /// Per-pool leaf states, kept across export. A hidden file (`.resilver-…`),
@@ -286,8 +291,7 @@ pub fn lock_pool(name: &str) -> Result<()> {
 pub fn lock_pool_file(name: &str) -> Result<std::fs::File> {
     use std::os::unix::io::AsRawFd;
     let dir = state_dir();
-    ozfs_format::names::check_pool_name(name)
-        .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))?;
+    check_name(name)?;
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
     let path = dir.join(format!(".{name}.lock"));
     let f = std::fs::OpenOptions::new()

@@ -1,4 +1,4 @@
-//! The structured fuzzing campaign (issue 13): hostile pool images and send
+//! The structured fuzzing campaign: hostile pool images and send
 //! streams, built from a real pool in the test itself, thrown at the real
 //! binary with fixed seeds and bounded time.
 //!

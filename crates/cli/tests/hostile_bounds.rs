@@ -1,4 +1,4 @@
-//! Hostile pools (issue 13): sizes, counts and indices from disk bound
+//! Hostile pools: sizes, counts and indices from disk bound
 //! nothing before they are checked against what holds them.
 //!
 //! A pool is made with `ozfs zpool create` (a file system with a

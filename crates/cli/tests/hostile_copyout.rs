@@ -1,4 +1,4 @@
-//! Copy-out of hostile file systems (issue 13): `ozfs cp -r` must never
+//! Copy-out of hostile file systems: `ozfs cp -r` must never
 //! write outside DEST, whatever the pool's directories say.
 //!
 //! The hostile trees cannot be made through the ZPL (it refuses duplicate

@@ -1,5 +1,5 @@
-//! Names that arrive from disk or from a stream are checked like typed ones
-//! (issue 13, high 3): a pool whose labels name it `./../PWNED` must not
+//! Names that arrive from disk or from a stream are checked like typed ones:
+//! a pool whose labels name it `./../PWNED` must not
 //! write outside the state directory; a stream whose BEGIN names `..` must
 //! not create anything; `zfs create` refuses `.` and `..` components.
 //!

@@ -1,4 +1,4 @@
-//! Mount options follow the dataset's properties (issue 13, high 2): a
+//! Mount options follow the dataset's properties: a
 //! setuid-root program on a pool mounted with `setuid=off` must not elevate
 //! an unprivileged user; `exec=off`, `devices=off`, `readonly=on` and
 //! `atime=off` hold too; and each takes effect on a live mount when the
@@ -222,7 +222,7 @@ fn mount_flags_follow_properties() {
     assert!(mount_flags(&mnt).is_none(), "export unmounts");
 }
 
-/// The daemon closes a connection that sends nothing (issue 13, low): with
+/// The daemon closes a connection that sends nothing: with
 /// `OZFS_DAEMON_IDLE_SECS=1` a silent client gets an error line within a
 /// few seconds instead of holding a daemon thread for ever; a real request
 /// is still answered.

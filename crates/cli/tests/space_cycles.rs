@@ -1,4 +1,4 @@
-//! Space accounting through receive / destroy cycles (issue 13).
+//! Space accounting through receive / destroy cycles.
 //!
 //! A file system with a snapshot `@a` and a later `@b` (which adds a file
 //! larger than the receiver's 64 MiB sync interval, so receiving it spans

@@ -1,4 +1,4 @@
-//! Issue 13 (hostile pools): every size, count and index from disk is
+//! Hostile pools: every size, count and index from disk is
 //! bounded by what the containing structure holds. Trees are built by hand
 //! on an in-memory pool ([`crate::testpool`]) in shapes ZFS never writes.
 

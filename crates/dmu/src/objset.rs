@@ -1,6 +1,6 @@
 //! Objsets and dnodes: finding and reading the blocks of an object.
 //!
-//! Bounds (issue 13: hostile pools). Everything here is sized by what the
+//! Bounds (hostile pools). Everything here is sized by what the
 //! containing structure really holds, never by a count read from disk alone:
 //!
 //! * A dnode's `maxblkid` fits its tree and the 2^64-byte object size

@@ -1,4 +1,4 @@
-//! Space accounting checked against the blocks (issue 13).
+//! Space accounting checked against the blocks.
 //!
 //! The DSL keeps running totals: every sync adds what was born and removes
 //! what died (`sync.rs`), and destroy, rollback, receive and rename move
@@ -43,7 +43,7 @@
 //!   (without the reservations).
 //! * `$MOS` = the MOS tree: the MOS's own births and deaths are charged
 //!   in the sync pass after the one that made them, and a txg ends only
-//!   when a pass changes nothing. Writers before issue 13 charged them one
+//!   when a pass changes nothing. Older writers charged them one
 //!   txg late and lost the last txg's charge at every close, as zfs-fuse
 //!   may lose its last pass's: what `$MOS` lacks when this writer opens
 //!   the pool is measured then and carried as the "lag" (not repaired).
