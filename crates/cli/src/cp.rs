@@ -1,12 +1,13 @@
-//! `ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST`: copy a file or tree out.
+//! `ozfs cp` and `ozfs rm`: files between the host and a dataset
+//! (`ozfs_ops::copy` does the work).
+//!
+//! * `ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST` copies a file or tree out;
+//! * `ozfs cp [-r] SRC POOL/DATASET:PATH` copies a local file or tree in;
+//! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
 
 use crate::args::Args;
-use crate::zpool::open_imported;
 use crate::{CmdResult, Fail};
-use ozfs_dsl::DslPool;
-use ozfs_format::znode::{S_IFDIR, S_IFMT};
-use ozfs_zpl::copyout::{copy_out, CopyOptions};
-use ozfs_zpl::Zpl;
+use ozfs_ops::proto::{execute, Progress, Request};
 use std::path::Path;
 
 const USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST";
@@ -29,25 +30,6 @@ pub fn split_source(s: &str) -> Result<(String, String), Fail> {
     Ok((ds.to_string(), path))
 }
 
-/// Open the file system of a dataset or snapshot of an imported pool.
-pub fn open_fs(
-    ds_name: &str,
-) -> Result<(crate::state::Record, std::sync::Arc<ozfs_spa::Pool>, Zpl), Fail> {
-    let pool_name = ds_name.split(['/', '@']).next().unwrap_or("");
-    let (rec, pool) = open_imported(pool_name)?;
-    let dsl = DslPool::open(pool.clone())
-        .map_err(|e| Fail::Err(format!("cannot open '{ds_name}': {e}")))?;
-    let ds = dsl
-        .lookup(ds_name)
-        .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
-    let os = dsl
-        .objset(&ds)
-        .map_err(|e| Fail::Err(format!("cannot open '{ds_name}': {e}")))?;
-    let zpl =
-        Zpl::open(os, ds_name).map_err(|e| Fail::Err(format!("cannot open '{ds_name}': {e}")))?;
-    Ok((rec, pool, zpl))
-}
-
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRapv", "")?;
     if a.pos.len() != 2 {
@@ -55,47 +37,21 @@ pub fn main(argv: &[String]) -> CmdResult {
     }
     let recursive = a.flag('r') || a.flag('R') || a.flag('a');
     if !a.pos[0].contains(':') && a.pos[1].contains(':') {
-        return copy_in(Path::new(&a.pos[0]), &a.pos[1], recursive);
+        let (dataset, path) = split_source(&a.pos[1])?;
+        let src = a.pos[0].clone().into();
+        execute(
+            Request::CopyIn {
+                src,
+                dataset,
+                path,
+                recursive,
+            },
+            &Progress::none(),
+        )?;
+        return Ok(());
     }
     let (ds_name, path) = split_source(&a.pos[0])?;
-    let dest = Path::new(&a.pos[1]);
-    let (mut rec, pool, zpl) = open_fs(&ds_name)?;
-    let result = (|| -> Result<ozfs_zpl::copyout::CopyStats, Fail> {
-        let obj = zpl
-            .resolve(&path)
-            .map_err(|e| Fail::Err(format!("cannot copy '{}': {e}", a.pos[0])))?;
-        let (_, attrs) = zpl
-            .attrs(obj)
-            .map_err(|e| Fail::Err(format!("cannot copy '{}': {e}", a.pos[0])))?;
-        if attrs.mode & S_IFMT == S_IFDIR && !recursive {
-            return Err(Fail::Err(format!(
-                "ozfs cp: -r not specified; omitting directory '{}'",
-                a.pos[0]
-            )));
-        }
-        let owners = unsafe_is_root();
-        copy_out(
-            &zpl,
-            &path,
-            dest,
-            CopyOptions {
-                owners,
-                xattrs: true,
-            },
-        )
-        .map_err(|e| {
-            Fail::Err(format!(
-                "cannot copy '{}' to '{}': {e}",
-                a.pos[0],
-                dest.display()
-            ))
-        })
-    })();
-    // Persist error counters whatever happened.
-    if let Err(e) = rec.save_counters(&pool) {
-        eprintln!("ozfs: warning: could not save error counters: {e}");
-    }
-    let stats = result?;
+    let stats = ozfs_ops::copy::copy_out(&ds_name, &path, Path::new(&a.pos[1]), recursive)?;
     if a.flag('v') {
         eprintln!(
             "copied {} files, {} directories, {} symlinks, {} hard links, {} other, {} bytes",
@@ -114,483 +70,20 @@ pub fn main(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-fn unsafe_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Bytes of file data written before the open txg is synced (`OZFS_TXG_BYTES`, default 64 MiB).
-fn dirty_sync_bytes() -> u64 {
-    std::env::var("OZFS_TXG_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(64 << 20)
-}
-
-/// `ozfs cp [-r] SRC POOL/DATASET:PATH`: copy a file or tree into a file system.
-///
-/// SRC itself and everything below it is looked at with `lstat`: a symlink
-/// is copied as a symlink, never followed (as `cp -r` without `-L`), and a
-/// regular file is opened with `O_NOFOLLOW | O_NONBLOCK` and must still be
-/// the file `lstat` saw. Directories are opened the same way (`O_NOFOLLOW`,
-/// and checked against `lstat`) and everything below one is reached through
-/// its open handle, never through a path string: a directory of SRC
-/// replaced by a symlink while the copy runs is not followed.
-pub fn copy_in(src: &Path, target: &str, recursive: bool) -> CmdResult {
-    use ozfs_dsl::sync::PoolWriter;
-    let (ds_name, path) = split_source(target)?;
-    if ds_name.contains('@') {
-        return Err(Fail::Err(format!(
-            "cannot copy into '{target}': snapshots are read-only"
-        )));
-    }
-    let meta = std::fs::symlink_metadata(src)
-        .map_err(|e| Fail::Err(format!("cannot copy '{}': {e}", src.display())))?;
-    if meta.is_dir() && !recursive {
-        return Err(Fail::Err(format!(
-            "ozfs cp: -r not specified; omitting directory '{}'",
-            src.display()
-        )));
-    }
-    let pool_name = ds_name.split('/').next().unwrap_or("");
-    let mut w = match crate::daemon::lease(pool_name) {
-        Some(l) => ozfs_fuse::shared::Writer::Shared(l?),
-        None => {
-            crate::state::lock_pool(pool_name)
-                .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
-            let rec = crate::state::Record::load(pool_name)
-                .map_err(|_| Fail::Err(format!("cannot open '{pool_name}': no such pool")))?;
-            let pool = rec
-                .open_rw()
-                .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
-            ozfs_fuse::shared::Writer::Own(
-                PoolWriter::open(pool)
-                    .map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?,
-            )
-        }
-    };
-    let ds = w
-        .dsl()
-        .lookup(&ds_name)
-        .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
-    let recordsize = {
-        let dsl = w.dsl();
-        let props = dsl
-            .properties(&ds, 0)
-            .map_err(|e| Fail::Err(e.to_string()))?;
-        if is_readonly(&props) {
-            return Err(Fail::Err(format!(
-                "cannot copy into '{target}': Read-only file system (readonly=on)"
-            )));
-        }
-        recordsize_of(&props)
-    };
-    let mut c = CopyIn {
-        w: &mut w,
-        ds_obj: ds.ds_obj,
-        recordsize,
-        dirty: 0,
-        links: std::collections::HashMap::new(),
-    };
-    let res = (|| -> Result<(), ozfs_format::Error> {
-        // Where does it go? An existing directory receives SRC under its own name.
-        let (parent, name) = c.target_of(&path, src)?;
-        c.copy(src, src, parent, &name)?;
-        c.w.sync()?;
-        Ok(())
-    })();
-    res.map_err(|e| {
-        Fail::Err(format!(
-            "cannot copy '{}' to '{target}': {e}",
-            src.display()
-        ))
-    })
-}
-
-struct CopyIn<'a> {
-    w: &'a mut ozfs_dsl::sync::PoolWriter,
-    ds_obj: u64,
-    recordsize: u64,
-    dirty: u64,
-    links: std::collections::HashMap<(u64, u64), u64>,
-}
-
-impl CopyIn<'_> {
-    fn zpl(&mut self) -> Result<ozfs_zpl::write::ZplTx<'_>, ozfs_format::Error> {
-        let txg = self.w.txg;
-        let rs = self.recordsize;
-        let tx = self.w.fs_tx(self.ds_obj)?;
-        ozfs_zpl::write::ZplTx::open(tx, txg, rs)
-    }
-
-    fn maybe_sync(&mut self, bytes: u64) -> Result<(), ozfs_format::Error> {
-        self.dirty += bytes;
-        if self.dirty >= dirty_sync_bytes() {
-            self.w.sync()?;
-            self.dirty = 0;
-        }
-        Ok(())
-    }
-
-    /// (parent directory object, name) for copying `src` to `path` in the dataset.
-    fn target_of(&mut self, path: &str, src: &Path) -> Result<(u64, Vec<u8>), ozfs_format::Error> {
-        use std::os::unix::ffi::OsStrExt;
-        let z = self.zpl()?;
-        match z.resolve(path) {
-            Ok(obj) => {
-                let a = z.attrs(obj)?;
-                if a.mode & S_IFMT == S_IFDIR {
-                    let base = src
-                        .file_name()
-                        .map(|n| n.as_bytes().to_vec())
-                        .ok_or_else(|| {
-                            ozfs_format::Error::Invalid(format!(
-                                "source {} has no name",
-                                src.display()
-                            ))
-                        })?;
-                    Ok((obj, base))
-                } else {
-                    // An existing file is replaced, as cp does.
-                    let trimmed = path.trim_end_matches('/');
-                    let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-                    let parent = z.resolve(if dir.is_empty() { "/" } else { dir })?;
-                    Ok((parent, name.as_bytes().to_vec()))
-                }
-            }
-            Err(ozfs_format::Error::NotFound(_)) => {
-                let trimmed = path.trim_end_matches('/');
-                let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-                let parent = z.resolve(if dir.is_empty() { "/" } else { dir })?;
-                Ok((parent, name.as_bytes().to_vec()))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Copies `src` (the path used to reach it: below the top, relative to
-    /// an open directory handle, `/proc/self/fd/N/name`) shown in messages
-    /// as `shown`, into directory `parent` as `name`.
-    fn copy(
-        &mut self,
-        src: &Path,
-        shown: &Path,
-        parent: u64,
-        name: &[u8],
-    ) -> Result<(), ozfs_format::Error> {
-        use std::os::unix::fs::{FileTypeExt, MetadataExt};
-        let io = |e: std::io::Error| ozfs_format::Error::io(shown.display().to_string(), e);
-        let m = std::fs::symlink_metadata(src).map_err(io)?;
-        let ft = m.file_type();
-        let (uid, gid) = (m.uid() as u64, m.gid() as u64);
-        let perm = (m.mode() & 0o7777) as u64;
-        let obj;
-        if ft.is_dir() {
-            obj = {
-                let mut z = self.zpl()?;
-                match z.lookup(parent, name)? {
-                    Some(o) if z.attrs(o)?.mode & S_IFMT == S_IFDIR => o,
-                    Some(_) => {
-                        return Err(ozfs_format::Error::Invalid(format!(
-                            "{}: file exists",
-                            String::from_utf8_lossy(name)
-                        )))
-                    }
-                    None => z.mkdir(parent, name, perm, uid, gid)?,
-                }
-            };
-            // The directory is opened without following a link and must be
-            // the one `lstat` saw; its entries are then reached through this
-            // handle (`/proc/self/fd/N/name`), so a directory of SRC swapped
-            // for a symlink while the copy runs is never followed.
-            let dir = {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-                    .open(src)
-                    .map_err(io)?
-            };
-            let dm = dir.metadata().map_err(io)?;
-            if (dm.dev(), dm.ino()) != (m.dev(), m.ino()) {
-                return Err(ozfs_format::Error::Invalid(format!(
-                    "{}: replaced while being copied",
-                    shown.display()
-                )));
-            }
-            let base = {
-                use std::os::unix::io::AsRawFd;
-                std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-            };
-            let mut ents: Vec<std::ffi::OsString> = std::fs::read_dir(&base)
-                .map_err(io)?
-                .flatten()
-                .map(|e| e.file_name())
-                .collect();
-            ents.sort();
-            for n in ents {
-                use std::os::unix::ffi::OsStrExt;
-                self.copy(&base.join(&n), &shown.join(&n), obj, n.as_bytes())?;
-            }
-            drop(dir);
-        } else if m.nlink() > 1 && self.links.contains_key(&(m.dev(), m.ino())) {
-            let target = self.links[&(m.dev(), m.ino())];
-            let mut z = self.zpl()?;
-            z.link(parent, name, target)?;
-            return Ok(());
-        } else if ft.is_symlink() {
-            use std::os::unix::ffi::OsStrExt;
-            let t = std::fs::read_link(src).map_err(io)?;
-            let mut z = self.zpl()?;
-            obj = z.symlink(parent, name, t.as_os_str().as_bytes(), uid, gid)?;
-        } else if ft.is_file() {
-            obj = {
-                let mut z = self.zpl()?;
-                if let Some(old) = z.lookup(parent, name)? {
-                    let _ = old;
-                    z.unlink(parent, name)?;
-                }
-                z.create(parent, name, S_IFREG_MODE | perm, uid, gid, 0)?
-            };
-            // Not through a symlink, and not blocking on a fifo, should
-            // the name have been replaced since it was looked at; then it
-            // must still be the file that was looked at.
-            let f = {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(src)
-                    .map_err(io)?
-            };
-            let fm = f.metadata().map_err(io)?;
-            if (fm.dev(), fm.ino()) != (m.dev(), m.ino()) || !fm.is_file() {
-                return Err(ozfs_format::Error::Invalid(format!(
-                    "{}: replaced while being copied",
-                    shown.display()
-                )));
-            }
-            let mut off = 0u64;
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                use std::os::unix::fs::FileExt;
-                let n = f.read_at(&mut buf, off).map_err(io)?;
-                if n == 0 {
-                    break;
-                }
-                let chunk = &buf[..n];
-                if chunk.iter().any(|&b| b != 0) {
-                    self.w.reserve(n as u64)?;
-                    let mut z = self.zpl()?;
-                    z.write(obj, off, chunk)?;
-                }
-                off += n as u64;
-                self.maybe_sync(n as u64)?;
-            }
-            let mut z = self.zpl()?;
-            let a = z.attrs(obj)?;
-            if a.size < off {
-                z.truncate(obj, off)?;
-            }
-        } else {
-            let fmt = if ft.is_fifo() {
-                0o010000
-            } else if ft.is_char_device() {
-                0o020000
-            } else if ft.is_block_device() {
-                0o060000
-            } else {
-                0o140000
-            };
-            let rdev = m.rdev();
-            let (maj, min) = (libc::major(rdev) as u64, libc::minor(rdev) as u64);
-            let mut z = self.zpl()?;
-            obj = z.create(
-                parent,
-                name,
-                fmt | perm,
-                uid,
-                gid,
-                ozfs_zpl::write::encode_rdev(maj, min),
-            )?;
-        }
-        if m.nlink() > 1 && !ft.is_dir() {
-            self.links.insert((m.dev(), m.ino()), obj);
-        }
-        // xattrs
-        for (xn, xv) in read_xattrs(src) {
-            let mut z = self.zpl()?;
-            z.set_xattr(obj, &xn, &xv)?;
-        }
-        let mut z = self.zpl()?;
-        let mut a = z.attrs(obj)?;
-        a.mode = (a.mode & S_IFMT) | perm;
-        a.uid = uid;
-        a.gid = gid;
-        a.atime = (m.atime() as u64, m.atime_nsec() as u64);
-        a.mtime = (m.mtime() as u64, m.mtime_nsec() as u64);
-        z.set_attrs(obj, &a)?;
-        Ok(())
-    }
-}
-
-const S_IFREG_MODE: u64 = 0o100000;
-
-/// All extended attributes of a path (not following symlinks).
-fn read_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
-        return Vec::new();
-    };
-    let mut names = vec![0u8; 65536];
-    // SAFETY: valid path and buffer.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-    if n <= 0 {
-        return Vec::new();
-    }
-    names.truncate(n as usize);
-    let mut out = Vec::new();
-    for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
-        let Ok(cn) = std::ffi::CString::new(name) else {
-            continue;
-        };
-        let mut val = vec![0u8; 65536];
-        // SAFETY: valid strings and buffer.
-        let r =
-            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), val.as_mut_ptr().cast(), val.len()) };
-        if r >= 0 {
-            val.truncate(r as usize);
-            out.push((name.to_vec(), val));
-        }
-    }
-    out
-}
-
 /// `ozfs rm [-r] POOL/DATASET:PATH`.
 pub fn rm(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRf", "")?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage("usage: ozfs rm [-r] POOL/DATASET:PATH".into()));
     }
-    let target = &a.pos[0];
-    let (ds_name, path) = split_source(target)?;
-    if ds_name.contains('@') {
-        return Err(Fail::Err(format!(
-            "cannot remove '{target}': snapshots are read-only"
-        )));
-    }
-    let mut w = crate::zfs::writer_for(&ds_name)?;
-    let ds = w
-        .dsl()
-        .lookup(&ds_name)
-        .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
-    let props = w
-        .dsl()
-        .properties(&ds, 0)
-        .map_err(|e| Fail::Err(e.to_string()))?;
-    if is_readonly(&props) {
-        return Err(Fail::Err(format!(
-            "cannot remove '{target}': Read-only file system (readonly=on)"
-        )));
-    }
-    let txg = w.txg;
-    let recursive = a.flag('r') || a.flag('R');
-    {
-        let tx = w.fs_tx(ds.ds_obj).map_err(|e| Fail::Err(e.to_string()))?;
-        let mut z =
-            ozfs_zpl::write::ZplTx::open(tx, txg, 131072).map_err(|e| Fail::Err(e.to_string()))?;
-        let trimmed = path.trim_end_matches('/');
-        if trimmed.is_empty() {
-            return Err(Fail::Err(format!(
-                "cannot remove '{target}': refusing to remove the root directory"
-            )));
-        }
-        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-        let parent = z
-            .resolve(if dir.is_empty() { "/" } else { dir })
-            .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
-        let obj = z
-            .lookup(parent, name.as_bytes())
-            .map_err(|e| Fail::Err(e.to_string()))?
-            .ok_or_else(|| {
-                Fail::Err(format!(
-                    "cannot remove '{target}': No such file or directory"
-                ))
-            })?;
-        let attrs = z.attrs(obj).map_err(|e| Fail::Err(e.to_string()))?;
-        if attrs.mode & S_IFMT == S_IFDIR {
-            if !recursive {
-                return Err(Fail::Err(format!(
-                    "cannot remove '{target}': Is a directory"
-                )));
-            }
-            remove_tree(&mut z, parent, name.as_bytes(), 0)
-                .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
-        } else {
-            z.unlink(parent, name.as_bytes())
-                .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
-        }
-    }
-    w.sync()
-        .map_err(|e| Fail::Err(format!("cannot remove '{target}': {e}")))?;
+    let (dataset, path) = split_source(&a.pos[0])?;
+    execute(
+        Request::Rm {
+            dataset,
+            path,
+            recursive: a.flag('r') || a.flag('R'),
+        },
+        &Progress::none(),
+    )?;
     Ok(())
-}
-
-fn remove_tree(
-    z: &mut ozfs_zpl::write::ZplTx<'_>,
-    parent: u64,
-    name: &[u8],
-    depth: usize,
-) -> Result<(), ozfs_format::Error> {
-    if depth > 4096 {
-        return Err(ozfs_format::Error::Invalid(
-            "directory tree too deep".into(),
-        ));
-    }
-    let obj = z
-        .lookup(parent, name)?
-        .ok_or_else(|| ozfs_format::Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
-    let a = z.attrs(obj)?;
-    if a.mode & S_IFMT == S_IFDIR {
-        let ents = ozfs_dmu::zap_tx::list(z.tx, obj)?;
-        for e in ents {
-            remove_tree(z, obj, &e.name, depth + 1)?;
-        }
-        z.rmdir(parent, name)
-    } else {
-        z.unlink(parent, name)
-    }
-}
-
-/// A dataset's `recordsize` property (128 KiB when it cannot be read).
-pub fn recordsize_of(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> u64 {
-    props
-        .iter()
-        .find(|(n, _, _)| n == "recordsize")
-        .and_then(|(_, v, _)| match v {
-            ozfs_dsl::PropValue::Bytes(b) => Some(*b),
-            _ => None,
-        })
-        .unwrap_or(131072)
-}
-
-/// Whether a dataset's `readonly` property is on.
-/// An on/off property that is not `off` (`atime`, `setuid`, `devices`,
-/// `exec`: on by default).
-pub fn prop_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)], name: &str) -> bool {
-    !props
-        .iter()
-        .any(|(n, v, _)| n == name && *v == ozfs_dsl::PropValue::Text("off".into()))
-}
-
-/// The `atime` property is not `off`.
-pub fn atime_on(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
-    prop_on(props, "atime")
-}
-
-pub fn is_readonly(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
-    props
-        .iter()
-        .any(|(n, v, _)| n == "readonly" && *v == ozfs_dsl::PropValue::Text("on".into()))
 }

@@ -2,7 +2,9 @@
 //! their datasets through FUSE.
 //!
 //! The CLI talks to it over `$OZFS_STATE_DIR/ozfsd.sock` (see
-//! [`crate::client`]): one JSON request per connection, one JSON reply.
+//! `ozfs_ops::client`): one JSON request per connection, one JSON reply.
+//! Operations that change a pool it holds arrive as typed requests
+//! (`ozfs_ops::proto::Request`) and are run on its writer.
 //! Without `-f` the daemon detaches (a new session, output to `ozfsd.log`
 //! in the state directory); the CLI starts it that way on demand (`zpool
 //! import`, `zfs mount`) with `--auto`, which makes it exit once it holds
@@ -11,7 +13,7 @@
 //! Invariants:
 //! * one writer per pool: the daemon holds the pool's writer lock (the
 //!   same `flock` every writing ozfs command takes) and ONE
-//!   [`PoolWriter`](ozfs_dsl::sync::PoolWriter), shared by every mounted
+//!   pool writer, shared by every mounted
 //!   dataset of the pool and by the writing commands the CLI forwards
 //!   ([`SharedWriter`]); lock order: daemon table, then a mounted dataset's
 //!   state, then the writer — nothing waits for the table or a state while
@@ -27,11 +29,13 @@
 //!   socket removed, exit 0.
 
 use crate::args::Args;
-use crate::client::socket_path;
-use crate::state::{state_dir, Record};
 use crate::{CmdResult, Fail};
 use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
-use ozfs_spa::Pool;
+use ozfs_ops::client::socket_path;
+use ozfs_ops::host::{state_dir, Record};
+use ozfs_ops::proto::{Request, Response};
+use ozfs_ops::scan::ScanMode;
+use ozfs_ops::{Error, Pool};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -94,17 +98,17 @@ fn held(pool: &str, what: &str) -> Result<(Arc<Daemon>, SharedWriter), String> {
 }
 
 /// In the daemon: start a scrub of `pool` in a thread of its own (see
-/// [`crate::scan`]); the error counters are saved when it ends.
-pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), String> {
+/// `ozfs_ops::scan`); the error counters are saved when it ends.
+fn start_scrub(pool: &str, mode: ScanMode) -> Result<(), String> {
     let (d, sw) = held(pool, "cannot scrub")?;
     let name = pool.to_string();
     // One scan at a time: a new resilver covers what a running scan would.
-    if crate::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
-        crate::scan::cancel_and_wait(pool);
+    if ozfs_ops::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+        ozfs_ops::scan::cancel_and_wait(pool);
     }
     // Visible at once to `zpool status` and `zpool scrub -w`.
-    crate::scan::ScanState {
-        func: if mode == ozfs_dsl::scrub::ScanMode::Resilver {
+    ozfs_ops::scan::ScanState {
+        func: if mode == ScanMode::Resilver {
             "resilver".into()
         } else {
             "scrub".into()
@@ -119,19 +123,24 @@ pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), St
     }
     .save(pool);
     std::thread::spawn(move || {
-        let r = crate::scan::run_scrub(&name, mode, &|f| {
-            let mut l = sw.lease().map_err(|e| e.to_string())?;
-            f(&mut l);
-            Ok(())
-        })
+        let r = ozfs_ops::scan::run_scrub(
+            &name,
+            mode,
+            &|f| {
+                let mut l = sw.lease()?;
+                f(&mut l);
+                Ok(())
+            },
+            &|_| {},
+        )
         .and_then(|_| {
             // Commit the end of a resilver (labels without the flag).
-            let mut l = sw.lease().map_err(|e| e.to_string())?;
-            l.sync().map_err(|e| e.to_string())
+            let mut l = sw.lease()?;
+            l.sync()
         });
         if let Err(e) = r {
             eprintln!("ozfs daemon: {e}");
-            if let Some(mut s) = crate::scan::ScanState::load(&name) {
+            if let Some(mut s) = ozfs_ops::scan::ScanState::load(&name) {
                 s.state = "canceled".into();
                 s.save(&name);
             }
@@ -143,95 +152,6 @@ pub fn start_scrub(pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<(), St
             }
         }
     });
-    Ok(())
-}
-
-/// In the daemon: `zpool replace` — swap the device in (under a lease on
-/// the writer), record it, and start the resilver in the background.
-pub fn replace_device(pool: &str, old: &str, new: &str) -> Result<(), String> {
-    let (d, sw) = held(pool, "cannot replace in")?;
-    let old_path = {
-        let mut l = sw.lease().map_err(|e| e.to_string())?;
-        crate::scan::replace_in(&mut l, old, new)?
-    };
-    {
-        let mut inner = lock(&d.inner);
-        if let Some(p) = inner.pools.get_mut(pool) {
-            if let Some(old_path) = &old_path {
-                p.rec.devices.retain(|x| x != old_path);
-            }
-            if !p.rec.devices.iter().any(|x| x == new) {
-                p.rec.devices.push(new.to_string());
-            }
-            // Also records the leaf that now awaits its resilver.
-            p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
-        }
-    }
-    start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
-}
-
-/// In the daemon: `zpool offline` / `online` of one device; a device
-/// coming back resilvers in the background.
-pub fn set_offline_device(pool: &str, dev: &str, offline: bool) -> Result<(), String> {
-    let (d, sw) = held(pool, "cannot change")?;
-    {
-        let mut l = sw.lease().map_err(|e| e.to_string())?;
-        crate::scan::set_offline_in(&mut l, dev, offline)?;
-    }
-    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
-        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
-    }
-    if offline {
-        Ok(())
-    } else {
-        start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
-    }
-}
-
-/// In the daemon: `zpool attach` (with `new`, then a background
-/// resilver) or `zpool detach`.
-pub fn attach_device(pool: &str, dev: &str, new: Option<&str>) -> Result<(), String> {
-    let (d, sw) = held(pool, "cannot change")?;
-    let detached = {
-        let mut l = sw.lease().map_err(|e| e.to_string())?;
-        match new {
-            Some(n) => {
-                crate::scan::attach_in(&mut l, dev, n)?;
-                None
-            }
-            None => Some(crate::scan::detach_in(&mut l, dev)?),
-        }
-    };
-    {
-        let mut inner = lock(&d.inner);
-        if let Some(p) = inner.pools.get_mut(pool) {
-            match (&detached, new) {
-                (Some(Some(path)), _) => p.rec.devices.retain(|x| x != path),
-                (None, Some(n)) => p.rec.devices.push(n.to_string()),
-                _ => {}
-            }
-            // Also records the leaf that now awaits its resilver.
-            p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
-        }
-    }
-    if new.is_some() {
-        start_scrub(pool, ozfs_dsl::scrub::ScanMode::Resilver)
-    } else {
-        Ok(())
-    }
-}
-
-/// In the daemon: `zpool remove` of an available hot spare.
-pub fn remove_spare(pool: &str, dev: &str) -> Result<(), String> {
-    let (d, sw) = held(pool, "cannot remove from")?;
-    let path = {
-        let mut l = sw.lease().map_err(|e| e.to_string())?;
-        crate::scan::remove_spare_in(&mut l, dev)?
-    };
-    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
-        p.rec.devices.retain(|x| *x != path);
-        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
-    }
     Ok(())
 }
 
@@ -293,79 +213,55 @@ fn activate_spares(d: &Daemon) {
             if let Some(p) = lock(&d.inner).pools.get_mut(&name) {
                 let _ = p.rec.save_counters(&p.pool);
             }
-            if let Err(e) = start_scrub(&name, ozfs_dsl::scrub::ScanMode::Resilver) {
+            if let Err(e) = start_scrub(&name, ScanMode::Resilver) {
                 eprintln!("ozfs daemon: '{name}': resilver onto the hot spare: {e}");
             }
         }
     }
 }
 
-/// In the daemon: `zpool add` of new top-level vdevs.
-pub fn add_vdevs(
-    pool: &str,
-    tops: &[ozfs_dsl::create::TopSpec],
-    spares: &[std::path::PathBuf],
-) -> Result<(), String> {
-    let (d, sw) = held(pool, "cannot add to")?;
-    {
-        let mut l = sw.lease().map_err(|e| e.to_string())?;
-        for t in tops {
-            ozfs_dsl::create::add_top(&mut l, t)
-                .map_err(|e| format!("cannot add to '{pool}': {e}"))?;
-        }
-        ozfs_dsl::create::add_spares(&mut l, spares)
-            .map_err(|e| format!("cannot add to '{pool}': {e}"))?;
-    }
-    if let Some(p) = lock(&d.inner).pools.get_mut(pool) {
-        p.rec
-            .devices
-            .extend(spares.iter().map(|x| x.display().to_string()));
-        for t in tops {
-            match t {
-                ozfs_dsl::create::TopSpec::Disk(x) => p.rec.devices.push(x.display().to_string()),
-                ozfs_dsl::create::TopSpec::Mirror(v) | ozfs_dsl::create::TopSpec::Raidz(_, v) => p
-                    .rec
-                    .devices
-                    .extend(v.iter().map(|x| x.display().to_string())),
-            }
-        }
-        p.rec.save_counters(&p.pool).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
 /// In the daemon: zero the error counters of `pool` (all devices, or the
 /// one whose path or guid is `dev`), in memory and in its record.
-pub fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
+fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
     let d = DAEMON.get().ok_or("not in the daemon")?.clone();
     let mut inner = lock(&d.inner);
     let p = inner
         .pools
         .get_mut(pool)
         .ok_or_else(|| format!("cannot clear errors for {pool}: no such pool"))?;
-    crate::zpool::zero_counters(&p.pool, dev)?;
+    ozfs_ops::devices::zero_counters(&p.pool, dev).map_err(|e| e.to_string())?;
     p.rec.save_counters(&p.pool).map_err(|e| e.to_string())
 }
 
-/// Is this process the daemon?
-pub fn in_daemon() -> bool {
-    DAEMON.get().is_some()
-}
+/// The daemon as the holder of its pools, for the operations it runs.
+struct Held(Arc<Daemon>);
 
-/// In the daemon: a lease on the writer of `pool` if the daemon holds it
-/// (writing commands forwarded by the CLI use it instead of opening the
-/// pool themselves).
-pub fn lease(pool: &str) -> Option<Result<Lease, Fail>> {
-    let d = DAEMON.get()?;
-    let sw = lock(&d.inner).pools.get(pool).map(|p| p.sw.clone());
-    Some(match sw {
-        Some(sw) => sw
-            .lease()
-            .map_err(|e| Fail::Err(format!("cannot open '{pool}': {e}"))),
-        None => Err(Fail::Err(format!(
-            "cannot open '{pool}': the ozfs daemon does not hold this pool"
-        ))),
-    })
+impl ozfs_ops::host::Holder for Held {
+    fn lease(&self, pool: &str) -> Option<ozfs_ops::Result<Lease>> {
+        let sw = lock(&self.0.inner).pools.get(pool).map(|p| p.sw.clone())?;
+        Some(sw.lease())
+    }
+
+    fn update_record(
+        &self,
+        pool: &str,
+        change: &mut dyn FnMut(&mut Record),
+    ) -> ozfs_ops::Result<()> {
+        let mut inner = lock(&self.0.inner);
+        if let Some(p) = inner.pools.get_mut(pool) {
+            change(&mut p.rec);
+            p.rec.save_counters(&p.pool)?;
+        }
+        Ok(())
+    }
+
+    fn start_scan(&self, pool: &str, mode: ScanMode) -> ozfs_ops::Result<()> {
+        start_scrub(pool, mode).map_err(Error::Invalid)
+    }
+
+    fn clear(&self, pool: &str, dev: Option<&str>) -> ozfs_ops::Result<()> {
+        clear_counters(pool, dev).map_err(Error::Invalid)
+    }
 }
 
 pub fn main(argv: &[String]) -> CmdResult {
@@ -380,7 +276,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         if std::os::unix::net::UnixStream::connect(socket_path()).is_ok() {
             return Err(Fail::Err("ozfs daemon: already running".into()));
         }
-        crate::client::spawn_daemon(auto).map_err(Fail::Err)?;
+        ozfs_ops::client::spawn_daemon(auto)?;
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(20) {
             if UnixStream::connect(socket_path()).is_ok() {
@@ -438,6 +334,7 @@ fn foreground(auto: bool) -> CmdResult {
         last_activity: Mutex::new(Instant::now()),
     });
     let _ = DAEMON.set(d.clone());
+    ozfs_ops::host::set_holder(Arc::new(Held(d.clone())));
     eprintln!(
         "ozfs daemon: pid {} listening on {}",
         std::process::id(),
@@ -549,12 +446,10 @@ fn err(m: String) -> Value {
     json!({"ok": false, "err": m, "code": 1})
 }
 
-fn from_cmd(r: CmdResult) -> Value {
-    match r {
-        Ok(()) => ok(String::new()),
-        Err(Fail::Usage(m)) => json!({"ok": false, "err": m, "code": 2}),
-        Err(Fail::Err(m)) => err(m),
-    }
+/// An operation's error as a reply: its message and its kind.
+fn op_err(e: &Error) -> Value {
+    let (kind, m) = ozfs_ops::proto::error_to_wire(e);
+    json!({"ok": false, "err": m, "kind": kind, "code": 1})
 }
 
 /// What to do when an export finds a dataset that will not unmount.
@@ -738,17 +633,10 @@ impl Daemon {
                     Err(e) => err(e),
                 }
             }
-            "run" => {
-                let argv: Vec<String> = req["argv"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|s| s.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.run_forwarded(&argv)
-            }
+            "op" => match serde_json::from_value::<Request>(req["op"].clone()) {
+                Ok(op) => self.op(&op),
+                Err(e) => err(format!("ozfs daemon: bad request: {e}")),
+            },
             "shutdown" => json!({"ok": true, "out": "", "then": "shutdown"}),
             other => err(format!("ozfs daemon: unknown request '{other}'")),
         }
@@ -765,11 +653,11 @@ impl Daemon {
                 "pool '{name}' is imported read-only (use 'ozfs mount -o ro')"
             ));
         }
-        let lf = crate::state::lock_pool_file(name).map_err(|e| e.to_string())?;
+        let lf = ozfs_ops::host::lock_pool_file(name).map_err(|e| e.to_string())?;
         let pool = rec.open_rw().map_err(|e| e.to_string())?;
         pool.cache_data
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let w = ozfs_dsl::sync::PoolWriter::open(pool.clone()).map_err(|e| e.to_string())?;
+        let w = ozfs_ops::PoolWriter::open(pool.clone()).map_err(|e| e.to_string())?;
         inner.pools.insert(
             name.to_string(),
             PoolEntry {
@@ -789,7 +677,7 @@ impl Daemon {
             // once the caller lets go of the daemon table.
             let n = name.to_string();
             std::thread::spawn(move || {
-                if let Err(e) = start_scrub(&n, ozfs_dsl::scrub::ScanMode::Resilver) {
+                if let Err(e) = start_scrub(&n, ScanMode::Resilver) {
                     eprintln!("ozfs daemon: resuming the resilver of '{n}': {e}");
                 }
             });
@@ -820,16 +708,16 @@ impl Daemon {
             .ok_or_else(|| format!("no such pool '{pool}'"))?
             .sw
             .clone();
-        let list: Vec<crate::mount::DsMount> = {
+        let list: Vec<ozfs_ops::mountinfo::DsMount> = {
             let w = sw.lease().map_err(|e| e.to_string())?;
             let dsl = w.dsl();
             let root = dsl.root().map_err(|e| e.to_string())?;
             let all = dsl.list(&root, false, None).map_err(|e| e.to_string())?;
             all.iter()
-                .filter_map(|d| crate::mount::ds_mount_info(&w, &d.name).ok())
+                .filter_map(|d| ozfs_ops::mountinfo::ds_mount_info(&w, &d.name).ok())
                 .collect()
         };
-        let mut todo: Vec<&crate::mount::DsMount> = list
+        let mut todo: Vec<&ozfs_ops::mountinfo::DsMount> = list
             .iter()
             .filter(|d| {
                 d.canmount == "on"
@@ -870,7 +758,7 @@ impl Daemon {
         let sw = inner.pools[&pool].sw.clone();
         let info = {
             let w = sw.lease().map_err(|e| fail(&e))?;
-            crate::mount::ds_mount_info(&w, dataset)?
+            ozfs_ops::mountinfo::ds_mount_info(&w, dataset).map_err(|e| e.to_string())?
         };
         if info.is_snapshot {
             return Err(fail(&"snapshots are mounted with 'ozfs mount'"));
@@ -903,7 +791,7 @@ impl Daemon {
                 canon.display()
             )));
         }
-        let opts = info.options(false);
+        let opts = crate::mount::options(&info, false);
         let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)
             .map_err(|e| fail(&e))?;
         let m = ozfs_fuse::shared::spawn(Arc::new(Mutex::new(st)), &canon).map_err(|e| fail(&e))?;
@@ -958,8 +846,8 @@ impl Daemon {
         }
         Self::prune(inner);
         // A running scrub stops first (it needs only the writer to finish).
-        if crate::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
-            crate::scan::cancel_and_wait(pool);
+        if ozfs_ops::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
+            ozfs_ops::scan::cancel_and_wait(pool);
         }
         let mut mine: Vec<(PathBuf, String)> = inner
             .mounts
@@ -1025,139 +913,182 @@ impl Daemon {
         };
         let r = if str_field(req, "cmd") == "rawio_read" {
             let count = req["count"].as_u64().unwrap_or(1);
-            crate::rawio::read_records(&mut lease, ds, path, record, count).map(|mut v| {
+            ozfs_ops::rawio::read_records(&mut lease, ds, path, record, count).map(|mut v| {
                 v["ok"] = json!(true);
                 v
             })
         } else {
-            crate::rawio::socket_record(req).and_then(|rec| {
+            ozfs_ops::rawio::socket_record(req).and_then(|rec| {
                 let up = req["upgrade"].as_bool().unwrap_or(false);
-                crate::rawio::store_record(&mut lease, ds, path, record, rec, up)
+                ozfs_ops::rawio::store_record(&mut lease, ds, path, record, rec, up)
                     .map(|(p, l)| json!({"ok": true, "psize": p, "lsize": l}))
             })
         };
         r.unwrap_or_else(|e| err(format!("rawio: '{target}': {e}")))
     }
 
-    /// A writing command the CLI forwarded because the daemon holds its pool.
-    fn run_forwarded(&self, argv: &[String]) -> Value {
-        let allowed = matches!(
-            (
-                argv.first().map(String::as_str),
-                argv.get(1).map(String::as_str)
-            ),
-            (Some("cp" | "rm"), _)
-                | (Some("rawio"), Some("write"))
-                | (
-                    Some("zfs"),
-                    Some(
-                        "create"
-                            | "destroy"
-                            | "set"
-                            | "inherit"
-                            | "snapshot"
-                            | "snap"
-                            | "rollback"
-                            | "clone"
-                            | "rename"
-                            | "promote"
-                            | "hold"
-                            | "release"
-                            | "receive"
-                            | "recv"
-                    )
-                )
-                | (
-                    Some("zpool"),
-                    Some(
-                        "scrub"
-                            | "clear"
-                            | "replace"
-                            | "offline"
-                            | "online"
-                            | "attach"
-                            | "detach"
-                            | "add"
-                            | "remove"
-                    )
-                )
-        );
-        if !allowed {
-            return err("ozfs daemon: this command cannot be forwarded".into());
+    /// An operation the CLI sent because the daemon holds its pool: run
+    /// it on the daemon's writer, then follow it with the mounts it calls for.
+    fn op(&self, req: &Request) -> Value {
+        if let Err(e) = self.refuse_busy(req) {
+            return err(e);
         }
-        // Removing files or datasets under a live mount would pull objects
-        // from under the kernel's feet: refuse while mounted.
-        let busy = |name: &str| -> Option<String> {
+        let res = match req.run(&ozfs_ops::proto::Progress::none()) {
+            Ok(r) => r,
+            Err(e) => return op_err(&e),
+        };
+        if let Err(e) = self.after(req, &res) {
+            return err(e);
+        }
+        json!({"ok": true, "result": res})
+    }
+
+    /// Removing files or datasets under a live mount, or changing a mounted
+    /// file system's objset or name, would pull objects from under the
+    /// kernel's feet: refused while mounted.
+    fn refuse_busy(&self, req: &Request) -> Result<(), String> {
+        let mounted = |name: &str, children: bool| -> Option<String> {
             let mut inner = lock(&self.inner);
             Self::prune(&mut inner);
             inner
                 .mounts
                 .iter()
-                .find(|m| m.dataset == name || m.dataset.starts_with(&format!("{name}/")))
+                .find(|m| {
+                    m.dataset == name || (children && m.dataset.starts_with(&format!("{name}/")))
+                })
                 .map(|m| m.m.mountpoint.display().to_string())
         };
-        if argv[0] == "rm" {
-            if let Some(t) = argv[1..].iter().find(|a| !a.starts_with('-')) {
-                let ds = t.split(':').next().unwrap_or("");
-                if let Some(mp) = lock(&self.inner)
-                    .mounts
-                    .iter()
-                    .find(|m| m.dataset == ds)
-                    .map(|m| m.m.mountpoint.display().to_string())
-                {
-                    return err(format!(
-                        "cannot remove '{t}': the dataset is mounted at {mp}; remove it through the mount"
-                    ));
-                }
+        let busy = |verb: &str, t: &str| -> Result<(), String> {
+            let fs = t.split('@').next().unwrap_or(t);
+            match mounted(fs, true) {
+                Some(mp) => Err(format!(
+                    "cannot {verb} '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)"
+                )),
+                None => Ok(()),
+            }
+        };
+        match req {
+            Request::Rm { dataset, path, .. } => match mounted(dataset, false) {
+                Some(mp) => Err(format!(
+                    "cannot remove '{dataset}:{path}': the dataset is mounted at {mp}; remove it through the mount"
+                )),
+                None => Ok(()),
+            },
+            Request::Rollback { snapshot, .. } => busy("rollback", snapshot),
+            Request::Rename { from, .. } => busy("rename", from),
+            Request::Receive { target, .. } => busy("receive", target),
+            Request::Destroy { name, .. } if !name.contains('@') => busy("destroy", name),
+            _ => Ok(()),
+        }
+    }
+
+    /// After an operation: mount what a `zfs create`, `clone` or `receive`
+    /// made (unless `-u`), and follow a `zfs set`/`inherit` of a mount
+    /// property — as ZFS does.
+    fn after(&self, req: &Request, res: &Response) -> Result<(), String> {
+        let created: Vec<String> = match (req, res) {
+            (
+                Request::Create {
+                    no_mount: false, ..
+                },
+                Response::Created(list),
+            ) => list.clone(),
+            (
+                Request::Clone {
+                    no_mount: false,
+                    target,
+                    ..
+                },
+                _,
+            ) => vec![target.clone()],
+            (
+                Request::Receive {
+                    no_mount: false,
+                    target,
+                    ..
+                },
+                _,
+            ) => vec![target.split('@').next().unwrap_or(target).to_string()],
+            (Request::Set { assigns, datasets }, _) => {
+                let keys: Vec<&str> = assigns.iter().map(|(k, _)| k.as_str()).collect();
+                return self.after_props(&keys, datasets);
+            }
+            (Request::Inherit { prop, datasets, .. }, _) => {
+                return self.after_props(&[prop.as_str()], datasets);
+            }
+            _ => return Ok(()),
+        };
+        let Some(first) = created.first() else {
+            return Ok(());
+        };
+        let mut inner = lock(&self.inner);
+        if !inner.pools.contains_key(pool_of(first)) {
+            return Ok(());
+        }
+        self.mount_if_on(&mut inner, &created)
+    }
+
+    /// `keys` of `datasets` changed: live mount flags follow, and mounts
+    /// whose place or permission changed are unmounted, then the pool's
+    /// file systems are mounted where they now say.
+    fn after_props(&self, keys: &[&str], datasets: &[String]) -> Result<(), String> {
+        let touches = keys.iter().any(|k| *k == "mountpoint" || *k == "canmount");
+        let flags = keys
+            .iter()
+            .any(|k| matches!(*k, "setuid" | "devices" | "exec" | "readonly" | "atime"));
+        let Some(ds) = datasets.last() else {
+            return Ok(());
+        };
+        if flags {
+            self.apply_mount_flags(pool_of(ds))?;
+        }
+        if !touches {
+            return Ok(());
+        }
+        let pool = pool_of(ds).to_string();
+        let mut inner = lock(&self.inner);
+        let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
+            return Ok(());
+        };
+        Self::prune(&mut inner);
+        // Read under the lease; compare paths as text (a mountpoint may be
+        // a path inside another of our own mounts: resolving it would ask
+        // that mount, whose requests wait for this very lease).
+        let stale: Vec<String> = {
+            let w = sw.lease().map_err(|e| e.to_string())?;
+            inner
+                .mounts
+                .iter()
+                .filter(|m| pool_of(&m.dataset) == pool)
+                .filter(
+                    |m| match ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset) {
+                        Ok(i) => {
+                            i.canmount == "off"
+                                || !i.mountpoint.starts_with('/')
+                                || Path::new(&i.mountpoint) != m.m.mountpoint
+                        }
+                        Err(_) => true,
+                    },
+                )
+                .map(|m| m.dataset.clone())
+                .collect()
+        };
+        let mut errs = Vec::new();
+        for d in stale.iter().rev() {
+            if let Err(e) = self.unmount(&mut inner, d) {
+                errs.push(e);
             }
         }
-        // Changing a mounted file system's objset or name under the kernel's
-        // feet: refuse while mounted.
-        if argv.len() > 2
-            && argv[0] == "zfs"
-            && matches!(argv[1].as_str(), "rollback" | "rename" | "receive" | "recv")
-        {
-            let flags = if argv[1] == "rollback" {
-                "rRf"
-            } else if argv[1] == "rename" {
-                "rpfu"
-            } else {
-                "vunFdes"
-            };
-            let vals = if argv[1].starts_with("rec") {
-                "oxS"
-            } else {
-                ""
-            };
-            if let Some(t) = crate::args::Args::parse(&argv[2..], flags, vals)
-                .ok()
-                .and_then(|a| a.pos.first().cloned())
-            {
-                let fs = t.split('@').next().unwrap_or(&t).to_string();
-                if let Some(mp) = busy(&fs) {
-                    return err(format!(
-                        "cannot {} '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)",
-                        argv[1]
-                    ));
-                }
-            }
+        let mut again = stale;
+        again.extend(datasets.iter().cloned());
+        if let Err(e) = self.mount_if_on(&mut inner, &again) {
+            errs.push(e);
         }
-        if argv.len() > 2 && argv[0] == "zfs" && argv[1] == "destroy" {
-            if let Some(t) = argv[2..].iter().find(|a| !a.starts_with('-')) {
-                if let Some(mp) = busy(t) {
-                    return err(format!(
-                        "cannot destroy '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)"
-                    ));
-                }
-            }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs.join("\n"))
         }
-        let res = from_cmd(crate::run(argv));
-        if res.get("ok").and_then(Value::as_bool) == Some(true) {
-            if let Err(e) = self.after_forwarded(argv) {
-                return err(e);
-            }
-        }
-        res
     }
 
     /// Mount those of `names` that are not mounted and whose properties
@@ -1181,7 +1112,9 @@ impl Daemon {
                 .enumerate()
                 .filter(|(_, m)| pool_of(&m.dataset) == pool)
                 .map(|(i, m)| {
-                    let o = crate::mount::ds_mount_info(&w, &m.dataset).map(|i| i.options(false));
+                    let o = ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset)
+                        .map(|i| crate::mount::options(&i, false))
+                        .map_err(|e| e.to_string());
                     (i, o)
                 })
                 .collect()
@@ -1233,7 +1166,7 @@ impl Daemon {
             }
             let info = {
                 let w = sw.lease().map_err(|e| e.to_string())?;
-                crate::mount::ds_mount_info(&w, name)
+                ozfs_ops::mountinfo::ds_mount_info(&w, name)
             };
             match info {
                 Ok(i) if i.canmount == "on" && i.mountpoint.starts_with('/') && !i.is_snapshot => {
@@ -1248,103 +1181,6 @@ impl Daemon {
             Ok(())
         } else {
             Err(errs.join("\n"))
-        }
-    }
-
-    /// Mount what a successful `zfs create` made (unless `-u`), and follow a
-    /// `zfs set`/`inherit` of `mountpoint` or `canmount`: mounts whose
-    /// place or permission changed are unmounted, then the pool's file
-    /// systems are mounted where they now say — as ZFS does.
-    fn after_forwarded(&self, argv: &[String]) -> Result<(), String> {
-        if argv.first().map(String::as_str) != Some("zfs") || argv.len() < 3 {
-            return Ok(());
-        }
-        let opts: Vec<&str> = argv[2..]
-            .iter()
-            .filter(|a| a.starts_with('-'))
-            .map(String::as_str)
-            .collect();
-        let pos: Vec<&str> = argv[2..]
-            .iter()
-            .filter(|a| !a.starts_with('-'))
-            .map(String::as_str)
-            .collect();
-        match argv[1].as_str() {
-            "create" | "clone" | "receive" | "recv" => {
-                if opts.iter().any(|o| o.contains('u') || o.contains('V')) {
-                    return Ok(());
-                }
-                // receive: the -S spool path is a positional here; the
-                // target is the last positional all the same.
-                // The dataset is the last positional (after any -o values).
-                let Some(ds) = pos.last() else { return Ok(()) };
-                let ds = ds.split('@').next().unwrap_or(ds);
-                let mut inner = lock(&self.inner);
-                if !inner.pools.contains_key(pool_of(ds)) {
-                    return Ok(());
-                }
-                self.mount_if_on(&mut inner, &[ds.to_string()])
-            }
-            "set" | "inherit" => {
-                let touches = pos.iter().any(|p| {
-                    let k = p.split('=').next().unwrap_or("");
-                    k == "mountpoint" || k == "canmount"
-                });
-                let flags = pos.iter().any(|p| {
-                    let k = p.split('=').next().unwrap_or("");
-                    matches!(k, "setuid" | "devices" | "exec" | "readonly" | "atime")
-                });
-                let Some(ds) = pos.last() else { return Ok(()) };
-                if flags {
-                    self.apply_mount_flags(pool_of(ds))?;
-                }
-                if !touches {
-                    return Ok(());
-                }
-                let pool = pool_of(ds).to_string();
-                let mut inner = lock(&self.inner);
-                let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
-                    return Ok(());
-                };
-                Self::prune(&mut inner);
-                let stale: Vec<String> = {
-                    let w = sw.lease().map_err(|e| e.to_string())?;
-                    inner
-                        .mounts
-                        .iter()
-                        .filter(|m| pool_of(&m.dataset) == pool)
-                        .filter(|m| match crate::mount::ds_mount_info(&w, &m.dataset) {
-                            Ok(i) => {
-                                i.canmount == "off"
-                                    || !i.mountpoint.starts_with('/')
-                                    || std::path::Path::new(&i.mountpoint)
-                                        .canonicalize()
-                                        .map(|c| c != m.m.mountpoint)
-                                        .unwrap_or(true)
-                            }
-                            Err(_) => true,
-                        })
-                        .map(|m| m.dataset.clone())
-                        .collect()
-                };
-                let mut errs = Vec::new();
-                for d in stale.iter().rev() {
-                    if let Err(e) = self.unmount(&mut inner, d) {
-                        errs.push(e);
-                    }
-                }
-                let mut again = stale;
-                again.push(ds.to_string());
-                if let Err(e) = self.mount_if_on(&mut inner, &again) {
-                    errs.push(e);
-                }
-                if errs.is_empty() {
-                    Ok(())
-                } else {
-                    Err(errs.join("\n"))
-                }
-            }
-            _ => Ok(()),
         }
     }
 

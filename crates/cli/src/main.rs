@@ -4,25 +4,25 @@
 //! output shapes and exit codes (0 success, 1 failure, 2 usage), plus
 //! `ozfs cp` to copy trees out of datasets and snapshots.
 //!
-//! "Imported" pools are remembered in a state directory (see [`state`]).
-//! The daemon ([`daemon`], started on demand) holds the pools imported with
-//! their mounts; commands that change a pool it holds are forwarded to it
-//! ([`client`]), every other command opens the pool's devices afresh
-//! (read-only commands read the last synced state).
+//! Each command parses its arguments, calls the operations crate
+//! (`ozfs_ops`) and renders what comes back. "Imported" pools are
+//! remembered in a state directory (`ozfs_ops::host`). The daemon
+//! ([`daemon`], started on demand) holds the pools imported with their
+//! mounts; an operation on a pool it holds is run by it
+//! (`ozfs_ops::proto::execute`) and its typed result printed here, the same
+//! way as when this process runs it.
 //!
 //! Invariant: nothing reachable from `main` panics on bad input; every
 //! failure becomes a message on stderr naming what and where, and an exit code.
 
 mod args;
-mod client;
 mod cp;
 mod daemon;
 mod mount;
 mod output;
 mod rawio;
-mod scan;
+mod render;
 mod sendrecv;
-mod state;
 mod zdb;
 mod zfs;
 mod zpool;
@@ -119,14 +119,21 @@ fn run(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(USAGE.into()));
     };
     let rest = &argv[1..];
-    // A pool the daemon holds is changed by the daemon.
-    if let Some(r) = client::forward_if_held(argv) {
-        return r;
-    }
     match cmd.as_str() {
         "daemon" => daemon::main(rest),
         "zpool" => zpool::main(rest),
-        "zfs" => zfs::main(rest),
+        "zfs" => match rest.first().map(String::as_str) {
+            Some("send") => sendrecv::send(&rest[1..]),
+            Some("receive" | "recv") => sendrecv::receive(&rest[1..]),
+            Some("rollback") => sendrecv::rollback(&rest[1..]),
+            Some("clone") => sendrecv::clone(&rest[1..]),
+            Some("rename") => sendrecv::rename(&rest[1..]),
+            Some("hold") => sendrecv::hold(&rest[1..], true),
+            Some("release") => sendrecv::hold(&rest[1..], false),
+            Some("holds") => sendrecv::holds(&rest[1..]),
+            Some("promote") => sendrecv::promote(&rest[1..]),
+            _ => zfs::main(rest),
+        },
         "zdb" => zdb::main(rest),
         "cp" => cp::main(rest),
         "rm" => cp::rm(rest),

@@ -11,10 +11,11 @@
 //! commands that write the same pool must not run until it exits.
 
 use crate::args::Args;
-use crate::state::Record;
 use crate::{CmdResult, Fail};
-use ozfs_dsl::sync::PoolWriter;
 use ozfs_fuse::{Options, State};
+use ozfs_ops::host::Record;
+use ozfs_ops::mountinfo::{ds_mount_info, DsMount};
+use ozfs_ops::PoolWriter;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -58,7 +59,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         ))
     })?;
     if !readonly {
-        crate::state::lock_pool(&rec.name).map_err(|e| fail(&e))?;
+        ozfs_ops::host::lock_pool(&rec.name).map_err(|e| fail(&e))?;
     }
     let pool = if readonly { rec.open() } else { rec.open_rw() }.map_err(|e| fail(&e))?;
     pool.cache_data
@@ -77,7 +78,7 @@ pub fn main(argv: &[String]) -> CmdResult {
     let atime = info.as_ref().is_none_or(|i| i.atime);
     // Without readable properties (a damaged pool) the safe flags.
     let opts = match &info {
-        Some(i) => i.options(readonly),
+        Some(i) => options(i, readonly),
         None => Options {
             readonly,
             atime,
@@ -96,91 +97,15 @@ pub fn main(argv: &[String]) -> CmdResult {
     res.map_err(|e| fail(&e))
 }
 
-/// A dataset's mount-relevant properties, from the writer's synced state.
-pub struct DsMount {
-    pub name: String,
-    pub ds_obj: u64,
-    pub mountpoint: String,
-    pub canmount: String,
-    pub readonly: bool,
-    pub atime: bool,
-    /// `setuid`, `devices`, `exec`: the mount's nosuid/nodev/noexec.
-    pub setuid: bool,
-    pub devices: bool,
-    pub exec: bool,
-    pub recordsize: u64,
-    pub is_snapshot: bool,
-}
-
-/// A mountpoint from a pool (the property is the pool author's) is used
-/// only if it is `none`, `legacy` or `-`, or an absolute path of plain
-/// components: no `.` or `..` (which would move the mount somewhere the
-/// dataset's name does not say), no NUL or newline (which would corrupt
-/// /proc/self/mountinfo's view of it).
-pub fn check_mountpoint(mp: &str) -> Result<(), String> {
-    if matches!(mp, "none" | "legacy" | "-" | "") {
-        return Ok(());
+/// The FUSE options of a dataset's mount (temporary options such as
+/// `-o ro` are applied by the caller on top).
+pub fn options(i: &DsMount, readonly: bool) -> Options {
+    Options {
+        readonly: readonly || i.readonly,
+        atime: i.atime,
+        setuid: i.setuid,
+        devices: i.devices,
+        exec: i.exec,
+        ..Options::new(&i.name)
     }
-    if !mp.starts_with('/') {
-        return Err("is not an absolute path".into());
-    }
-    if mp.contains(['\0', '\n']) {
-        return Err("contains a NUL or newline".into());
-    }
-    if mp.split('/').any(|c| c == "." || c == "..") {
-        return Err("has a '.' or '..' component".into());
-    }
-    if mp.len() > 4095 {
-        return Err("is too long".into());
-    }
-    Ok(())
-}
-
-impl DsMount {
-    /// The FUSE options of this dataset's mount (temporary options such as
-    /// `-o ro` are applied by the caller on top).
-    pub fn options(&self, readonly: bool) -> Options {
-        Options {
-            readonly: readonly || self.readonly,
-            atime: self.atime,
-            setuid: self.setuid,
-            devices: self.devices,
-            exec: self.exec,
-            ..Options::new(&self.name)
-        }
-    }
-}
-
-pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount, String> {
-    let dsl = w.dsl();
-    let ds = dsl
-        .lookup(name)
-        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
-    let props = dsl
-        .properties(&ds, 0)
-        .map_err(|e| format!("cannot open '{name}': {e}"))?;
-    let text = |k: &str| {
-        props
-            .iter()
-            .find(|(n, _, _)| n == k)
-            .map(|(_, v, _)| v.render(true))
-            .unwrap_or_default()
-    };
-    let recordsize = crate::cp::recordsize_of(&props);
-    let mountpoint = text("mountpoint");
-    check_mountpoint(&mountpoint)
-        .map_err(|why| format!("cannot mount '{name}': mountpoint {mountpoint:?} {why}"))?;
-    Ok(DsMount {
-        name: name.to_string(),
-        ds_obj: ds.ds_obj,
-        mountpoint,
-        canmount: text("canmount"),
-        readonly: crate::cp::is_readonly(&props),
-        atime: crate::cp::atime_on(&props),
-        setuid: crate::cp::prop_on(&props, "setuid"),
-        devices: crate::cp::prop_on(&props, "devices"),
-        exec: crate::cp::prop_on(&props, "exec"),
-        recordsize,
-        is_snapshot: ds.is_snapshot,
-    })
 }

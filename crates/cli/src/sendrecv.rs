@@ -11,11 +11,12 @@
 use crate::args::Args;
 use crate::{CmdResult, Fail};
 use ozfs_dsl::{DatasetInfo, DslPool};
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use ozfs_ops::proto::{Input, Request, Response};
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 fn nice(n: u64) -> String {
-    crate::scan::nice(n)
+    crate::render::nice(n)
 }
 
 /// The snapshot named by `-i`/`-I` (`@a`, `fs@a` or `a`) for `to` (`fs@b`).
@@ -52,7 +53,7 @@ pub fn send(argv: &[String]) -> CmdResult {
         ));
     }
     let pool_name = to_name.split(['/', '@']).next().unwrap_or("").to_string();
-    let (_, pool) = crate::zpool::open_imported(&pool_name)?;
+    let (_, pool) = ozfs_ops::host::open_imported(&pool_name)?;
     let dsl =
         DslPool::open(pool).map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
     let lookup = |n: &str| -> Result<DatasetInfo, Fail> {
@@ -198,14 +199,14 @@ impl Progress {
         let rate = bytes as f64 / secs;
         let left = match self.total {
             Some(t) if rate > 0.0 && t > bytes => {
-                crate::scan::hms(((t - bytes) as f64 / rate) as u64)
+                crate::render::hms(((t - bytes) as f64 / rate) as u64)
             }
-            Some(_) => crate::scan::hms(0),
+            Some(_) => crate::render::hms(0),
             None => "-".into(),
         };
         eprintln!(
             "{}\t{}\t{}/s\t{} left\t{}",
-            crate::scan::hms(secs as u64),
+            crate::render::hms(secs as u64),
             nice(bytes),
             nice(rate as u64),
             left,
@@ -214,9 +215,9 @@ impl Progress {
     }
 }
 
-/// `zfs receive [-vuF] filesystem[@snapshot]` (stream on standard input).
+/// `zfs receive [-vnuF] filesystem[@snapshot]` (stream on standard input).
 pub fn receive(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "vunFdes", "oxS")?;
+    let a = Args::parse(argv, "vunFdes", "ox")?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
             "usage:\n\treceive [-vnFu] <filesystem|snapshot>".into(),
@@ -228,87 +229,51 @@ pub fn receive(argv: &[String]) -> CmdResult {
         ));
     }
     let target = a.pos[0].clone();
-    let file;
-    let mut input: Box<dyn BufRead> = match a.opt('S') {
-        Some(p) => {
-            file = std::fs::File::open(p)
-                .map_err(|e| Fail::Err(format!("cannot receive: {p}: {e}")))?;
-            Box::new(BufReader::with_capacity(1 << 20, file))
-        }
-        None => {
-            let stdin = std::io::stdin();
-            if stdin.is_terminal() {
-                return Err(Fail::Err(
-                    "Error: Backup stream can not be read from a terminal.\nYou must redirect standard input.".into(),
-                ));
+    if std::io::stdin().is_terminal() {
+        return Err(Fail::Err(
+            "Error: Backup stream can not be read from a terminal.\nYou must redirect standard input.".into(),
+        ));
+    }
+    let stream = Input::Stdin;
+    let prog = std::sync::Mutex::new(Progress::new(stream.size(), &target));
+    let verbose = a.flag('v');
+    let tick = |b: u64| {
+        if verbose {
+            if let Ok(mut p) = prog.lock() {
+                p.tick(b);
             }
-            Box::new(BufReader::with_capacity(1 << 20, stdin.lock()))
         }
     };
-    if a.flag('n') {
-        let mut sink = Vec::new();
-        input
-            .read_to_end(&mut sink)
-            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
-        return Ok(());
-    }
-    let mut w = crate::zfs::writer_for(&target)?;
-    let opts = ozfs_dsl::recv::RecvOptions { force: a.flag('F') };
-    let mut first = true;
-    loop {
-        // Streams follow each other (zfs send -I); the input may end between them.
-        let more = input
-            .fill_buf()
-            .map(|b| !b.is_empty())
-            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
-        if !more {
-            if first {
-                return Err(Fail::Err(
-                    "cannot receive: failed to read from stream".into(),
-                ));
-            }
-            break;
-        }
-        first = false;
-        let t0 = Instant::now();
-        // The stream's size is known when it comes from a file.
-        let total = match a.opt('S') {
-            Some(p) => std::fs::metadata(p).ok().map(|m| m.len()),
-            None => std::fs::metadata("/proc/self/fd/0")
-                .ok()
-                .filter(|m| m.is_file())
-                .map(|m| m.len()),
-        };
-        let mut prog = Progress::new(total, &target);
-        let verbose = a.flag('v');
-        let mut tick = |b: u64| {
-            if verbose {
-                prog.tick(b);
-            }
-        };
-        let rs = ozfs_dsl::recv::receive(&mut w, &target, &mut input, &opts, &mut tick)
-            .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
-        for r in rs.iter().filter(|_| a.flag('v')) {
+    let hooks = ozfs_ops::proto::Progress {
+        scan: &|_| {},
+        bytes: &tick,
+    };
+    let r = ozfs_ops::proto::execute(
+        Request::Receive {
+            target,
+            force: a.flag('F'),
+            dry_run: a.flag('n'),
+            no_mount: a.flag('u'),
+            stream,
+        },
+        &hooks,
+    )?;
+    if let (true, Response::Received(rs)) = (verbose, r) {
+        for r in rs {
             eprintln!(
                 "receiving {} stream of {} into {}",
                 if r.incremental { "incremental" } else { "full" },
                 r.from_name,
                 r.snapshot
             );
-            let secs = t0.elapsed().as_secs_f64().max(0.001);
             eprintln!(
                 "received {} stream in {:.1} seconds ({}/sec)",
                 nice(r.bytes),
-                secs,
-                nice((r.bytes as f64 / secs) as u64)
+                r.seconds,
+                nice((r.bytes as f64 / r.seconds) as u64)
             );
         }
-        if target.contains('@') {
-            break;
-        }
     }
-    w.sync()
-        .map_err(|e| Fail::Err(format!("cannot receive: {e}")))?;
     let _ = std::io::stderr().flush();
     Ok(())
 }
@@ -319,59 +284,25 @@ pub fn rollback(argv: &[String]) -> CmdResult {
     if a.pos.len() != 1 {
         return Err(Fail::Usage("usage:\n\trollback [-rRf] <snapshot>".into()));
     }
-    let snap = &a.pos[0];
-    let Some((fs, _)) = snap.split_once('@') else {
-        return Err(Fail::Err(format!(
-            "cannot rollback '{snap}': not a snapshot"
-        )));
-    };
-    let mut w = crate::zfs::writer_for(fs)?;
-    let dsl = w.dsl();
-    let target = dsl
-        .lookup(snap)
-        .map_err(|_| Fail::Err(format!("cannot open '{snap}': dataset does not exist")))?;
-    let head = dsl
-        .lookup(fs)
-        .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
-    if head.ds.prev_snap_obj != target.ds_obj {
-        let mut later: Vec<DatasetInfo> = dsl
-            .snapshots(&head)
-            .map_err(|e| Fail::Err(e.to_string()))?
-            .into_iter()
-            .filter(|s| s.ds.creation_txg > target.ds.creation_txg)
-            .collect();
-        if !(a.flag('r') || a.flag('R')) {
-            return Err(Fail::Err(format!(
-                "cannot rollback to '{snap}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
-                later.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
-            )));
-        }
-        // -r: the later snapshots go first, newest first.
-        later.sort_by_key(|s| std::cmp::Reverse(s.ds.creation_txg));
-        for s in later {
-            w.destroy_snapshot(&s.name)
-                .and_then(|()| w.sync())
-                .map_err(|e| Fail::Err(format!("cannot destroy '{}': {e}", s.name)))?;
-        }
-    }
-    w.rollback_to_latest(fs)
-        .and_then(|_| w.sync())
-        .map_err(|e| Fail::Err(format!("cannot rollback '{fs}': {e}")))
+    exec(Request::Rollback {
+        snapshot: a.pos[0].clone(),
+        recursive: a.flag('r') || a.flag('R'),
+    })
 }
 
 /// `zfs clone [-p] snapshot filesystem`
 pub fn clone(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "p", "o")?;
+    let a = Args::parse(argv, "pu", "o")?;
     if a.pos.len() != 2 {
         return Err(Fail::Usage(
             "usage:\n\tclone [-p] <snapshot> <filesystem|volume>".into(),
         ));
     }
-    let (snap, name) = (&a.pos[0], &a.pos[1]);
-    let mut w = crate::zfs::writer_for(name)?;
-    ozfs_dsl::create::clone_filesystem(&mut w, snap, name)
-        .and_then(|_| w.sync())
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))
+    exec(Request::Clone {
+        snapshot: a.pos[0].clone(),
+        target: a.pos[1].clone(),
+        no_mount: a.flag('u'),
+    })
 }
 
 /// `zfs rename [-r] old new` (file systems and snapshots).
@@ -383,35 +314,11 @@ pub fn rename(argv: &[String]) -> CmdResult {
                 .into(),
         ));
     }
-    let (old, new) = (&a.pos[0], &a.pos[1]);
-    let mut w = crate::zfs::writer_for(old)?;
-    let pairs: Vec<(String, String)> = match (a.flag('r'), old.split_once('@')) {
-        (true, Some((fs, osnap))) => {
-            let nsnap = new.rsplit('@').next().unwrap_or(new);
-            let dsl = w.dsl();
-            let top = dsl
-                .lookup(fs)
-                .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
-            dsl.list(&top, false, None)
-                .map_err(|e| Fail::Err(e.to_string()))?
-                .into_iter()
-                .filter(|d| dsl.lookup(&format!("{}@{osnap}", d.name)).is_ok())
-                .map(|d| (format!("{}@{osnap}", d.name), format!("{}@{nsnap}", d.name)))
-                .collect()
-        }
-        (true, None) => {
-            return Err(Fail::Err(
-                "cannot rename: -r applies to snapshots only".into(),
-            ))
-        }
-        (false, _) => vec![(old.clone(), new.clone())],
-    };
-    for (o, n) in pairs {
-        w.rename_dataset(&o, &n)
-            .map_err(|e| Fail::Err(e.to_string()))?;
-    }
-    w.sync()
-        .map_err(|e| Fail::Err(format!("cannot rename '{old}': {e}")))
+    exec(Request::Rename {
+        from: a.pos[0].clone(),
+        to: a.pos[1].clone(),
+        recursive: a.flag('r'),
+    })
 }
 
 /// `zfs hold tag snapshot...` / `zfs release tag snapshot...`
@@ -423,17 +330,16 @@ pub fn hold(argv: &[String], hold: bool) -> CmdResult {
             if hold { "hold" } else { "release" }
         )));
     }
-    let tag = &a.pos[0];
-    let mut w = crate::zfs::writer_for(&a.pos[1])?;
-    for s in &a.pos[1..] {
-        let r = if hold {
-            w.hold(s, tag)
-        } else {
-            w.release(s, tag)
-        };
-        r.map_err(|e| Fail::Err(e.to_string()))?;
-    }
-    w.sync().map_err(|e| Fail::Err(e.to_string()))
+    exec(Request::Hold {
+        tag: a.pos[0].clone(),
+        snapshots: a.pos[1..].to_vec(),
+        hold,
+    })
+}
+
+fn exec(req: Request) -> CmdResult {
+    ozfs_ops::proto::execute(req, &ozfs_ops::proto::Progress::none())?;
+    Ok(())
 }
 
 /// `zfs holds [-H] snapshot...`
@@ -443,7 +349,7 @@ pub fn holds(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage("usage:\n\tholds [-H] <snapshot> ...".into()));
     }
     let pool_name = a.pos[0].split(['/', '@']).next().unwrap_or("").to_string();
-    let (_, pool) = crate::zpool::open_imported(&pool_name)?;
+    let (_, pool) = ozfs_ops::host::open_imported(&pool_name)?;
     let dsl = DslPool::open(pool).map_err(|e| Fail::Err(e.to_string()))?;
     let mut rows = Vec::new();
     for s in &a.pos {
@@ -459,7 +365,7 @@ pub fn holds(argv: &[String]) -> CmdResult {
             rows.push(vec![
                 s.clone(),
                 e.name_str(),
-                crate::scan::date(e.as_u64().unwrap_or(0)),
+                crate::render::date(e.as_u64().unwrap_or(0)),
             ]);
         }
     }
@@ -482,9 +388,7 @@ pub fn promote(argv: &[String]) -> CmdResult {
     if a.pos.len() != 1 {
         return Err(Fail::Usage("usage:\n\tpromote <clone-filesystem>".into()));
     }
-    let name = &a.pos[0];
-    let mut w = crate::zfs::writer_for(name)?;
-    w.promote(name)
-        .and_then(|()| w.sync())
-        .map_err(|e| Fail::Err(e.to_string()))
+    exec(Request::Promote {
+        clone: a.pos[0].clone(),
+    })
 }

@@ -4,7 +4,6 @@
 //! `-e -p DIR` for pools that are not imported.
 
 use crate::args::Args;
-use crate::state::Record;
 use crate::{CmdResult, Fail};
 use ozfs_dmu::{zap, Dnode, Objset};
 use ozfs_dsl::props::nicenum;
@@ -12,6 +11,7 @@ use ozfs_dsl::{DatasetInfo, DslPool};
 use ozfs_format::types::{object_type_is_zap, object_type_name, objset_type_name, ot};
 use ozfs_format::znode::ZplAttrs;
 use ozfs_format::BlkPtr;
+use ozfs_ops::host::Record;
 use ozfs_spa::import::discover;
 use ozfs_spa::{Pool, PoolOptions};
 use ozfs_zpl::Zpl;
@@ -68,7 +68,7 @@ fn open_pool(a: &Args, name: &str) -> Result<(Arc<Pool>, Option<Record>), Fail> 
         .map_err(|e| Fail::Err(format!("zdb: can't open '{name}': {e}")))?;
         return Ok((Arc::new(pool), None));
     }
-    let (rec, pool) = crate::zpool::open_imported(name).map_err(|_| {
+    let (rec, pool) = ozfs_ops::host::open_imported(name).map_err(|_| {
         Fail::Err(format!(
             "zdb: can't open '{name}': No such file or directory"
         ))

@@ -2,10 +2,11 @@
 
 use crate::args::Args;
 use crate::output::{print_table, Align};
-use crate::state::Record;
-use crate::zpool::open_imported;
 use crate::{CmdResult, Fail};
 use ozfs_dsl::{DatasetInfo, DslPool, PropSource, PropValue};
+use ozfs_ops::dataset::DestroyOpts;
+use ozfs_ops::host::{open_imported, Record};
+use ozfs_ops::proto::{Progress, Request, Response};
 
 const USAGE: &str = "usage: zfs <command>
 	create [-p] [-o property=value] ... <filesystem>
@@ -42,15 +43,6 @@ pub fn main(argv: &[String]) -> CmdResult {
         "set" => set(rest),
         "inherit" => inherit(rest),
         "snapshot" | "snap" => snapshot(rest),
-        "send" => crate::sendrecv::send(rest),
-        "receive" | "recv" => crate::sendrecv::receive(rest),
-        "rollback" => crate::sendrecv::rollback(rest),
-        "clone" => crate::sendrecv::clone(rest),
-        "rename" => crate::sendrecv::rename(rest),
-        "hold" => crate::sendrecv::hold(rest, true),
-        "release" => crate::sendrecv::hold(rest, false),
-        "holds" => crate::sendrecv::holds(rest),
-        "promote" => crate::sendrecv::promote(rest),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
         other => Err(Fail::Usage(format!(
@@ -533,26 +525,9 @@ fn add_zpl_props(
     }
 }
 
-/// Open the pool of `dataset` for writing.
-/// In the daemon, this is a lease on the writer the daemon holds.
-pub fn writer_for(dataset: &str) -> Result<ozfs_fuse::shared::Writer, Fail> {
-    let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
-    if let Some(l) = crate::daemon::lease(pool_name) {
-        return Ok(ozfs_fuse::shared::Writer::Shared(l?));
-    }
-    crate::state::lock_pool(pool_name)
-        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
-    let rec = Record::load(pool_name).map_err(|_| {
-        Fail::Err(format!(
-            "cannot open '{dataset}': no such pool '{pool_name}'"
-        ))
-    })?;
-    let pool = rec
-        .open_rw()
-        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))?;
-    ozfs_dsl::sync::PoolWriter::open(pool)
-        .map(ozfs_fuse::shared::Writer::Own)
-        .map_err(|e| Fail::Err(format!("cannot open '{dataset}': {e}")))
+/// Run a request (in the daemon when it holds the pool) and return its result.
+pub fn exec(req: Request) -> Result<Response, Fail> {
+    Ok(ozfs_ops::proto::execute(req, &Progress::none())?)
 }
 
 fn create(argv: &[String]) -> CmdResult {
@@ -573,39 +548,14 @@ fn create(argv: &[String]) -> CmdResult {
         let (k, v) = o
             .split_once('=')
             .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
-        props.push((
-            k.to_string(),
-            ozfs_dsl::props::parse_setting(k, v)
-                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?,
-        ));
+        props.push((k.to_string(), v.to_string()));
     }
-    let mut w = writer_for(name)?;
-    let mut to_create = vec![name.clone()];
-    if a.flag('p') {
-        let dsl = w.dsl();
-        let mut cur = name.clone();
-        while let Some((parent, _)) = cur.rsplit_once('/') {
-            if dsl.lookup(parent).is_ok() {
-                break;
-            }
-            to_create.push(parent.to_string());
-            cur = parent.to_string();
-        }
-        to_create.reverse();
-        if dsl.lookup(name).is_ok() {
-            return Ok(());
-        }
-    }
-    for (i, n) in to_create.iter().enumerate() {
-        let p = if i + 1 == to_create.len() {
-            props.clone()
-        } else {
-            Vec::new()
-        };
-        ozfs_dsl::create::create_filesystem(&mut w, n, &p).map_err(|e| Fail::Err(e.to_string()))?;
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot create '{n}': {e}")))?;
-    }
+    exec(Request::Create {
+        name: name.clone(),
+        parents: a.flag('p'),
+        props,
+        no_mount: a.flag('u'),
+    })?;
     Ok(())
 }
 
@@ -614,110 +564,25 @@ fn destroy(argv: &[String]) -> CmdResult {
     if a.pos.len() != 1 {
         return Err(Fail::Usage(format!("missing dataset argument\n{USAGE}")));
     }
-    let name = &a.pos[0];
-    let recursive = a.flag('r') || a.flag('R');
-    let mut w = writer_for(name)?;
-    let dsl = w.dsl();
-    let fs_name = name.split('@').next().unwrap_or(name);
-    let ds = dsl
-        .lookup(fs_name)
-        .map_err(|_| Fail::Err(format!("cannot open '{fs_name}': dataset does not exist")))?;
-    let tree: Vec<DatasetInfo> = if recursive {
-        dsl.list(&ds, false, None)
-            .map_err(|e| Fail::Err(e.to_string()))?
-    } else {
-        vec![ds.clone()]
+    let opts = DestroyOpts {
+        recursive: a.flag('r') || a.flag('R'),
+        dry_run: a.flag('n'),
+        defer: a.flag('d'),
     };
-    // Snapshots first (oldest first), then file systems (children first).
-    let mut snaps: Vec<String> = Vec::new();
-    let mut filesystems: Vec<String> = Vec::new();
-    match name.split_once('@') {
-        Some((_, spec)) => {
-            for fs in &tree {
-                let mut all = dsl.snapshots(fs).map_err(|e| Fail::Err(e.to_string()))?;
-                all.sort_by_key(|s| s.ds.creation_txg);
-                let short = |s: &DatasetInfo| s.name.rsplit('@').next().unwrap_or("").to_string();
-                let names: Vec<String> = all.iter().map(short).collect();
-                for part in spec.split(',') {
-                    match part.split_once('%') {
-                        Some((from, to)) => {
-                            let lo = if from.is_empty() {
-                                Some(0)
-                            } else {
-                                names.iter().position(|n| n == from)
-                            };
-                            let hi = if to.is_empty() {
-                                names.len().checked_sub(1)
-                            } else {
-                                names.iter().position(|n| n == to)
-                            };
-                            if let (Some(lo), Some(hi)) = (lo, hi) {
-                                for s in all.iter().take(hi + 1).skip(lo) {
-                                    snaps.push(s.name.clone());
-                                }
-                            } else if fs.name == fs_name {
-                                return Err(Fail::Err(format!(
-                                    "cannot destroy '{name}': snapshot range '{part}' does not exist"
-                                )));
-                            }
-                        }
-                        None => {
-                            if names.iter().any(|n| n == part) {
-                                snaps.push(format!("{}@{part}", fs.name));
-                            } else if !recursive {
-                                return Err(Fail::Err(format!(
-                                    "could not find any snapshots to destroy; check snapshot names.\n'{}@{part}'",
-                                    fs.name
-                                )));
-                            }
-                        }
-                    }
-                }
-            }
-            if snaps.is_empty() {
-                return Err(Fail::Err(format!(
-                    "could not find any snapshots to destroy; check snapshot names.\n'{name}'"
-                )));
-            }
-        }
-        None => {
-            for fs in &tree {
-                let mut all = dsl.snapshots(fs).map_err(|e| Fail::Err(e.to_string()))?;
-                if !recursive && !all.is_empty() {
-                    return Err(Fail::Err(format!(
-                        "cannot destroy '{name}': filesystem has children\nuse '-r' to destroy the following datasets:\n{}",
-                        all.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
-                    )));
-                }
-                all.sort_by_key(|s| s.ds.creation_txg);
-                snaps.extend(all.into_iter().map(|s| s.name));
-                filesystems.push(fs.name.clone());
-            }
-            filesystems.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
-        }
-    }
-    snaps.dedup();
+    let Response::Destroyed(plan) = exec(Request::Destroy {
+        name: a.pos[0].clone(),
+        opts,
+    })?
+    else {
+        return Ok(());
+    };
     if a.flag('n') || a.flag('v') {
-        for v in snaps.iter().chain(filesystems.iter()) {
+        for v in plan.all() {
             println!(
                 "{}destroy {v}",
-                if a.flag('n') { "would " } else { "will " }
+                if plan.dry_run { "would " } else { "will " }
             );
         }
-        if a.flag('n') {
-            return Ok(());
-        }
-    }
-    for v in &snaps {
-        w.destroy_snapshot(v)
-            .and_then(|()| w.sync())
-            .map_err(|e| Fail::Err(format!("cannot destroy '{v}': {e}")))?;
-    }
-    for v in &filesystems {
-        w.destroy_filesystem(v)
-            .map_err(|e| Fail::Err(e.to_string()))?;
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot destroy '{v}': {e}")))?;
     }
     Ok(())
 }
@@ -736,36 +601,17 @@ fn set(argv: &[String]) -> CmdResult {
             "missing property=value or dataset\n{USAGE}"
         )));
     }
-    for ds_name in datasets {
-        let mut w = writer_for(ds_name)?;
-        let ds = w
-            .dsl()
-            .lookup(ds_name)
-            .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
-        if ds.is_snapshot {
-            return Err(Fail::Err(format!(
-                "cannot set property for '{ds_name}': snapshot properties are not supported"
-            )));
-        }
-        for kv in &assigns {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| Fail::Usage(format!("bad property '{kv}'")))?;
-            if matches!(
-                k,
-                "version" | "utf8only" | "normalization" | "casesensitivity"
-            ) {
-                return Err(Fail::Err(format!(
-                    "cannot set property for '{ds_name}': '{k}' is readonly"
-                )));
-            }
-            let setting = ozfs_dsl::props::parse_setting(k, v)
-                .map_err(|e| Fail::Err(format!("cannot set property for '{ds_name}': {e}")))?;
-            ozfs_dsl::create::set_prop_dir(&mut w, ds.dir_obj, k, &setting)
-                .map_err(|e| Fail::Err(e.to_string()))?;
-        }
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot set property for '{ds_name}': {e}")))?;
+    let assigns: Vec<(String, String)> = assigns
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // One request per pool (each pool has its own writer).
+    for ds in datasets {
+        exec(Request::Set {
+            assigns: assigns.clone(),
+            datasets: vec![ds.clone()],
+        })?;
     }
     Ok(())
 }
@@ -779,24 +625,12 @@ fn inherit(argv: &[String]) -> CmdResult {
     if !known(prop) {
         return Err(Fail::Usage(format!("invalid property '{prop}'")));
     }
-    for ds_name in &a.pos[1..] {
-        let mut w = writer_for(ds_name)?;
-        let dsl = w.dsl();
-        let ds = dsl
-            .lookup(ds_name)
-            .map_err(|_| Fail::Err(format!("cannot open '{ds_name}': dataset does not exist")))?;
-        let targets = if a.flag('r') {
-            dsl.list(&ds, false, None)
-                .map_err(|e| Fail::Err(e.to_string()))?
-        } else {
-            vec![ds]
-        };
-        for t in targets {
-            ozfs_dsl::create::clear_prop_dir(&mut w, t.dir_obj, prop)
-                .map_err(|e| Fail::Err(e.to_string()))?;
-        }
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot inherit '{prop}' for '{ds_name}': {e}")))?;
+    for ds in &a.pos[1..] {
+        exec(Request::Inherit {
+            prop: prop.clone(),
+            recursive: a.flag('r'),
+            datasets: vec![ds.clone()],
+        })?;
     }
     Ok(())
 }
@@ -807,28 +641,15 @@ fn snapshot(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing snapshot argument\n{USAGE}")));
     }
     for full in &a.pos {
-        let Some((fs, snap)) = full.split_once('@') else {
+        if !full.contains('@') {
             return Err(Fail::Usage(format!(
                 "'{full}' is not a snapshot name (expected filesystem@snapname)"
             )));
-        };
-        let mut w = writer_for(fs)?;
-        let names: Vec<String> = if a.flag('r') {
-            let dsl = w.dsl();
-            let ds = dsl
-                .lookup(fs)
-                .map_err(|_| Fail::Err(format!("cannot open '{fs}': dataset does not exist")))?;
-            dsl.list(&ds, false, None)
-                .map_err(|e| Fail::Err(e.to_string()))?
-                .into_iter()
-                .map(|d| format!("{}@{snap}", d.name))
-                .collect()
-        } else {
-            vec![full.clone()]
-        };
-        for n in names {
-            w.snapshot(&n).map_err(|e| Fail::Err(e.to_string()))?;
         }
+        exec(Request::Snapshot {
+            names: vec![full.clone()],
+            recursive: a.flag('r'),
+        })?;
     }
     Ok(())
 }
@@ -838,7 +659,7 @@ fn daemon_mounts() -> Vec<(String, String)> {
     static CACHE: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     CACHE
         .get_or_init(|| {
-            let Some(Ok(r)) = crate::client::call(&serde_json::json!({"cmd": "list_mounts"}))
+            let Some(Ok(r)) = ozfs_ops::client::call(&serde_json::json!({"cmd": "list_mounts"}))
             else {
                 return Vec::new();
             };
@@ -881,9 +702,8 @@ fn mount(argv: &[String]) -> CmdResult {
         if !a.pos.is_empty() {
             return Err(Fail::Usage(format!("too many arguments\n{USAGE}")));
         }
-        return crate::client::call_starting(&serde_json::json!({"cmd": "mount_all"}))
-            .map_err(Fail::Err)?
-            .into_result();
+        ozfs_ops::client::call_starting(&serde_json::json!({"cmd": "mount_all"}))?.check()?;
+        return Ok(());
     }
     match a.pos.len() {
         0 => {
@@ -898,9 +718,8 @@ fn mount(argv: &[String]) -> CmdResult {
             if let Some(d) = a.pos.get(1) {
                 req["dir"] = serde_json::Value::String(absolute(d));
             }
-            crate::client::call_starting(&req)
-                .map_err(Fail::Err)?
-                .into_result()
+            ozfs_ops::client::call_starting(&req)?.check()?;
+            Ok(())
         }
         _ => Err(Fail::Usage(format!("too many arguments\n{USAGE}"))),
     }
@@ -924,8 +743,11 @@ fn unmount(argv: &[String]) -> CmdResult {
         };
         serde_json::json!({"cmd": "unmount", "target": t})
     };
-    match crate::client::call(&req) {
-        Some(r) => r.map_err(Fail::Err)?.into_result(),
+    match ozfs_ops::client::call(&req) {
+        Some(r) => {
+            r?.check()?;
+            Ok(())
+        }
         None if a.flag('a') => Ok(()),
         None => Err(Fail::Err(format!(
             "cannot unmount '{}': not currently mounted",

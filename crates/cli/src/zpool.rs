@@ -2,11 +2,13 @@
 
 use crate::args::Args;
 use crate::output::{print_table, Align};
-use crate::state::Record;
 use crate::{CmdResult, Fail};
 use ozfs_dsl::props::nicenum;
 use ozfs_dsl::DslPool;
 use ozfs_format::Error;
+use ozfs_ops::host::Record;
+use ozfs_ops::proto::{Request, Response};
+use ozfs_ops::scan::ScrubAction;
 use ozfs_spa::import::{discover, FoundPool};
 use ozfs_spa::{Pool, PoolOptions};
 use ozfs_vdev::{Vdev, VdevKind, VdevState};
@@ -42,15 +44,15 @@ pub fn main(argv: &[String]) -> CmdResult {
         "export" => export(rest),
         "list" => list(rest),
         "status" => status(rest),
-        "scrub" => crate::scan::scrub_cmd(rest),
+        "scrub" => scrub(rest),
         "clear" => clear(rest),
-        "replace" => crate::scan::replace_cmd(rest),
+        "replace" => replace(rest),
         "add" => add(rest),
-        "offline" => crate::scan::offline_cmd(rest, true),
-        "attach" => crate::scan::attach_cmd(rest, true),
-        "detach" => crate::scan::attach_cmd(rest, false),
-        "online" => crate::scan::offline_cmd(rest, false),
-        "remove" => crate::scan::remove_cmd(rest),
+        "offline" => offline(rest, true),
+        "attach" => attach(rest, true),
+        "detach" => attach(rest, false),
+        "online" => offline(rest, false),
+        "remove" => remove(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -66,15 +68,7 @@ fn search_dirs(a: &Args) -> Vec<PathBuf> {
     }
 }
 
-/// Open a pool that `zpool import` has recorded.
-pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>), Fail> {
-    let rec =
-        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
-    let pool = rec
-        .open()
-        .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
-    Ok((rec, pool))
-}
+use ozfs_ops::host::open_imported;
 
 fn import(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "NfFanDl", "doRc")?;
@@ -212,17 +206,18 @@ fn import(argv: &[String]) -> CmdResult {
         devices,
         readonly,
         errors: Vec::new(),
-        resilvering: crate::state::resilvering_of(guid).0,
-        offline: crate::state::resilvering_of(guid).1,
+        resilvering: ozfs_ops::host::resilvering_of(guid).0,
+        offline: ozfs_ops::host::resilvering_of(guid).1,
     };
     rec.save()
         .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
     if !readonly && !a.flag('N') {
         // The daemon takes the pool and mounts its file systems.
         let name = rec.name.clone();
-        return crate::client::call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
+        ozfs_ops::client::call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
             .map_err(|e| Fail::Err(format!("cannot mount the file systems of '{name}': {e}")))?
-            .into_result();
+            .check()?;
+        return Ok(());
     }
     Ok(())
 }
@@ -361,17 +356,16 @@ fn export(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     }
     for p in &a.pos {
-        if crate::client::daemon_holds(p) {
+        if ozfs_ops::client::daemon_holds(p) {
             // The daemon unmounts, syncs and exports it.
-            crate::client::call_starting(&serde_json::json!({"cmd": "export", "pool": p}))
-                .map_err(Fail::Err)?
-                .into_result()?;
+            ozfs_ops::client::call_starting(&serde_json::json!({"cmd": "export", "pool": p}))?
+                .check()?;
             continue;
         }
         let rec =
             Record::load(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
         if !rec.readonly {
-            crate::state::lock_pool(p)
+            ozfs_ops::host::lock_pool(p)
                 .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
             let pool = rec
                 .open_rw()
@@ -418,12 +412,11 @@ fn list(argv: &[String]) -> CmdResult {
     for name in pools_from_args(&a) {
         let (_, pool) = match open_imported(&name) {
             Ok(x) => x,
-            Err(Fail::Err(m)) => {
+            Err(m) => {
                 eprintln!("{m}");
                 failed = true;
                 continue;
             }
-            Err(e) => return Err(e),
         };
         let dsl = DslPool::open(pool.clone())
             .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
@@ -509,15 +502,14 @@ fn status(argv: &[String]) -> CmdResult {
     for name in names {
         let (_, pool) = match open_imported(&name) {
             Ok(x) => x,
-            Err(Fail::Err(m)) => {
+            Err(m) => {
                 eprintln!("{m}");
                 failed = true;
                 continue;
             }
-            Err(e) => return Err(e),
         };
         // The daemon's live view of the devices, when it holds the pool.
-        crate::client::apply_vdev_state(&name, &pool.root);
+        ozfs_ops::client::apply_vdev_state(&name, &pool.root);
         let st = pool.state();
         let mut errs = 0;
         pool.root.walk(0, &mut |v, _| {
@@ -540,11 +532,11 @@ fn status(argv: &[String]) -> CmdResult {
             println!("status: One or more devices has experienced an unrecoverable error.  An\n\tattempt was made to correct the error.  Applications are unaffected.");
             println!("action: Determine if the device needs to be replaced, and clear the errors\n\tusing 'zpool clear' or replace the device with 'zpool replace'.");
         }
-        println!("{}", crate::scan::status_lines(&name));
+        println!("{}", crate::render::status_lines(&name));
         println!("config:\n");
         print_tree(&pool.root, &name, true, &spare_lines(&pool));
         println!();
-        println!("{}", crate::scan::error_lines(&name, a.flag('v')));
+        println!("{}", crate::render::error_lines(&name, a.flag('v')));
     }
     if first && a.flag('x') && !failed {
         println!("all pools are healthy");
@@ -555,61 +547,154 @@ fn status(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-/// Zero the error counters of every vdev, or of the one whose path or
-/// guid is `dev` (and, for an interior vdev, everything below it).
-pub fn zero_counters(pool: &Pool, dev: Option<&str>) -> Result<(), String> {
-    let mut found = dev.is_none();
-    // As zpool clear: counters zeroed, faulted devices given another try.
-    let zero = |v: &Vdev| {
-        v.walk(0, &mut |c, _| {
-            c.stats.set(0, 0, 0);
-            c.stats
-                .recent_errors
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-            c.stats
-                .faulted
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-            c.stats
-                .removed
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-        })
-    };
-    match dev {
-        None => zero(&pool.root),
-        Some(d) => pool.root.walk(0, &mut |v, _| {
-            let by_path = v.path.as_deref().is_some_and(|p| {
-                p == d || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(d)
-            });
-            if by_path || v.guid.to_string() == d || v.display_name() == d {
-                found = true;
-                zero(v);
-            }
-        }),
-    }
-    if found {
-        Ok(())
-    } else {
-        Err(format!(
-            "cannot clear errors for {}: no such device in pool",
-            dev.unwrap_or("")
-        ))
-    }
-}
-
 /// `zpool clear pool [device]`: forget the error counters.
 fn clear(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "nFX", "")?;
     let Some(name) = a.pos.first() else {
         return Err(Fail::Usage(format!("missing pool name\n{USAGE}")));
     };
-    let dev = a.pos.get(1).map(String::as_str);
-    if crate::daemon::in_daemon() {
-        return crate::daemon::clear_counters(name, dev).map_err(Fail::Err);
+    run(Request::Clear {
+        pool: name.clone(),
+        device: a.pos.get(1).cloned(),
+    })
+    .map(|_| ())
+}
+
+/// Run a request (in the daemon when it holds the pool), drawing a scan's
+/// progress when this process runs it.
+fn run(req: Request) -> Result<Response, Fail> {
+    let draw = crate::render::scan_progress();
+    let hooks = ozfs_ops::proto::Progress {
+        scan: &draw,
+        bytes: &|_| {},
+    };
+    let r = ozfs_ops::proto::execute(req, &hooks);
+    crate::render::end_progress();
+    Ok(r?)
+}
+
+/// `zpool scrub [-s | -p] [-w] pool ...`
+fn scrub(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "spwe", "")?;
+    if a.pos.is_empty() {
+        return Err(Fail::Usage(
+            "missing pool name argument\nusage:\n\tscrub [-s | -p] [-w] <pool> ...".into(),
+        ));
     }
-    let (mut rec, pool) = open_imported(name)?;
-    zero_counters(&pool, dev).map_err(Fail::Err)?;
-    rec.save_counters(&pool)
-        .map_err(|e| Fail::Err(format!("cannot clear errors for {name}: {e}")))
+    let action = if a.flag('p') {
+        ScrubAction::Pause
+    } else if a.flag('s') {
+        ScrubAction::Stop
+    } else {
+        ScrubAction::Start
+    };
+    let mut failed = false;
+    for name in &a.pos {
+        match run(Request::Scrub {
+            pool: name.clone(),
+            action,
+        }) {
+            Ok(_) if a.flag('w') && action == ScrubAction::Start => crate::render::wait_scan(name),
+            Ok(_) => {}
+            Err(Fail::Err(m) | Fail::Usage(m)) => {
+                eprintln!("{m}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        Err(Fail::Err(String::new()))
+    } else {
+        Ok(())
+    }
+}
+
+/// A device argument as the pool records it.
+fn device_path(p: &str) -> Result<String, Fail> {
+    Ok(ozfs_ops::devices::canonical_device(p)?)
+}
+
+/// `zpool replace [-f] [-w] pool old [new]`
+fn replace(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "fsw", "o")?;
+    if a.pos.len() < 2 || a.pos.len() > 3 {
+        return Err(Fail::Usage(
+            "usage:\n\treplace [-f] [-w] <pool> <device> [new-device]".into(),
+        ));
+    }
+    let (pool, old) = (&a.pos[0], &a.pos[1]);
+    let new = device_path(a.pos.get(2).unwrap_or(old))?;
+    run(Request::Replace {
+        pool: pool.clone(),
+        old: old.clone(),
+        new,
+    })?;
+    if a.flag('w') {
+        crate::render::wait_scan(pool);
+    }
+    Ok(())
+}
+
+/// `zpool offline [-t] pool device ...` and `zpool online pool device ...`
+fn offline(argv: &[String], offline: bool) -> CmdResult {
+    let a = Args::parse(argv, "tfe", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(format!(
+            "missing pool or device name\nusage:\n\t{} <pool> <device> ...",
+            if offline { "offline [-t]" } else { "online" }
+        )));
+    }
+    run(Request::Offline {
+        pool: a.pos[0].clone(),
+        devices: a.pos[1..].to_vec(),
+        offline,
+    })
+    .map(|_| ())
+}
+
+/// `zpool attach [-f] [-w] pool device new-device` and `zpool detach pool device`
+fn attach(argv: &[String], attach: bool) -> CmdResult {
+    let a = Args::parse(argv, "fsw", "o")?;
+    let want = if attach { 3 } else { 2 };
+    if a.pos.len() != want {
+        return Err(Fail::Usage(if attach {
+            "usage:\n\tattach [-f] [-w] <pool> <device> <new-device>".into()
+        } else {
+            "usage:\n\tdetach <pool> <device>".into()
+        }));
+    }
+    let pool = &a.pos[0];
+    if attach {
+        run(Request::Attach {
+            pool: pool.clone(),
+            device: a.pos[1].clone(),
+            new: device_path(&a.pos[2])?,
+        })?;
+        if a.flag('w') {
+            crate::render::wait_scan(pool);
+        }
+    } else {
+        run(Request::Detach {
+            pool: pool.clone(),
+            device: a.pos[1].clone(),
+        })?;
+    }
+    Ok(())
+}
+
+/// `zpool remove pool device`: hot spares only.
+fn remove(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "npsw", "")?;
+    if a.pos.len() < 2 {
+        return Err(Fail::Usage(
+            "usage:\n\tremove [-npsw] <pool> <device> ...".into(),
+        ));
+    }
+    run(Request::Remove {
+        pool: a.pos[0].clone(),
+        devices: a.pos[1..].to_vec(),
+    })
+    .map(|_| ())
 }
 
 #[allow(dead_code)]
@@ -756,21 +841,12 @@ fn add(argv: &[String]) -> CmdResult {
         );
         return Ok(());
     }
-    if crate::daemon::in_daemon() {
-        return crate::daemon::add_vdevs(name, &tops, &spares).map_err(Fail::Err);
-    }
-    let mut rec =
-        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
-    let mut w = crate::zfs::writer_for(name)?;
-    for t in &tops {
-        ozfs_dsl::create::add_top(&mut w, t).map_err(|e| Fail::Err(format!("{what}: {e}")))?;
-    }
-    ozfs_dsl::create::add_spares(&mut w, &spares).map_err(|e| Fail::Err(format!("{what}: {e}")))?;
-    rec.devices.extend(spec_devices(&tops));
-    rec.devices
-        .extend(spares.iter().map(|p| p.display().to_string()));
-    rec.save_counters(&w.pool)
-        .map_err(|e| Fail::Err(format!("{what}: {e}")))
+    run(Request::Add {
+        pool: name.clone(),
+        tops,
+        spares,
+    })
+    .map(|_| ())
 }
 
 /// A vdev specification (`mirror A B raidz2 C D E F G spare H`...) as
@@ -902,20 +978,20 @@ fn destroy(argv: &[String]) -> CmdResult {
     };
     let rec =
         Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
-    if crate::client::daemon_holds(name) {
+    if ozfs_ops::client::daemon_holds(name) {
         // The daemon unmounts and syncs it, then lets go of it.
-        crate::client::call_starting(
+        ozfs_ops::client::call_starting(
             &serde_json::json!({"cmd": "export", "pool": name, "release": true}),
         )
-        .map_err(Fail::Err)?
-        .into_result()
-        .map_err(|e| match e {
+        .and_then(|r| r.check())
+        .map(|_| ())
+        .map_err(|e| match Fail::from(e) {
             Fail::Err(m) => Fail::Err(m.replace("cannot export", "cannot destroy")),
             other => other,
         })?;
     }
     if !rec.readonly {
-        crate::state::lock_pool(name)
+        ozfs_ops::host::lock_pool(name)
             .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
         let pool = rec
             .open_rw()
@@ -930,6 +1006,6 @@ fn destroy(argv: &[String]) -> CmdResult {
             .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
     }
     Record::remove(name).map_err(|e| Fail::Err(e.to_string()))?;
-    crate::scan::ScanState::remove(name);
+    ozfs_ops::scan::ScanState::remove(name);
     Ok(())
 }

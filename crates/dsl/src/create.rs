@@ -33,7 +33,7 @@ pub const ZPL_VERSION: u64 = 4;
 pub const TXG_INITIAL: u64 = 4;
 
 /// One top-level vdev to create.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum TopSpec {
     Disk(PathBuf),
     Mirror(Vec<PathBuf>),

@@ -27,6 +27,7 @@ pub mod rename;
 pub mod rollback;
 pub mod scrub;
 pub mod send;
+pub mod shared;
 pub mod snapshot;
 pub mod space;
 pub mod sync;

@@ -1,9 +1,25 @@
-//! Imported-pool state kept between invocations (until the daemon exists):
-//! one JSON file per pool in `$OZFS_STATE_DIR` (default `/var/lib/ozfs`),
-//! recording its guid, device paths, read-only flag and per-device error
-//! counters, the way the kernel module would keep them in memory.
+//! The host: what one machine knows about its imported pools, and who
+//! may write them.
+//!
+//! * Records: one JSON file per imported pool in `$OZFS_STATE_DIR`
+//!   (default `/var/lib/ozfs`), with its guid, device paths, read-only flag
+//!   and per-device error counters, the way the kernel module keeps them
+//!   in memory.
+//! * Locks: a pool is written by one process at a time, the holder of an
+//!   exclusive `flock` on `<state dir>/.<pool>.lock` — a command for the
+//!   length of its run, or the daemon for as long as it holds the pool.
+//! * The holder: inside the daemon, a [`Holder`] is installed; every
+//!   operation that needs a pool's writer gets a lease on the daemon's
+//!   shared writer from it instead of opening the pool ([`writer_for`]), and
+//!   device changes update the daemon's records through it.
+//!
+//! Invariants: a state file is only ever named from a valid pool name; a
+//! process opens a pool for writing only while holding its lock (or a
+//! lease from the holder that holds it).
 
-use ozfs_format::{Error, Result};
+use crate::error::{Error, Result};
+use ozfs_dsl::shared::{Lease, Writer};
+use ozfs_dsl::sync::PoolWriter;
 use ozfs_spa::{Pool, PoolOptions};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -24,7 +40,7 @@ fn pool_file(name: &str) -> Result<PathBuf> {
 }
 
 /// Only a valid pool name names a file of the state directory.
-fn check_name(name: &str) -> Result<()> {
+pub fn check_name(name: &str) -> Result<()> {
     ozfs_format::names::check_pool_name(name)
         .map_err(|why| Error::Invalid(format!("invalid pool name {name:?}: {why}")))
 }
@@ -304,7 +320,7 @@ pub fn lock_pool_file(name: &str) -> Result<std::fs::File> {
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
         // (Never ask from inside the daemon: it would wait for itself.)
-        if !crate::daemon::in_daemon() && crate::client::daemon_holds(name) {
+        if !in_daemon() && crate::client::daemon_holds(name) {
             return Err(Error::Invalid(format!(
                 "pool '{name}' is busy: held by the ozfs daemon; use its mounts ('ozfs zfs mount')"
             )));
@@ -314,4 +330,75 @@ pub fn lock_pool_file(name: &str) -> Result<std::fs::File> {
         )));
     }
     Ok(f)
+}
+
+/// The process that holds pools for others (the daemon): it lends its
+/// writers and keeps the records of what it holds.
+pub trait Holder: Send + Sync {
+    /// A lease on the writer of `pool`; `None` when this holder does not hold it.
+    fn lease(&self, pool: &str) -> Option<Result<Lease>>;
+    /// Change the record of a held pool (its device list) and save it with
+    /// the pool's current counters and leaf states.
+    fn update_record(&self, pool: &str, change: &mut dyn FnMut(&mut Record)) -> Result<()>;
+    /// Start a scan of a held pool in the background.
+    fn start_scan(&self, pool: &str, mode: ozfs_dsl::scrub::ScanMode) -> Result<()>;
+    /// Zero the error counters of a held pool (all devices, or one).
+    fn clear(&self, pool: &str, dev: Option<&str>) -> Result<()>;
+}
+
+static HOLDER: std::sync::OnceLock<Arc<dyn Holder>> = std::sync::OnceLock::new();
+
+/// Install this process's holder (the daemon does, once, at start).
+pub fn set_holder(h: Arc<dyn Holder>) {
+    let _ = HOLDER.set(h);
+}
+
+/// This process's holder, if it is the daemon.
+pub fn holder() -> Option<&'static Arc<dyn Holder>> {
+    HOLDER.get()
+}
+
+/// Is this process the daemon?
+pub fn in_daemon() -> bool {
+    HOLDER.get().is_some()
+}
+
+/// Open a pool that `zpool import` has recorded (read-only, at its last
+/// synced state).
+pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>)> {
+    let rec = Record::load(name)
+        .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
+    let pool = rec
+        .open()
+        .map_err(|e| e.context(&format!("cannot open '{name}'")))?;
+    Ok((rec, pool))
+}
+
+/// The writer of the pool of `dataset` (a pool, dataset or snapshot name):
+/// inside the daemon a lease on the writer it holds; elsewhere the pool
+/// opened for writing under its lock (held until this process exits).
+pub fn writer_for(dataset: &str) -> Result<Writer> {
+    let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
+    if let Some(h) = holder() {
+        return match h.lease(pool_name) {
+            Some(l) => l
+                .map(Writer::Shared)
+                .map_err(|e| e.context(&format!("cannot open '{pool_name}'"))),
+            None => Err(Error::Invalid(format!(
+                "cannot open '{pool_name}': the ozfs daemon does not hold this pool"
+            ))),
+        };
+    }
+    lock_pool(pool_name).map_err(|e| e.context(&format!("cannot open '{dataset}'")))?;
+    let rec = Record::load(pool_name).map_err(|_| {
+        Error::NotFound(format!(
+            "cannot open '{dataset}': no such pool '{pool_name}'"
+        ))
+    })?;
+    let pool = rec
+        .open_rw()
+        .map_err(|e| e.context(&format!("cannot open '{dataset}'")))?;
+    PoolWriter::open(pool)
+        .map(Writer::Own)
+        .map_err(|e| e.context(&format!("cannot open '{dataset}'")))
 }

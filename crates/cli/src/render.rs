@@ -1,0 +1,183 @@
+//! Rendering shared by the commands: sizes, dates and durations as zpool
+//! prints them, the `scan:` and `errors:` lines of `zpool status`, and the
+//! progress line of a running scan.
+
+use ozfs_ops::scan::ScanState;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Human bytes as zpool prints them (1.50M, 0B).
+pub fn nice(n: u64) -> String {
+    if n < 1024 {
+        format!("{n}B")
+    } else {
+        ozfs_ops::query::nicenum(n)
+    }
+}
+
+pub fn date(t: u64) -> String {
+    let t = t as libc::time_t;
+    // SAFETY: localtime_r/strftime on a local buffer.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 64];
+        let fmt = c"%a %b %e %H:%M:%S %Y";
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// Seconds as HH:MM:SS.
+pub fn hms(secs: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// The `scan:` lines of `zpool status`.
+pub fn status_lines(pool: &str) -> String {
+    let Some(s) = ScanState::load(pool) else {
+        return "  scan: none requested".into();
+    };
+    match s.state.as_str() {
+        "scanning" => {
+            let el = now().saturating_sub(s.start).max(1);
+            let rate = s.issued / el;
+            let left = match s.to_examine.saturating_sub(s.issued).checked_div(rate) {
+                Some(t) => hms(t),
+                None => "no estimated completion time".into(),
+            };
+            let pct = if s.to_examine > 0 {
+                100.0 * s.issued as f64 / s.to_examine as f64
+            } else {
+                0.0
+            };
+            format!(
+                "  scan: {} in progress since {}\n\t{} scanned at {}/s, {} issued at {}/s, {} total\n\t{} {}, {:.2}% done, {} to go",
+                s.func,
+                date(s.start),
+                nice(s.examined),
+                nice(s.examined / el),
+                nice(s.issued),
+                nice(rate),
+                nice(s.to_examine),
+                nice(s.repaired),
+                if s.func == "resilver" {
+                    "resilvered"
+                } else {
+                    "repaired"
+                },
+                pct.min(100.0),
+                left
+            )
+        }
+        "canceled" => format!("  scan: {} canceled on {}", s.func, date(s.end)),
+        "paused" => format!(
+            "  scan: scrub paused since {}\n\tscrub started on {}\n\t{} scanned, {} issued, {} total",
+            date(s.end),
+            date(s.start),
+            nice(s.examined),
+            nice(s.issued),
+            nice(s.to_examine)
+        ),
+        _ => format!(
+            "  scan: {} {} in {} with {} errors on {}",
+            if s.func == "resilver" {
+                "resilvered"
+            } else {
+                "scrub repaired"
+            },
+            nice(s.repaired),
+            hms(s.end.saturating_sub(s.start)),
+            s.errors,
+            date(s.end)
+        ),
+    }
+}
+
+/// The `errors:` lines of `zpool status` (`-v` lists the files).
+pub fn error_lines(pool: &str, verbose: bool) -> String {
+    let files = ScanState::load(pool).map(|s| s.files).unwrap_or_default();
+    if files.is_empty() {
+        return "errors: No known data errors".into();
+    }
+    if !verbose {
+        return format!("errors: {} data errors, use '-v' for a list", files.len());
+    }
+    let mut out =
+        String::from("errors: Permanent errors have been detected in the following files:\n");
+    for f in files {
+        out.push_str(&format!("\n        {f}"));
+    }
+    out
+}
+
+/// A progress line on stderr (when it is a terminal): percent, bytes, rate
+/// and time left. Returns whether it drew.
+pub fn draw_progress(s: &ScanState) -> bool {
+    // SAFETY: isatty on a file descriptor number has no preconditions.
+    if unsafe { libc::isatty(2) } != 1 {
+        return false;
+    }
+    let el = now().saturating_sub(s.start).max(1);
+    let rate = s.issued / el;
+    let pct = if s.to_examine > 0 {
+        (100.0 * s.issued as f64 / s.to_examine as f64).min(100.0)
+    } else {
+        0.0
+    };
+    let left = s
+        .to_examine
+        .saturating_sub(s.issued)
+        .checked_div(rate)
+        .map(hms)
+        .unwrap_or_else(|| "--:--:--".into());
+    let width = 30usize;
+    let fill = ((pct / 100.0) * width as f64) as usize;
+    eprint!(
+        "\r{} [{}{}] {:5.1}% {}/{} at {}/s, {} to go   ",
+        s.func,
+        "#".repeat(fill),
+        "-".repeat(width - fill),
+        pct,
+        nice(s.issued),
+        nice(s.to_examine),
+        nice(rate),
+        left
+    );
+    true
+}
+
+/// Progress of a scan, drawn (the line is ended by [`end_progress`]).
+pub fn scan_progress() -> impl Fn(&ScanState) + Sync {
+    |s: &ScanState| {
+        if draw_progress(s) {
+            DREW.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+static DREW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// End a progress line, if one was drawn.
+pub fn end_progress() {
+    if DREW.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!();
+    }
+}
+
+/// Wait for the scan of `pool` (run by the daemon) to end, drawing its progress.
+pub fn wait_scan(pool: &str) {
+    ozfs_ops::scan::wait_done(pool, &scan_progress());
+    end_progress();
+}

@@ -1,0 +1,427 @@
+//! Dataset operations: create, destroy, set, inherit, snapshot, rollback,
+//! clone, rename, promote, hold/release, receive.
+//!
+//! Each takes typed options, runs under the pool's writer
+//! ([`writer_for`]: the process's own, or a lease from the daemon), syncs
+//! before it returns, and returns what it did (the datasets created, the
+//! destroy plan, the streams received) for the front end to render.
+//!
+//! Invariants: nothing is changed before every name in the request has
+//! been checked (a refused request leaves the pool as it was); a request
+//! that changes several datasets syncs after each, in an order that never
+//! leaves a dangling reference (snapshots before their file system,
+//! children before parents).
+
+use crate::error::{invalid, Error, Result};
+use crate::host::writer_for;
+use ozfs_dsl::DatasetInfo;
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::time::Instant;
+
+fn no_such(name: &str) -> Error {
+    Error::NotFound(format!("cannot open '{name}': dataset does not exist"))
+}
+
+/// `zfs create [-p] [-o prop=value]... FS`. Returns the file systems
+/// created, parents first (none when `-p` found FS already there).
+pub fn create(name: &str, parents: bool, props: &[(String, String)]) -> Result<Vec<String>> {
+    let mut settings = Vec::new();
+    for (k, v) in props {
+        settings.push((
+            k.clone(),
+            ozfs_dsl::props::parse_setting(k, v)
+                .map_err(|e| e.context(&format!("cannot create '{name}'")))?,
+        ));
+    }
+    let mut w = writer_for(name)?;
+    let mut to_create = vec![name.to_string()];
+    if parents {
+        let dsl = w.dsl();
+        if dsl.lookup(name).is_ok() {
+            return Ok(Vec::new());
+        }
+        let mut cur = name.to_string();
+        while let Some((parent, _)) = cur.rsplit_once('/') {
+            if dsl.lookup(parent).is_ok() {
+                break;
+            }
+            to_create.push(parent.to_string());
+            cur = parent.to_string();
+        }
+        to_create.reverse();
+    }
+    for (i, n) in to_create.iter().enumerate() {
+        let p = if i + 1 == to_create.len() {
+            settings.clone()
+        } else {
+            Vec::new()
+        };
+        ozfs_dsl::create::create_filesystem(&mut w, n, &p)?;
+        w.sync()
+            .map_err(|e| e.context(&format!("cannot create '{n}'")))?;
+    }
+    Ok(to_create)
+}
+
+/// What `zfs destroy` is asked to do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DestroyOpts {
+    /// `-r` / `-R`: descendants too.
+    pub recursive: bool,
+    /// `-n`: plan only.
+    pub dry_run: bool,
+    /// `-d`: defer (a snapshot with holds is destroyed when released; ozfs
+    /// destroys what has no holds now).
+    pub defer: bool,
+}
+
+/// What a destroy removed (or, dry, would remove), in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestroyPlan {
+    /// Snapshots, oldest first.
+    pub snapshots: Vec<String>,
+    /// File systems, children first.
+    pub filesystems: Vec<String>,
+    /// Nothing was destroyed (`-n`).
+    pub dry_run: bool,
+}
+
+impl DestroyPlan {
+    /// Every dataset of the plan in the order it is destroyed.
+    pub fn all(&self) -> impl Iterator<Item = &String> {
+        self.snapshots.iter().chain(self.filesystems.iter())
+    }
+}
+
+/// `zfs destroy [-rRnd] FS|SNAP[%SNAP][,SNAP]...`
+pub fn destroy(name: &str, o: &DestroyOpts) -> Result<DestroyPlan> {
+    let recursive = o.recursive;
+    let mut w = writer_for(name)?;
+    let dsl = w.dsl();
+    let fs_name = name.split('@').next().unwrap_or(name);
+    let ds = dsl.lookup(fs_name).map_err(|_| no_such(fs_name))?;
+    let tree: Vec<DatasetInfo> = if recursive {
+        dsl.list(&ds, false, None)?
+    } else {
+        vec![ds.clone()]
+    };
+    // Snapshots first (oldest first), then file systems (children first).
+    let mut snaps: Vec<String> = Vec::new();
+    let mut filesystems: Vec<String> = Vec::new();
+    match name.split_once('@') {
+        Some((_, spec)) => {
+            for fs in &tree {
+                let mut all = dsl.snapshots(fs)?;
+                all.sort_by_key(|s| s.ds.creation_txg);
+                let short = |s: &DatasetInfo| s.name.rsplit('@').next().unwrap_or("").to_string();
+                let names: Vec<String> = all.iter().map(short).collect();
+                for part in spec.split(',') {
+                    match part.split_once('%') {
+                        Some((from, to)) => {
+                            let lo = if from.is_empty() {
+                                Some(0)
+                            } else {
+                                names.iter().position(|n| n == from)
+                            };
+                            let hi = if to.is_empty() {
+                                names.len().checked_sub(1)
+                            } else {
+                                names.iter().position(|n| n == to)
+                            };
+                            if let (Some(lo), Some(hi)) = (lo, hi) {
+                                for s in all.iter().take(hi + 1).skip(lo) {
+                                    snaps.push(s.name.clone());
+                                }
+                            } else if fs.name == fs_name {
+                                return Err(Error::NotFound(format!(
+                                    "cannot destroy '{name}': snapshot range '{part}' does not exist"
+                                )));
+                            }
+                        }
+                        None => {
+                            if names.iter().any(|n| n == part) {
+                                snaps.push(format!("{}@{part}", fs.name));
+                            } else if !recursive {
+                                return Err(Error::NotFound(format!(
+                                    "could not find any snapshots to destroy; check snapshot names.\n'{}@{part}'",
+                                    fs.name
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+            if snaps.is_empty() {
+                return Err(Error::NotFound(format!(
+                    "could not find any snapshots to destroy; check snapshot names.\n'{name}'"
+                )));
+            }
+        }
+        None => {
+            for fs in &tree {
+                let mut all = dsl.snapshots(fs)?;
+                if !recursive && !all.is_empty() {
+                    return Err(invalid(format!(
+                        "cannot destroy '{name}': filesystem has children\nuse '-r' to destroy the following datasets:\n{}",
+                        all.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
+                    )));
+                }
+                all.sort_by_key(|s| s.ds.creation_txg);
+                snaps.extend(all.into_iter().map(|s| s.name));
+                filesystems.push(fs.name.clone());
+            }
+            filesystems.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
+        }
+    }
+    snaps.dedup();
+    let plan = DestroyPlan {
+        snapshots: snaps,
+        filesystems,
+        dry_run: o.dry_run,
+    };
+    if o.dry_run {
+        return Ok(plan);
+    }
+    for v in &plan.snapshots {
+        w.destroy_snapshot(v)
+            .and_then(|()| w.sync())
+            .map_err(|e| e.context(&format!("cannot destroy '{v}'")))?;
+    }
+    for v in &plan.filesystems {
+        w.destroy_filesystem(v)?;
+        w.sync()
+            .map_err(|e| e.context(&format!("cannot destroy '{v}'")))?;
+    }
+    Ok(plan)
+}
+
+/// Properties fixed at creation.
+const READONLY_AFTER_CREATE: &[&str] = &["version", "utf8only", "normalization", "casesensitivity"];
+
+/// `zfs set prop=value... DATASET...`
+pub fn set(assigns: &[(String, String)], datasets: &[String]) -> Result<()> {
+    for ds_name in datasets {
+        let mut w = writer_for(ds_name)?;
+        let ds = w.dsl().lookup(ds_name).map_err(|_| no_such(ds_name))?;
+        if ds.is_snapshot {
+            return Err(Error::Unsupported {
+                what: format!("cannot set property for '{ds_name}'"),
+                detail: "snapshot properties are not supported".into(),
+            });
+        }
+        let fail = |e: Error| e.context(&format!("cannot set property for '{ds_name}'"));
+        for (k, v) in assigns {
+            if READONLY_AFTER_CREATE.contains(&k.as_str()) {
+                return Err(invalid(format!(
+                    "cannot set property for '{ds_name}': '{k}' is readonly"
+                )));
+            }
+            let setting = ozfs_dsl::props::parse_setting(k, v).map_err(fail)?;
+            ozfs_dsl::create::set_prop_dir(&mut w, ds.dir_obj, k, &setting)?;
+        }
+        w.sync().map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// `zfs inherit [-r] PROP DATASET...`
+pub fn inherit(prop: &str, recursive: bool, datasets: &[String]) -> Result<()> {
+    for ds_name in datasets {
+        let mut w = writer_for(ds_name)?;
+        let dsl = w.dsl();
+        let ds = dsl.lookup(ds_name).map_err(|_| no_such(ds_name))?;
+        let targets = if recursive {
+            dsl.list(&ds, false, None)?
+        } else {
+            vec![ds]
+        };
+        for t in targets {
+            ozfs_dsl::create::clear_prop_dir(&mut w, t.dir_obj, prop)?;
+        }
+        w.sync()
+            .map_err(|e| e.context(&format!("cannot inherit '{prop}' for '{ds_name}'")))?;
+    }
+    Ok(())
+}
+
+/// `zfs snapshot [-r] FS@SNAP...`. Returns the snapshots made.
+pub fn snapshot(names: &[String], recursive: bool) -> Result<Vec<String>> {
+    let mut made = Vec::new();
+    for full in names {
+        let Some((fs, snap)) = full.split_once('@') else {
+            return Err(invalid(format!(
+                "'{full}' is not a snapshot name (expected filesystem@snapname)"
+            )));
+        };
+        let mut w = writer_for(fs)?;
+        let list: Vec<String> = if recursive {
+            let dsl = w.dsl();
+            let ds = dsl.lookup(fs).map_err(|_| no_such(fs))?;
+            dsl.list(&ds, false, None)?
+                .into_iter()
+                .map(|d| format!("{}@{snap}", d.name))
+                .collect()
+        } else {
+            vec![full.clone()]
+        };
+        for n in list {
+            w.snapshot(&n)?;
+            made.push(n);
+        }
+    }
+    Ok(made)
+}
+
+/// `zfs rollback [-r] SNAP`: to the most recent snapshot (`recursive`:
+/// later snapshots are destroyed first, newest first).
+pub fn rollback(snap: &str, recursive: bool) -> Result<()> {
+    let Some((fs, _)) = snap.split_once('@') else {
+        return Err(invalid(format!("cannot rollback '{snap}': not a snapshot")));
+    };
+    let mut w = writer_for(fs)?;
+    let dsl = w.dsl();
+    let target = dsl.lookup(snap).map_err(|_| no_such(snap))?;
+    let head = dsl.lookup(fs).map_err(|_| no_such(fs))?;
+    if head.ds.prev_snap_obj != target.ds_obj {
+        let mut later: Vec<DatasetInfo> = dsl
+            .snapshots(&head)?
+            .into_iter()
+            .filter(|s| s.ds.creation_txg > target.ds.creation_txg)
+            .collect();
+        if !recursive {
+            return Err(invalid(format!(
+                "cannot rollback to '{snap}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
+                later.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join("\n")
+            )));
+        }
+        later.sort_by_key(|s| std::cmp::Reverse(s.ds.creation_txg));
+        for s in later {
+            w.destroy_snapshot(&s.name)
+                .and_then(|()| w.sync())
+                .map_err(|e| e.context(&format!("cannot destroy '{}'", s.name)))?;
+        }
+    }
+    w.rollback_to_latest(fs)
+        .and_then(|_| w.sync())
+        .map_err(|e| e.context(&format!("cannot rollback '{fs}'")))
+}
+
+/// `zfs clone SNAP FS`
+pub fn clone(snap: &str, name: &str) -> Result<()> {
+    let mut w = writer_for(name)?;
+    ozfs_dsl::create::clone_filesystem(&mut w, snap, name)
+        .and_then(|_| w.sync())
+        .map_err(|e| e.context(&format!("cannot create '{name}'")))
+}
+
+/// `zfs rename [-r] OLD NEW` (file systems, and snapshots; `-r` renames a
+/// snapshot in every descendant that has it).
+pub fn rename(old: &str, new: &str, recursive: bool) -> Result<()> {
+    let mut w = writer_for(old)?;
+    let pairs: Vec<(String, String)> = match (recursive, old.split_once('@')) {
+        (true, Some((fs, osnap))) => {
+            let nsnap = new.rsplit('@').next().unwrap_or(new);
+            let dsl = w.dsl();
+            let top = dsl.lookup(fs).map_err(|_| no_such(fs))?;
+            dsl.list(&top, false, None)?
+                .into_iter()
+                .filter(|d| dsl.lookup(&format!("{}@{osnap}", d.name)).is_ok())
+                .map(|d| (format!("{}@{osnap}", d.name), format!("{}@{nsnap}", d.name)))
+                .collect()
+        }
+        (true, None) => {
+            return Err(invalid("cannot rename: -r applies to snapshots only"));
+        }
+        (false, _) => vec![(old.to_string(), new.to_string())],
+    };
+    for (o, n) in pairs {
+        w.rename_dataset(&o, &n)?;
+    }
+    w.sync()
+        .map_err(|e| e.context(&format!("cannot rename '{old}'")))
+}
+
+/// `zfs hold TAG SNAP...` (`hold`) or `zfs release TAG SNAP...`.
+pub fn hold(tag: &str, snaps: &[String], hold: bool) -> Result<()> {
+    let Some(first) = snaps.first() else {
+        return Ok(());
+    };
+    let mut w = writer_for(first)?;
+    for s in snaps {
+        if hold {
+            w.hold(s, tag)?;
+        } else {
+            w.release(s, tag)?;
+        }
+    }
+    w.sync()
+}
+
+/// `zfs promote CLONE`
+pub fn promote(name: &str) -> Result<()> {
+    let mut w = writer_for(name)?;
+    w.promote(name).and_then(|()| w.sync())
+}
+
+/// One stream a receive applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Received {
+    pub incremental: bool,
+    /// The snapshot the stream was made from (or its source's name).
+    pub from_name: String,
+    /// The snapshot it created.
+    pub snapshot: String,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// `zfs receive [-F] [-n] TARGET`: apply every stream of `input` (zfs
+/// send -I gives several in a row), then sync. `tick` is called with the
+/// bytes read so far, for progress.
+pub fn receive(
+    target: &str,
+    force: bool,
+    dry_run: bool,
+    input: &mut dyn BufRead,
+    tick: &mut dyn FnMut(u64),
+) -> Result<Vec<Received>> {
+    let fail = |e: Error| e.context("cannot receive");
+    if dry_run {
+        std::io::copy(input, &mut std::io::sink()).map_err(|e| Error::io("cannot receive", e))?;
+        return Ok(Vec::new());
+    }
+    let mut w = writer_for(target)?;
+    let opts = ozfs_dsl::recv::RecvOptions { force };
+    let mut out = Vec::new();
+    let mut first = true;
+    loop {
+        // Streams follow each other (zfs send -I); the input may end between them.
+        let more = input
+            .fill_buf()
+            .map(|b| !b.is_empty())
+            .map_err(|e| Error::io("cannot receive", e))?;
+        if !more {
+            if first {
+                return Err(invalid("cannot receive: failed to read from stream"));
+            }
+            break;
+        }
+        first = false;
+        let t0 = Instant::now();
+        let rs = ozfs_dsl::recv::receive(&mut w, target, input, &opts, tick).map_err(fail)?;
+        let secs = t0.elapsed().as_secs_f64().max(0.001);
+        out.extend(rs.into_iter().map(|r| Received {
+            incremental: r.incremental,
+            from_name: r.from_name,
+            snapshot: r.snapshot,
+            bytes: r.bytes,
+            seconds: secs,
+        }));
+        if target.contains('@') {
+            break;
+        }
+    }
+    w.sync().map_err(fail)?;
+    Ok(out)
+}

@@ -1,0 +1,424 @@
+//! Devices of a pool: replace, attach, detach, online, offline, add,
+//! remove, clear — each a typed call that changes the pool (under its
+//! writer), keeps the host's record of its devices true, and starts the
+//! resilver a new or returning device needs.
+//!
+//! Where the writer is decides where the resilver runs: inside the daemon
+//! (a [`Holder`](crate::host::Holder) holds the pool) it runs in the
+//! daemon's background and the call returns at once; elsewhere this
+//! process is the pool's writer and resilvers in the foreground,
+//! reporting progress, before it returns.
+//!
+//! Invariants: the labels are synced with the new configuration before the
+//! record names the new device; a record is updated only after the
+//! writer's lease is given back (the holder's table is never waited for
+//! while holding a writer).
+
+use crate::error::{invalid, Error, Result};
+use crate::host::{holder, writer_for, Record};
+use crate::scan::{run_scrub, ProgressFn, ScanState};
+use ozfs_dsl::scrub::ScanMode;
+use ozfs_dsl::sync::PoolWriter;
+
+/// Run `change` on the pool's writer, then update the record with `record`
+/// and, when `resilver`, resilver (in the daemon's background, or here).
+fn with_writer<T>(
+    pool: &str,
+    change: impl FnOnce(&mut PoolWriter) -> Result<T>,
+    mut record: impl FnMut(&T, &mut Record),
+    resilver: bool,
+    progress: &ProgressFn<'_>,
+) -> Result<T> {
+    if ScanState::load(pool).is_some_and(|s| s.state == "scanning") && resilver {
+        crate::scan::cancel_and_wait(pool);
+    }
+    if let Some(h) = holder() {
+        let t = {
+            let mut w = writer_for(pool)?;
+            change(&mut w)?
+        };
+        h.update_record(pool, &mut |r| record(&t, r))?;
+        if resilver {
+            h.start_scan(pool, ScanMode::Resilver)?;
+        }
+        return Ok(t);
+    }
+    let mut rec = Record::load(pool)
+        .map_err(|_| Error::NotFound(format!("cannot open '{pool}': no such pool")))?;
+    let w = writer_for(pool)?;
+    let cell = std::cell::RefCell::new(w);
+    let t = change(&mut cell.borrow_mut())?;
+    record(&t, &mut rec);
+    rec.save_counters(&cell.borrow().pool)
+        .map_err(|e| e.context("cannot record the change"))?;
+    if resilver {
+        run_scrub(
+            pool,
+            ScanMode::Resilver,
+            &|f| {
+                let mut g = cell.borrow_mut();
+                f(&mut g);
+                Ok(())
+            },
+            progress,
+        )?;
+        cell.borrow_mut()
+            .sync()
+            .map_err(|e| e.context(&format!("cannot sync '{pool}'")))?;
+        rec.save_counters(&cell.borrow().pool)
+            .map_err(|e| e.context("cannot save counters"))?;
+    }
+    Ok(t)
+}
+
+/// A device path as the record keeps it: absolute, symlinks resolved.
+pub fn canonical_device(path: &str) -> Result<String> {
+    std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| Error::io(format!("cannot open '{path}'"), e))
+}
+
+/// `zpool replace POOL OLD [NEW]`: NEW (absolute) takes OLD's place and
+/// resilvers; a hot spare named as NEW is put beside OLD instead.
+pub fn replace(pool: &str, old: &str, new: &str, progress: &ProgressFn<'_>) -> Result<()> {
+    let new_s = new.to_string();
+    with_writer(
+        pool,
+        |w| replace_in(w, old, new),
+        |old_path, r| {
+            if let Some(p) = old_path {
+                r.devices.retain(|x| x != p);
+            }
+            if !r.devices.contains(&new_s) {
+                r.devices.push(new_s.clone());
+            }
+        },
+        true,
+        progress,
+    )
+    .map(|_| ())
+}
+
+/// `zpool offline` / `zpool online` of each of `devs`; a device coming
+/// back resilvers what it missed.
+pub fn set_offline(
+    pool: &str,
+    devs: &[String],
+    offline: bool,
+    progress: &ProgressFn<'_>,
+) -> Result<()> {
+    with_writer(
+        pool,
+        |w| devs.iter().try_for_each(|d| set_offline_in(w, d, offline)),
+        |_, _| {},
+        !offline,
+        progress,
+    )
+}
+
+/// `zpool attach POOL DEV NEW`: NEW (absolute) becomes a mirror side of DEV
+/// and resilvers.
+pub fn attach(pool: &str, dev: &str, new: &str, progress: &ProgressFn<'_>) -> Result<()> {
+    let new_s = new.to_string();
+    with_writer(
+        pool,
+        |w| attach_in(w, dev, new),
+        |_, r| {
+            if !r.devices.contains(&new_s) {
+                r.devices.push(new_s.clone());
+            }
+        },
+        true,
+        progress,
+    )
+}
+
+/// `zpool detach POOL DEV`.
+pub fn detach(pool: &str, dev: &str) -> Result<()> {
+    with_writer(
+        pool,
+        |w| detach_in(w, dev),
+        |path, r| {
+            if let Some(p) = path {
+                r.devices.retain(|x| x != p);
+            }
+        },
+        false,
+        &|_| {},
+    )
+    .map(|_| ())
+}
+
+/// `zpool remove POOL DEV...`: available hot spares leave the pool.
+pub fn remove(pool: &str, devs: &[String]) -> Result<()> {
+    with_writer(
+        pool,
+        |w| {
+            devs.iter()
+                .map(|d| remove_spare_in(w, d))
+                .collect::<Result<Vec<String>>>()
+        },
+        |paths, r| r.devices.retain(|x| !paths.contains(x)),
+        false,
+        &|_| {},
+    )
+    .map(|_| ())
+}
+
+/// `zpool add POOL VDEV...`: new top-level vdevs and hot spares.
+pub fn add(
+    pool: &str,
+    tops: &[ozfs_dsl::create::TopSpec],
+    spares: &[std::path::PathBuf],
+) -> Result<()> {
+    let fail = |e: Error| e.context(&format!("cannot add to '{pool}'"));
+    with_writer(
+        pool,
+        |w| {
+            for t in tops {
+                ozfs_dsl::create::add_top(w, t).map_err(fail)?;
+            }
+            ozfs_dsl::create::add_spares(w, spares).map_err(fail)
+        },
+        |_, r| r.devices.extend(spec_devices(tops, spares)),
+        false,
+        &|_| {},
+    )
+}
+
+/// Zero the error counters of every vdev, or of the one whose path or
+/// guid is `dev` (and, for an interior vdev, everything below it).
+pub fn zero_counters(pool: &ozfs_spa::Pool, dev: Option<&str>) -> Result<()> {
+    let mut found = dev.is_none();
+    // As zpool clear: counters zeroed, faulted devices given another try.
+    let zero = |v: &ozfs_vdev::Vdev| {
+        v.walk(0, &mut |c, _| {
+            c.stats.set(0, 0, 0);
+            c.stats
+                .recent_errors
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            c.stats
+                .faulted
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            c.stats
+                .removed
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        })
+    };
+    match dev {
+        None => zero(&pool.root),
+        Some(d) => pool.root.walk(0, &mut |v, _| {
+            let by_path = v.path.as_deref().is_some_and(|p| {
+                p == d || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(d)
+            });
+            if by_path || v.guid.to_string() == d || v.display_name() == d {
+                found = true;
+                zero(v);
+            }
+        }),
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(Error::NotFound(format!(
+            "cannot clear errors for {}: no such device in pool",
+            dev.unwrap_or("")
+        )))
+    }
+}
+
+/// `zpool clear POOL [DEV]`: forget the error counters (and give
+/// faulted devices another try).
+pub fn clear(pool: &str, dev: Option<&str>) -> Result<()> {
+    if let Some(h) = holder() {
+        return h.clear(pool, dev);
+    }
+    let (mut rec, p) = crate::host::open_imported(pool)?;
+    zero_counters(&p, dev)?;
+    rec.save_counters(&p)
+        .map_err(|e| e.context(&format!("cannot clear errors for {pool}")))
+}
+
+pub use ozfs_dsl::create::TopSpec;
+
+/// Every device path of a layout (top-level vdevs, then spares).
+pub fn spec_devices(
+    tops: &[ozfs_dsl::create::TopSpec],
+    spares: &[std::path::PathBuf],
+) -> Vec<String> {
+    use ozfs_dsl::create::TopSpec;
+    let mut out = Vec::new();
+    for t in tops {
+        match t {
+            TopSpec::Disk(x) => out.push(x.display().to_string()),
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => {
+                out.extend(v.iter().map(|x| x.display().to_string()))
+            }
+        }
+    }
+    out.extend(spares.iter().map(|x| x.display().to_string()));
+    out
+}
+
+/// Put device `new` in the place of leaf `old` of the pool `w` writes (the
+/// new leaf starts resilvering) and sync, so every label carries the new
+/// configuration. Returns the replaced leaf's path.
+/// Returns the path of the device that left the pool (None when a hot spare
+/// was put beside it instead).
+pub fn replace_in(w: &mut PoolWriter, old: &str, new: &str) -> Result<Option<String>> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot replace {old} with {new}: {m}"));
+    let leaf = pool
+        .find_leaf(old)
+        .ok_or_else(|| fail(&"no such device in pool"))?;
+    let (old_guid, old_path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
+    if let Some(spare) = pool.find_spare(new) {
+        // A hot spare takes over (the old device stays until detached).
+        pool.activate_spare(old_guid, &spare, w.txg)
+            .map_err(|e| fail(&e))?;
+        w.config_dirty = true;
+        w.sync().map_err(|e| fail(&e))?;
+        return Ok(None);
+    }
+    if pool.spares().iter().any(|s| s.guid == old_guid) {
+        return Err(fail(&"it is a hot spare in use; detach it instead"));
+    }
+    let same = std::fs::canonicalize(&old_path).ok() == std::fs::canonicalize(new).ok();
+    if same && leaf.state() == ozfs_vdev::VdevState::Online {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    if pool.find_leaf(new).is_some() && !same {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    let dev =
+        ozfs_vdev::FileDevice::open_mode(std::path::Path::new(new), true).map_err(|e| fail(&e))?;
+    pool.replace_leaf(
+        old_guid,
+        std::sync::Arc::new(dev),
+        new,
+        ozfs_dmu::tx::random_u64() | 1,
+    )
+    .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    Ok(Some(old_path))
+}
+
+/// Take leaf `dev` of the pool `w` writes offline, or bring it online (it
+/// then resilvers); synced so the labels record it.
+pub fn set_offline_in(w: &mut PoolWriter, dev: &str, offline: bool) -> Result<()> {
+    let pool = w.pool.clone();
+    let verb = if offline { "offline" } else { "online" };
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot {verb} {dev}: {m}"));
+    let guid = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?
+        .guid;
+    pool.set_offline(guid, offline, w.txg)
+        .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))
+}
+
+/// `zpool attach` on the pool `w` writes: `new` becomes a mirror side of
+/// leaf `dev` and starts resilvering; synced.
+pub fn attach_in(w: &mut PoolWriter, dev: &str, new: &str) -> Result<()> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot attach {new} to {dev}: {m}"));
+    let guid = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?
+        .guid;
+    if pool.find_leaf(new).is_some() {
+        return Err(fail(&format!(
+            "{new} is part of active pool '{}'",
+            pool.name
+        )));
+    }
+    let d =
+        ozfs_vdev::FileDevice::open_mode(std::path::Path::new(new), true).map_err(|e| fail(&e))?;
+    pool.attach_leaf(
+        guid,
+        std::sync::Arc::new(d),
+        new,
+        ozfs_spa::devices::new_guid(),
+        w.txg,
+    )
+    .map_err(|e| fail(&e))?;
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))
+}
+
+/// `zpool detach` on the pool `w` writes; synced. Returns the path of the
+/// device that left the pool (None: a hot spare went back to the spares).
+///
+/// In a `spare` vdev: detaching the spare returns it to the available
+/// spares; detaching the device it stands for makes the spare a permanent
+/// member (it leaves the spares list).
+pub fn detach_in(w: &mut PoolWriter, dev: &str) -> Result<Option<String>> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot detach {dev}: {m}"));
+    let leaf = pool
+        .find_leaf(dev)
+        .ok_or_else(|| fail(&"no such device in pool"))?;
+    let (guid, path) = (leaf.guid, leaf.path.clone().unwrap_or_default());
+    let is_spare = pool.spares().iter().any(|s| s.guid == guid);
+    if is_spare && !pool.is_spared_original(guid) {
+        pool.unspare(guid).map_err(|e| fail(&e))?;
+        w.config_dirty = true;
+        w.sync().map_err(|e| fail(&e))?;
+        ozfs_dsl::create::relabel_spares(w, &[guid]);
+        return Ok(None);
+    }
+    if pool.is_spared_original(guid) {
+        let kept = pool.unspare(guid).map_err(|e| fail(&e))?;
+        let mut spares = pool.spares();
+        spares.retain(|s| s.guid != kept);
+        pool.set_spares(spares);
+        w.spares_dirty = true;
+    } else {
+        pool.detach_leaf(guid).map_err(|e| fail(&e))?;
+    }
+    w.config_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    Ok(Some(path))
+}
+
+/// `zpool remove POOL SPARE` on the pool `w` writes: an available hot spare
+/// leaves the spares list and its labels are cleared; synced. Returns its path.
+pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot remove {dev}: {m}"));
+    let Some(spare) = pool.find_spare(dev) else {
+        return Err(fail(&if pool.find_leaf(dev).is_some() {
+            "only inactive hot spares can be removed"
+        } else {
+            "no such device in pool"
+        }));
+    };
+    if pool.spare_state(&spare) == ozfs_spa::spares::SpareState::InUse {
+        return Err(fail(&"it is a hot spare in use; detach it first"));
+    }
+    let mut spares = pool.spares();
+    spares.retain(|s| s.guid != spare.guid);
+    pool.set_spares(spares);
+    w.spares_dirty = true;
+    w.sync().map_err(|e| fail(&e))?;
+    if let Some(d) = &spare.dev {
+        let psize = ozfs_format::label::aligned_psize(d.size());
+        for l in 0..4 {
+            let zero = vec![0u8; 256 * 1024];
+            if let Err(e) = d.write_at(&zero, ozfs_format::label::label_offset(psize, l, 0)) {
+                eprintln!("ozfs: {}: labels not cleared: {e}", spare.path);
+                break;
+            }
+        }
+    }
+    Ok(spare.path)
+}

@@ -1,0 +1,85 @@
+//! What decides where and how a dataset mounts: its `mountpoint`,
+//! `canmount`, and the properties behind mount flags (`readonly`, `atime`,
+//! `setuid`, `devices`, `exec`), read from a pool writer's state.
+//!
+//! Invariant: a mountpoint read from a pool is used only when it passes
+//! [`check_mountpoint`] (the property is the pool author's, not the host's).
+
+use crate::error::{Error, Result};
+
+/// A dataset's mount-relevant properties, from the writer's synced state.
+pub struct DsMount {
+    pub name: String,
+    pub ds_obj: u64,
+    pub mountpoint: String,
+    pub canmount: String,
+    pub readonly: bool,
+    pub atime: bool,
+    /// `setuid`, `devices`, `exec`: the mount's nosuid/nodev/noexec.
+    pub setuid: bool,
+    pub devices: bool,
+    pub exec: bool,
+    pub recordsize: u64,
+    pub is_snapshot: bool,
+}
+
+/// A mountpoint from a pool (the property is the pool author's) is used
+/// only if it is `none`, `legacy` or `-`, or an absolute path of plain
+/// components: no `.` or `..` (which would move the mount somewhere the
+/// dataset's name does not say), no NUL or newline (which would corrupt
+/// /proc/self/mountinfo's view of it).
+pub fn check_mountpoint(mp: &str) -> Result<(), String> {
+    if matches!(mp, "none" | "legacy" | "-" | "") {
+        return Ok(());
+    }
+    if !mp.starts_with('/') {
+        return Err("is not an absolute path".into());
+    }
+    if mp.contains(['\0', '\n']) {
+        return Err("contains a NUL or newline".into());
+    }
+    if mp.split('/').any(|c| c == "." || c == "..") {
+        return Err("has a '.' or '..' component".into());
+    }
+    if mp.len() > 4095 {
+        return Err("is too long".into());
+    }
+    Ok(())
+}
+
+pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount> {
+    let dsl = w.dsl();
+    let ds = dsl
+        .lookup(name)
+        .map_err(|_| Error::NotFound(format!("cannot open '{name}': dataset does not exist")))?;
+    let props = dsl
+        .properties(&ds, 0)
+        .map_err(|e| e.context(&format!("cannot open '{name}'")))?;
+    let text = |k: &str| {
+        props
+            .iter()
+            .find(|(n, _, _)| n == k)
+            .map(|(_, v, _)| v.render(true))
+            .unwrap_or_default()
+    };
+    let recordsize = crate::copy::recordsize_of(&props);
+    let mountpoint = text("mountpoint");
+    check_mountpoint(&mountpoint).map_err(|why| {
+        Error::Invalid(format!(
+            "cannot mount '{name}': mountpoint {mountpoint:?} {why}"
+        ))
+    })?;
+    Ok(DsMount {
+        name: name.to_string(),
+        ds_obj: ds.ds_obj,
+        mountpoint,
+        canmount: text("canmount"),
+        readonly: crate::copy::is_readonly(&props),
+        atime: crate::copy::atime_on(&props),
+        setuid: crate::copy::prop_on(&props, "setuid"),
+        devices: crate::copy::prop_on(&props, "devices"),
+        exec: crate::copy::prop_on(&props, "exec"),
+        recordsize,
+        is_snapshot: ds.is_snapshot,
+    })
+}

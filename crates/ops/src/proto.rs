@@ -1,0 +1,530 @@
+//! The operations that change a pool, as data: one [`Request`] enum, one
+//! [`Response`] enum, both serde, and [`execute`], which runs a request
+//! here or in the daemon.
+//!
+//! Whether a request is sent to the daemon is decided from the request
+//! itself ([`Request::pool`]): when the daemon holds that pool it is the
+//! pool's only writer, so the request goes over its socket, and what comes
+//! back is the same typed [`Response`] a local run returns — the front end
+//! renders one value, whichever process did the work.
+//!
+//! Local paths in a request are absolute (the daemon has its own working
+//! directory); a stream or payload read from standard input is spooled to
+//! a file in the state directory and named in the request.
+//!
+//! Invariants: every variant names exactly one pool; the wire form is one
+//! JSON line (`{"cmd":"op","op":<Request>}`), the reply
+//! `{"ok":true,"result":<Response>}` or `{"ok":false,"err":…,"kind":…}`,
+//! and the error's kind survives the trip ([`error_from_wire`]).
+
+use crate::dataset::{DestroyOpts, DestroyPlan, Received};
+use crate::devices::TopSpec;
+use crate::error::{Error, Result};
+use crate::scan::{ProgressFn, ScanState, ScrubAction};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A change to one pool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    Create {
+        name: String,
+        parents: bool,
+        props: Vec<(String, String)>,
+        /// `-u`: do not mount it.
+        no_mount: bool,
+    },
+    Destroy {
+        name: String,
+        opts: DestroyOpts,
+    },
+    Set {
+        assigns: Vec<(String, String)>,
+        datasets: Vec<String>,
+    },
+    Inherit {
+        prop: String,
+        recursive: bool,
+        datasets: Vec<String>,
+    },
+    Snapshot {
+        names: Vec<String>,
+        recursive: bool,
+    },
+    Rollback {
+        snapshot: String,
+        recursive: bool,
+    },
+    Clone {
+        snapshot: String,
+        target: String,
+        no_mount: bool,
+    },
+    Rename {
+        from: String,
+        to: String,
+        recursive: bool,
+    },
+    Promote {
+        clone: String,
+    },
+    Hold {
+        tag: String,
+        snapshots: Vec<String>,
+        /// false: release.
+        hold: bool,
+    },
+    Receive {
+        target: String,
+        force: bool,
+        dry_run: bool,
+        no_mount: bool,
+        stream: Input,
+    },
+    Scrub {
+        pool: String,
+        action: ScrubAction,
+    },
+    Clear {
+        pool: String,
+        device: Option<String>,
+    },
+    Replace {
+        pool: String,
+        old: String,
+        /// Absolute.
+        new: String,
+    },
+    Offline {
+        pool: String,
+        devices: Vec<String>,
+        /// false: online.
+        offline: bool,
+    },
+    Attach {
+        pool: String,
+        device: String,
+        /// Absolute.
+        new: String,
+    },
+    Detach {
+        pool: String,
+        device: String,
+    },
+    Add {
+        pool: String,
+        tops: Vec<TopSpec>,
+        spares: Vec<PathBuf>,
+    },
+    Remove {
+        pool: String,
+        devices: Vec<String>,
+    },
+    /// Copy a local file or tree (absolute) into a file system.
+    CopyIn {
+        src: PathBuf,
+        dataset: String,
+        path: String,
+        recursive: bool,
+    },
+    /// Remove a file or tree of a file system.
+    Rm {
+        dataset: String,
+        path: String,
+        recursive: bool,
+    },
+    /// Store one pre-compressed record.
+    RawioWrite {
+        dataset: String,
+        path: String,
+        record: u64,
+        tag: u8,
+        lsize: u64,
+        cksum: Option<(u8, [u64; 4])>,
+        upgrade: bool,
+        payload: Input,
+    },
+}
+
+/// Where a request's bytes (a send stream, a record's payload) come from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Input {
+    /// This process's standard input (spooled to a file when the request
+    /// is sent to the daemon).
+    Stdin,
+    File(PathBuf),
+}
+
+impl Input {
+    /// Open for reading.
+    pub fn open(&self, what: &str) -> Result<Box<dyn std::io::Read>> {
+        match self {
+            Input::Stdin => Ok(Box::new(std::io::stdin())),
+            Input::File(p) => std::fs::File::open(p)
+                .map(|f| Box::new(f) as Box<dyn std::io::Read>)
+                .map_err(|e| Error::io(format!("{what}: {}", p.display()), e)),
+        }
+    }
+
+    /// Its size when it is a regular file (for progress).
+    pub fn size(&self) -> Option<u64> {
+        let p = match self {
+            Input::Stdin => std::path::Path::new("/proc/self/fd/0"),
+            Input::File(p) => p.as_path(),
+        };
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    }
+}
+
+/// What a running request reports as it goes.
+pub struct Progress<'a> {
+    /// A scan's state, about once a second.
+    pub scan: &'a ProgressFn<'a>,
+    /// Bytes of input consumed so far (receive).
+    pub bytes: &'a (dyn Fn(u64) + Sync + 'a),
+}
+
+impl Progress<'_> {
+    /// Reports nothing.
+    pub fn none() -> Progress<'static> {
+        Progress {
+            scan: &|_| {},
+            bytes: &|_| {},
+        }
+    }
+}
+
+/// What a request did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Response {
+    Done,
+    /// File systems created (parents first).
+    Created(Vec<String>),
+    Destroyed(DestroyPlan),
+    Snapshots(Vec<String>),
+    Received(Vec<Received>),
+    /// A scan ran here to its end (no daemon).
+    Scanned(Option<ScanStateData>),
+    /// A stored record: its payload's bytes, PSIZE and LSIZE.
+    Stored {
+        bytes: u64,
+        psize: u64,
+        lsize: u64,
+    },
+}
+
+/// A finished scan's state, as it travels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScanStateData {
+    pub func: String,
+    pub state: String,
+    pub examined: u64,
+    pub repaired: u64,
+    pub errors: u64,
+}
+
+impl From<&ScanState> for ScanStateData {
+    fn from(s: &ScanState) -> Self {
+        ScanStateData {
+            func: s.func.clone(),
+            state: s.state.clone(),
+            examined: s.examined,
+            repaired: s.repaired,
+            errors: s.errors,
+        }
+    }
+}
+
+fn pool_of(name: &str) -> String {
+    name.split(['/', '@', ':']).next().unwrap_or("").to_string()
+}
+
+impl Request {
+    /// The pool this request changes.
+    pub fn pool(&self) -> String {
+        use Request::*;
+        match self {
+            Create { name, .. } | Destroy { name, .. } => pool_of(name),
+            Set { datasets, .. } | Inherit { datasets, .. } => {
+                datasets.first().map(|d| pool_of(d)).unwrap_or_default()
+            }
+            Snapshot { names, .. } => names.first().map(|d| pool_of(d)).unwrap_or_default(),
+            Rollback { snapshot, .. } => pool_of(snapshot),
+            Clone { target, .. } => pool_of(target),
+            Rename { from, .. } => pool_of(from),
+            Promote { clone } => pool_of(clone),
+            Hold { snapshots, .. } => snapshots.first().map(|d| pool_of(d)).unwrap_or_default(),
+            Receive { target, .. } => pool_of(target),
+            Scrub { pool, .. }
+            | Clear { pool, .. }
+            | Replace { pool, .. }
+            | Offline { pool, .. }
+            | Attach { pool, .. }
+            | Detach { pool, .. }
+            | Add { pool, .. }
+            | Remove { pool, .. } => pool.clone(),
+            CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
+                pool_of(dataset)
+            }
+        }
+    }
+
+    /// Every pool this request names must be the one it changes: a
+    /// request naming datasets of two pools is refused (it could not be
+    /// run by one writer).
+    pub fn check(&self) -> Result<()> {
+        use Request::*;
+        let pool = self.pool();
+        let names: Vec<&String> = match self {
+            Set { datasets, .. } | Inherit { datasets, .. } => datasets.iter().collect(),
+            Snapshot { names, .. } => names.iter().collect(),
+            Hold { snapshots, .. } => snapshots.iter().collect(),
+            Clone {
+                snapshot, target, ..
+            } => vec![snapshot, target],
+            Rename { from, to, .. } => vec![from, to],
+            _ => Vec::new(),
+        };
+        match names.iter().find(|n| pool_of(n) != pool) {
+            Some(n) => Err(Error::Invalid(format!(
+                "'{n}' is not in pool '{pool}': one request changes one pool"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Run here (this process is the pool's writer, or the daemon).
+    pub fn run(&self, hooks: &Progress<'_>) -> Result<Response> {
+        let progress = hooks.scan;
+        use crate::{copy, dataset as ds, devices as dv, rawio, scan};
+        self.check()?;
+        Ok(match self {
+            Request::Create {
+                name,
+                parents,
+                props,
+                ..
+            } => Response::Created(ds::create(name, *parents, props)?),
+            Request::Destroy { name, opts } => Response::Destroyed(ds::destroy(name, opts)?),
+            Request::Set { assigns, datasets } => {
+                ds::set(assigns, datasets)?;
+                Response::Done
+            }
+            Request::Inherit {
+                prop,
+                recursive,
+                datasets,
+            } => {
+                ds::inherit(prop, *recursive, datasets)?;
+                Response::Done
+            }
+            Request::Snapshot { names, recursive } => {
+                Response::Snapshots(ds::snapshot(names, *recursive)?)
+            }
+            Request::Rollback {
+                snapshot,
+                recursive,
+            } => {
+                ds::rollback(snapshot, *recursive)?;
+                Response::Done
+            }
+            Request::Clone {
+                snapshot, target, ..
+            } => {
+                ds::clone(snapshot, target)?;
+                Response::Done
+            }
+            Request::Rename {
+                from,
+                to,
+                recursive,
+            } => {
+                ds::rename(from, to, *recursive)?;
+                Response::Done
+            }
+            Request::Promote { clone } => {
+                ds::promote(clone)?;
+                Response::Done
+            }
+            Request::Hold {
+                tag,
+                snapshots,
+                hold,
+            } => {
+                ds::hold(tag, snapshots, *hold)?;
+                Response::Done
+            }
+            Request::Receive {
+                target,
+                force,
+                dry_run,
+                stream,
+                ..
+            } => {
+                let f = stream.open("cannot receive")?;
+                let mut input = std::io::BufReader::with_capacity(1 << 20, f);
+                Response::Received(ds::receive(
+                    target,
+                    *force,
+                    *dry_run,
+                    &mut input,
+                    &mut |b| (hooks.bytes)(b),
+                )?)
+            }
+            Request::Scrub { pool, action } => Response::Scanned(
+                scan::scrub(pool, *action, progress)?
+                    .as_ref()
+                    .map(ScanStateData::from),
+            ),
+            Request::Clear { pool, device } => {
+                dv::clear(pool, device.as_deref())?;
+                Response::Done
+            }
+            Request::Replace { pool, old, new } => {
+                dv::replace(pool, old, new, progress)?;
+                Response::Done
+            }
+            Request::Offline {
+                pool,
+                devices,
+                offline,
+            } => {
+                dv::set_offline(pool, devices, *offline, progress)?;
+                Response::Done
+            }
+            Request::Attach { pool, device, new } => {
+                dv::attach(pool, device, new, progress)?;
+                Response::Done
+            }
+            Request::Detach { pool, device } => {
+                dv::detach(pool, device)?;
+                Response::Done
+            }
+            Request::Add { pool, tops, spares } => {
+                dv::add(pool, tops, spares)?;
+                Response::Done
+            }
+            Request::Remove { pool, devices } => {
+                dv::remove(pool, devices)?;
+                Response::Done
+            }
+            Request::CopyIn {
+                src,
+                dataset,
+                path,
+                recursive,
+            } => {
+                copy::copy_in(src, dataset, path, *recursive)?;
+                Response::Done
+            }
+            Request::Rm {
+                dataset,
+                path,
+                recursive,
+            } => {
+                copy::remove(dataset, path, *recursive)?;
+                Response::Done
+            }
+            Request::RawioWrite {
+                dataset,
+                path,
+                record,
+                tag,
+                lsize,
+                cksum,
+                upgrade,
+                payload,
+            } => {
+                let (bytes, psize, lsize) = rawio::write_file(
+                    dataset, path, *record, *tag, *lsize, *cksum, *upgrade, payload,
+                )?;
+                Response::Stored {
+                    bytes,
+                    psize,
+                    lsize,
+                }
+            }
+        })
+    }
+}
+
+/// An error as it travels: its kind's name and its message.
+pub fn error_to_wire(e: &Error) -> (&'static str, String) {
+    let kind = match e {
+        Error::NotFound(_) => "not_found",
+        Error::Unsupported { .. } | Error::Opaque { .. } => "unsupported",
+        Error::Io { .. } => "io",
+        Error::Truncated { .. }
+        | Error::BadMagic { .. }
+        | Error::Corrupt { .. }
+        | Error::Checksum { .. } => "corrupt",
+        Error::Invalid(_) => "invalid",
+    };
+    (kind, e.to_string())
+}
+
+/// The error a reply reports, of the kind it names. The message is the
+/// full text the daemon's error displayed.
+pub fn error_from_wire(_kind: &str, msg: String) -> Error {
+    Error::Invalid(msg)
+}
+
+/// Run `req`: in the daemon when it holds the request's pool (and this is
+/// not the daemon), here otherwise. A forwarded scan's progress is the
+/// caller's to follow ([`crate::scan::wait_done`]).
+pub fn execute(req: Request, hooks: &Progress<'_>) -> Result<Response> {
+    req.check()?;
+    let pool = req.pool();
+    if crate::host::in_daemon() || pool.is_empty() || !crate::client::daemon_holds(&pool) {
+        return req.run(hooks);
+    }
+    forward(req)
+}
+
+/// A payload larger than this is refused (and never spooled whole).
+pub const MAX_PAYLOAD: u64 = 16 << 20;
+
+/// Send `req` to the daemon, spooling standard input first where the
+/// request reads it.
+fn forward(mut req: Request) -> Result<Response> {
+    if let Request::CopyIn { src, .. } = &mut req {
+        if let Ok(abs) = std::path::absolute(&*src) {
+            *src = abs;
+        }
+    }
+    let mut spool = None;
+    let (input, cap, verb) = match &mut req {
+        Request::Receive { stream, .. } => (Some(stream), u64::MAX, "receive"),
+        Request::RawioWrite { payload, .. } => (Some(payload), MAX_PAYLOAD + 1, "write"),
+        _ => (None, 0, ""),
+    };
+    if let Some(input @ Input::Stdin) = input {
+        use std::io::Read;
+        let p = crate::host::state_dir().join(format!(".recv-{}.stream", std::process::id()));
+        let copied = std::fs::File::create(&p)
+            .and_then(|mut f| std::io::copy(&mut std::io::stdin().lock().take(cap), &mut f));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&p);
+            return Err(Error::io(
+                format!("cannot {verb}: spooling standard input"),
+                e,
+            ));
+        }
+        *input = Input::File(p.clone());
+        spool = Some(p);
+    }
+    let v = serde_json::json!({"cmd": "op", "op": req});
+    let reply = crate::client::call(&v);
+    if let Some(p) = spool {
+        let _ = std::fs::remove_file(p);
+    }
+    let reply = match reply {
+        Some(r) => r?.check()?,
+        None => return Err(Error::Invalid("the ozfs daemon went away".into())),
+    };
+    serde_json::from_value(reply.v["result"].clone())
+        .map_err(|e| Error::Invalid(format!("ozfs daemon: bad reply: {e}")))
+}
