@@ -20,7 +20,7 @@ use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
 use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, MetaslabGroup};
 use ozfs_spa::pool::Pool;
-use ozfs_vdev::{BlockDevice, FileDevice, Vdev, VdevKind};
+use ozfs_vdev::{open_path, BlockDevice, Vdev, VdevKind};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ type Devices = BTreeMap<u64, (Arc<dyn BlockDevice>, String)>;
 
 /// Open a leaf device for a new vdev: (guid, allocatable size).
 fn open_new_leaf(path: &std::path::Path, devices: &mut Devices) -> Result<(u64, u64)> {
-    let dev = FileDevice::open_mode(path, true)?;
+    let dev = open_path(path, true)?;
     let asize = leaf_asize(dev.size());
     if dev.size() < ozfs_format::label::SPA_MINDEVSIZE {
         return Err(Error::Invalid(format!(
@@ -88,7 +88,7 @@ fn open_new_leaf(path: &std::path::Path, devices: &mut Devices) -> Result<(u64, 
         )));
     }
     let guid = random_u64() | 1;
-    devices.insert(guid, (Arc::new(dev), path.display().to_string()));
+    devices.insert(guid, (dev, path.display().to_string()));
     Ok((guid, asize))
 }
 

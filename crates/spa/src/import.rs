@@ -2,7 +2,7 @@
 
 use ozfs_format::{Error, NvList, Result};
 use ozfs_vdev::labels::LabelSet;
-use ozfs_vdev::{read_labels, BlockDevice, FileDevice};
+use ozfs_vdev::{open_path, read_labels, BlockDevice};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,10 +70,10 @@ pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> 
     let mut by_pool: BTreeMap<u64, Vec<FoundDevice>> = BTreeMap::new();
     let mut aux: Vec<FoundDevice> = Vec::new();
     for p in paths {
-        let Ok(dev) = FileDevice::open_mode(p, writable) else {
+        let Ok(dev) = open_path(p, writable) else {
             continue;
         };
-        let labels = read_labels(&dev);
+        let labels = read_labels(dev.as_ref());
         let Some(config) = labels.best_config().cloned() else {
             continue;
         };
@@ -81,7 +81,7 @@ pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> 
             if let Some(guid) = config.get_u64("guid") {
                 aux.push(FoundDevice {
                     path: p.clone(),
-                    dev: Arc::new(dev),
+                    dev: dev.clone(),
                     labels,
                     config,
                     guid,
@@ -101,7 +101,7 @@ pub fn discover_paths_mode(paths: &[PathBuf], writable: bool) -> Vec<FoundPool> 
         let top_guid = config.get_u64("top_guid").unwrap_or(0);
         by_pool.entry(pool_guid).or_default().push(FoundDevice {
             path: p.clone(),
-            dev: Arc::new(dev),
+            dev: dev.clone(),
             labels,
             config,
             guid,

@@ -187,12 +187,10 @@ impl Pool {
                 }
             }
             if dev.is_none() && !path.is_empty() {
-                if let Ok(d) =
-                    ozfs_vdev::FileDevice::open_mode(std::path::Path::new(&path), !self.readonly)
-                {
-                    let labels = ozfs_vdev::read_labels(&d);
+                if let Ok(d) = ozfs_vdev::open_path(std::path::Path::new(&path), !self.readonly) {
+                    let labels = ozfs_vdev::read_labels(d.as_ref());
                     if labels.best_config().and_then(|c| c.get_u64("guid")) == Some(guid) {
-                        dev = Some((Arc::new(d) as Arc<dyn BlockDevice>, path.clone()));
+                        dev = Some((d, path.clone()));
                     }
                 }
             }

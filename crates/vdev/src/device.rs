@@ -6,6 +6,7 @@ use ozfs_format::{Error, Result};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A device that can be read (and later written) at byte offsets.
 pub trait BlockDevice: Send + Sync {
@@ -26,6 +27,19 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> Result<()> {
         Ok(())
     }
+}
+
+/// Open a device by path: a registered simulated device for `sim:NAME`
+/// (see [`crate::sim`]), else a file or block device node. Every pool
+/// open, import and creation opens its devices here.
+pub fn open_path(path: &Path, writable: bool) -> Result<Arc<dyn BlockDevice>> {
+    if let Some(dev) = path
+        .to_str()
+        .and_then(|p| crate::sim::open_path(p, writable))
+    {
+        return Ok(dev);
+    }
+    Ok(Arc::new(FileDevice::open_mode(path, writable)?))
 }
 
 /// A plain file or a block device node.

@@ -25,8 +25,9 @@
 
 pub mod device;
 pub mod labels;
+pub mod sim;
 pub mod tree;
 
-pub use device::{BlockDevice, FileDevice};
+pub use device::{open_path, BlockDevice, FileDevice};
 pub use labels::{read_labels, LabelSet};
 pub use tree::{ReadCtx, Vdev, VdevCell, VdevKind, VdevState, VdevStats};

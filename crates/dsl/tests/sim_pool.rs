@@ -1,0 +1,575 @@
+//! In-process pool tests on simulated devices (`ozfs_vdev::sim`): pool
+//! creation, file writes, syncs, snapshots, crashes and reopening all run
+//! in memory, with no external tool, in milliseconds per pool.
+//!
+//! Every test turns on the DSL's space check at every sync
+//! (`OZFS_CHECK_SPACE=1`, which release builds leave off) and runs the leak
+//! check (`verify::leak_check`) on every pool it reopens.
+
+use ozfs_dsl::create::{create_filesystem, create_pool, TopSpec};
+use ozfs_dsl::sync::PoolWriter;
+use ozfs_dsl::verify::leak_check;
+use ozfs_dsl::DslPool;
+use ozfs_format::label::{SPA_MINDEVSIZE, VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE};
+use ozfs_format::Result;
+use ozfs_spa::import::discover_paths_mode;
+use ozfs_spa::pool::{Pool, PoolOptions};
+use ozfs_vdev::sim::{self, CrashMode, Faults, Keep, SimDevice, TraceOp};
+use ozfs_zpl::fs::Zpl;
+use ozfs_zpl::write::ZplTx;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+const DEV_SIZE: u64 = SPA_MINDEVSIZE;
+const FS: &str = "p/fs";
+
+fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // Before any pool is opened (the check is read when a writer starts).
+    ONCE.call_once(|| std::env::set_var("OZFS_CHECK_SPACE", "1"));
+}
+
+/// Register fresh devices `{tag}-0..n` and return them with their paths.
+fn devices(tag: &str, n: usize, seed: u64) -> (Vec<Arc<SimDevice>>, Vec<PathBuf>) {
+    let mut devs = Vec::new();
+    let mut paths = Vec::new();
+    for i in 0..n {
+        let name = format!("{tag}-{i}");
+        let d = SimDevice::new(
+            &name,
+            DEV_SIZE,
+            seed.wrapping_mul(31).wrapping_add(i as u64),
+        );
+        sim::register(&name, d.clone());
+        paths.push(PathBuf::from(format!("sim:{name}")));
+        devs.push(d);
+    }
+    (devs, paths)
+}
+
+/// Register `devs` under their own names (replacing what was there).
+fn register_all(devs: &[Arc<SimDevice>]) {
+    for d in devs {
+        sim::register(d.short_name(), d.clone());
+    }
+}
+
+/// A new pool `p` with file system `p/fs` on the devices (one disk, or a mirror).
+fn new_pool(paths: &[PathBuf]) -> (PoolWriter, u64) {
+    let top = if paths.len() == 1 {
+        TopSpec::Disk(paths[0].clone())
+    } else {
+        TopSpec::Mirror(paths.to_vec())
+    };
+    let mut w = create_pool("p", &[top], 9, 23).expect("create pool");
+    let ds = create_filesystem(&mut w, FS, &[]).expect("create fs");
+    w.sync().expect("sync");
+    (w, ds)
+}
+
+/// Open the pool on `paths` as it is on the devices.
+fn open_pool(paths: &[PathBuf], writable: bool) -> Result<Arc<Pool>> {
+    let found = discover_paths_mode(paths, writable)
+        .into_iter()
+        .next()
+        .ok_or_else(|| ozfs_format::Error::NotFound("no pool on the devices".into()))?;
+    Ok(Arc::new(Pool::open(
+        found,
+        &PoolOptions {
+            readonly: !writable,
+            max_txg: None,
+        },
+    )?))
+}
+
+fn open_writer(paths: &[PathBuf]) -> Result<(PoolWriter, u64)> {
+    let w = PoolWriter::open(open_pool(paths, true)?)?;
+    let ds = w.dsl().lookup(FS)?.ds_obj;
+    Ok((w, ds))
+}
+
+/// Create or replace file `name` in the root of `ds` with `data`.
+fn write_file(w: &mut PoolWriter, ds: u64, name: &str, data: &[u8]) -> Result<()> {
+    write_file_rs(w, ds, name, data, 131072)
+}
+
+/// [`write_file`] with a record size for new files.
+fn write_file_rs(w: &mut PoolWriter, ds: u64, name: &str, data: &[u8], rs: u64) -> Result<()> {
+    let txg = w.txg;
+    let tx = w.fs_tx(ds)?;
+    let mut z = ZplTx::open(tx, txg, rs)?;
+    let root = z.root;
+    let obj = match z.lookup(root, name.as_bytes())? {
+        Some(o) => {
+            z.truncate(o, 0)?;
+            o
+        }
+        None => z.create(root, name.as_bytes(), 0o644, 0, 0, 0)?,
+    };
+    z.write(obj, 0, data)
+}
+
+fn zpl(pool: &Arc<Pool>) -> Result<Zpl> {
+    let dsl = DslPool::open(pool.clone())?;
+    let info = dsl.lookup(FS)?;
+    Zpl::open(dsl.objset(&info)?, FS)
+}
+
+fn read_file(z: &Zpl, name: &str) -> Result<Vec<u8>> {
+    let obj = z.resolve(&format!("/{name}"))?;
+    let (dn, a) = z.attrs(obj)?;
+    z.read(&dn, &a, 0, a.size as usize)
+}
+
+/// The leak check of the pool's last synced state is clean. (`leak_check`
+/// follows `pool.uberblock`, which is the one found at open: a live
+/// writer's pool is checked by opening the devices again, [`assert_clean_on_disk`].)
+fn assert_clean(pool: &Arc<Pool>, what: &str) {
+    let r = leak_check(pool).unwrap_or_else(|e| panic!("{what}: leak check failed: {e}"));
+    assert!(r.clean(), "{what}: leak check not clean: {r:?}");
+}
+
+/// Deterministic file contents.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = sim::SplitMix64::new(seed);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        v.extend_from_slice(&r.next_u64().to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// The pool as the devices hold it now is clean.
+fn assert_clean_on_disk(paths: &[PathBuf], what: &str) {
+    let pool = open_pool(paths, false).unwrap_or_else(|e| panic!("{what}: open: {e}"));
+    assert_clean(&pool, what);
+}
+
+fn in_label_area(off: u64) -> bool {
+    !(VDEV_LABEL_START_SIZE..DEV_SIZE - VDEV_LABEL_END_SIZE).contains(&off)
+}
+
+/// a. Copy-on-write: a rewrite never touches the blocks the last
+/// uberblock reaches. Power fails just before the rewrite's first
+/// uberblock/label write, with every earlier write durable: the pool
+/// reopens with the old content, clean. After a complete sync the new
+/// content reads back.
+#[test]
+fn cow_sync_keeps_old_tree_until_uberblock() {
+    init();
+    let (devs, paths) = devices("cow", 1, 1);
+    let (mut w, ds) = new_pool(&paths);
+    let old = pattern(1, 300_000);
+    let new = pattern(2, 300_000);
+    write_file(&mut w, ds, "f", &old).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let base = devs[0].fork(11);
+
+    // Dry run: where the rewrite's writes go.
+    let dry = base.fork(12);
+    sim::register("cow-0", dry.clone());
+    let (mut w, ds) = open_writer(&paths).unwrap();
+    dry.record_trace(true);
+    write_file(&mut w, ds, "f", &new).unwrap();
+    w.sync().unwrap();
+    let log: Vec<(u64, usize)> = dry
+        .take_trace()
+        .into_iter()
+        .filter_map(|op| match op {
+            TraceOp::Write { offset, data, .. } => Some((offset, data.len())),
+            TraceOp::Flush { .. } => None,
+        })
+        .collect();
+    drop(w);
+    let first_label = log
+        .iter()
+        .rposition(|&(off, _)| !in_label_area(off))
+        .map(|i| i + 1)
+        .expect("the sync wrote data");
+    assert!(first_label < log.len(), "the sync wrote no uberblock");
+    assert!(log[first_label..].iter().all(|&(o, _)| in_label_area(o)));
+    assert!(
+        log[..first_label].iter().all(|&(o, _)| !in_label_area(o)),
+        "a label was written before the txg's data: {log:?}"
+    );
+
+    // The same sync, power lost at the first label write, all else durable.
+    let dev = base.fork(13);
+    sim::register("cow-0", dev.clone());
+    let (mut w, ds) = open_writer(&paths).unwrap();
+    dev.crash_after_writes(first_label as u64, CrashMode::Drop);
+    write_file(&mut w, ds, "f", &new).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    assert!(dev.crashed());
+    let crashed = dev.crash_with(Keep::All);
+    sim::register("cow-0", crashed);
+    let pool = open_pool(&paths, false).unwrap();
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), old);
+    assert_clean(&pool, "crashed before the uberblock");
+
+    // The complete sync (the dry run's device, crashed with nothing unflushed lost).
+    sim::register("cow-0", dry.crash_with(Keep::None));
+    let pool = open_pool(&paths, false).unwrap();
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), new);
+    assert_clean(&pool, "after the rewrite");
+    // And a writer opened on it goes on (space check included).
+    let (mut w, ds) = open_writer(&paths).unwrap();
+    write_file(&mut w, ds, "g", b"more").unwrap();
+    w.sync().unwrap();
+}
+
+/// b. Destroying a snapshot returns the space only it held; the head's
+/// data is intact after reopening and the pool is clean.
+#[test]
+fn snapshot_destroy_returns_space() {
+    init();
+    let (_devs, paths) = devices("snap", 1, 2);
+    let (mut w, ds) = new_pool(&paths);
+    let size = 1 << 20;
+    let v1 = pattern(3, size);
+    let v2 = pattern(4, size);
+    write_file(&mut w, ds, "f", &v1).unwrap();
+    w.sync().unwrap();
+    let alloc = |w: &PoolWriter| w.dsl().space().unwrap().alloc;
+    let a0 = alloc(&w);
+    w.snapshot("p/fs@s").unwrap();
+    let ds = w.dsl().lookup(FS).unwrap().ds_obj;
+    write_file(&mut w, ds, "f", &v2).unwrap();
+    w.sync().unwrap();
+    let a1 = alloc(&w);
+    assert!(
+        a1 >= a0 + size as u64,
+        "the snapshot holds the old data: {a0} -> {a1}"
+    );
+    assert_clean_on_disk(&paths, "with the snapshot");
+    w.destroy_snapshot("p/fs@s").unwrap();
+    w.sync().unwrap();
+    // Frees are deferred a few txgs.
+    for _ in 0..4 {
+        w.force_empty_txg().unwrap();
+    }
+    let a2 = alloc(&w);
+    assert!(
+        a2 + size as u64 <= a1 + (64 << 10),
+        "destroying the snapshot returned its space: {a1} -> {a2}"
+    );
+    assert_clean_on_disk(&paths, "after destroy");
+    drop(w);
+    let pool = open_pool(&paths, false).unwrap();
+    assert_clean(&pool, "reopened");
+    let dsl = DslPool::open(pool.clone()).unwrap();
+    assert!(dsl.lookup("p/fs@s").is_err());
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), v2);
+    // A writer on it (its space check runs at the sync) goes on.
+    let (mut w, ds) = open_writer(&paths).unwrap();
+    write_file(&mut w, ds, "g", &v1).unwrap();
+    w.sync().unwrap();
+}
+
+/// Record size of the crash tests' files.
+const RS: u64 = 4096;
+
+/// The content a crash test changes: `FILES` files, all from one generation.
+const FILES: usize = 48;
+
+fn generation(g: u64, i: usize) -> Vec<u8> {
+    // Sizes vary: one block, several blocks, an indirect block (4 KiB
+    // records: many blocks for few bytes).
+    let len = [700, 5_000, 20_000, 60_000][i % 4];
+    pattern(g * 1000 + i as u64, len)
+}
+
+/// The sync under test: rewrite every file to generation 2, remove one
+/// and add one, so it allocates, frees and rewrites metadata.
+fn change(w: &mut PoolWriter, ds: u64) -> Result<()> {
+    for i in 0..FILES {
+        write_file_rs(w, ds, &format!("f{i}"), &generation(2, i), RS)?;
+    }
+    let txg = w.txg;
+    let mut z = ZplTx::open(w.fs_tx(ds)?, txg, 131072)?;
+    let root = z.root;
+    z.unlink(root, b"old")?;
+    let o = z.create(root, b"new", 0o644, 0, 0, 0)?;
+    z.write(o, 0, b"new file")?;
+    Ok(())
+}
+
+/// Contents of generation 1 and 2 of every file.
+struct Gens(Vec<[Vec<u8>; 2]>);
+
+impl Gens {
+    fn new() -> Gens {
+        Gens(
+            (0..FILES)
+                .map(|i| [generation(1, i), generation(2, i)])
+                .collect(),
+        )
+    }
+
+    /// Which generation (1 or 2) every file of the pool shows, if all agree.
+    fn of(&self, pool: &Arc<Pool>) -> std::result::Result<usize, String> {
+        let z = zpl(pool).map_err(|e| e.to_string())?;
+        let mut seen = Vec::new();
+        for (i, g) in self.0.iter().enumerate() {
+            let data = read_file(&z, &format!("f{i}")).map_err(|e| format!("f{i}: {e}"))?;
+            let n = g
+                .iter()
+                .position(|c| *c == data)
+                .ok_or_else(|| format!("f{i}: content of no generation"))?;
+            seen.push(n + 1);
+        }
+        let old = z.resolve("/old").is_ok();
+        let new = z.resolve("/new").is_ok();
+        seen.dedup();
+        match (&seen[..], old, new) {
+            ([1], true, false) => Ok(1),
+            ([2], false, true) => Ok(2),
+            _ => Err(format!(
+                "a mix: generations {seen:?}, old file {old}, new file {new}"
+            )),
+        }
+    }
+}
+
+/// A two-way mirror with generation 1 written and synced; its devices.
+fn crash_base(tag: &str) -> (Vec<Arc<SimDevice>>, Vec<PathBuf>) {
+    let (devs, paths) = devices(tag, 2, 3);
+    let (mut w, ds) = new_pool(&paths);
+    for i in 0..FILES {
+        write_file_rs(&mut w, ds, &format!("f{i}"), &generation(1, i), RS).unwrap();
+    }
+    write_file(&mut w, ds, "old", b"old file").unwrap();
+    w.sync().unwrap();
+    drop(w);
+    (devs.iter().map(|d| d.fork(100)).collect(), paths)
+}
+
+/// Register `crashed`, reopen, check: clean, one generation. Every
+/// image with `writable` also gets a writer and a checked sync.
+fn check_crashed(
+    crashed: &[Arc<SimDevice>],
+    paths: &[PathBuf],
+    gens: &Gens,
+    what: &str,
+    writable: bool,
+) -> usize {
+    register_all(crashed);
+    let pool = open_pool(paths, false).unwrap_or_else(|e| panic!("{what}: open: {e}"));
+    assert_clean(&pool, what);
+    let g = gens.of(&pool).unwrap_or_else(|e| panic!("{what}: {e}"));
+    if writable {
+        // The survivor is writable again: a writer opens (measuring the
+        // space accounting) and commits a txg, space-checked.
+        let (mut w, ds) = open_writer(paths).unwrap_or_else(|e| panic!("{what}: {e}"));
+        write_file(&mut w, ds, "after", b"x").unwrap();
+        w.sync()
+            .unwrap_or_else(|e| panic!("{what}: sync after: {e}"));
+    }
+    g
+}
+
+/// c. Power fails after every possible number of writes of one sync: the
+/// crashed image always opens, is clean, and shows the old or the new
+/// content, never a mix. A two-way mirror with one crash point for both
+/// sides. The sync runs once with a trace; each crash point's image is
+/// the trace replayed up to it (what a live run in `CrashMode::Drop`
+/// produces, see `crash_live_at_sampled_writes`), tried with whole
+/// writes and with torn ones.
+#[test]
+fn crash_at_every_write_of_a_sync() {
+    init();
+    let t0 = Instant::now();
+    let gens = Gens::new();
+    let (base, paths) = crash_base("crash");
+    let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(101)).collect();
+    sim::share_crash_point(&run.iter().collect::<Vec<_>>());
+    register_all(&run);
+    let (mut w, ds) = open_writer(&paths).unwrap();
+    run.iter().for_each(|d| d.record_trace(true));
+    let start = run[0].write_clock();
+    change(&mut w, ds).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let writes = run[0].write_clock() - start;
+    let traces: Vec<Vec<TraceOp>> = run.iter().map(|d| d.take_trace()).collect();
+    assert!(
+        writes > 100,
+        "the sync touches many blocks ({writes} writes)"
+    );
+    let t_prep = t0.elapsed();
+
+    let mut points = 0u64;
+    let mut outcomes = [0u64; 3];
+    for n in 0..=writes {
+        for (k, keep) in [Keep::Random, Keep::RandomTorn].into_iter().enumerate() {
+            let seed = n * 2 + k as u64;
+            let crashed: Vec<Arc<SimDevice>> = base
+                .iter()
+                .zip(&traces)
+                .map(|(b, t)| b.replay(t, start + n, keep, seed))
+                .collect();
+            let what = format!("crash after {n} of {writes} writes ({keep:?})");
+            let g = check_crashed(&crashed, &paths, &gens, &what, n % 32 == 0);
+            outcomes[g] += 1;
+            points += 1;
+        }
+    }
+    assert!(outcomes[1] > 0 && outcomes[2] > 0, "{outcomes:?}");
+    eprintln!(
+        "crash_at_every_write_of_a_sync: {points} crash points ({writes} writes in the sync, \
+         2-way mirror, whole and torn writes): old {} / new {}; prepare {:.2?}, total {:.2?}",
+        outcomes[1],
+        outcomes[2],
+        t_prep,
+        t0.elapsed()
+    );
+}
+
+/// c'. The same sync really run, the power failing at sampled write
+/// counts: in `Drop` mode (the writer does not notice) and in `Fail` mode
+/// (its writes and flushes fail from there on; the sync must fail).
+#[test]
+fn crash_live_at_sampled_writes() {
+    init();
+    let gens = Gens::new();
+    let (base, paths) = crash_base("live");
+    let mut writes = None;
+    let mut n = 0;
+    let mut points = 0;
+    loop {
+        for mode in [CrashMode::Drop, CrashMode::Fail] {
+            let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(n * 2 + 7)).collect();
+            sim::share_crash_point(&run.iter().collect::<Vec<_>>());
+            register_all(&run);
+            let (mut w, ds) = open_writer(&paths).unwrap();
+            let start = run[0].write_clock();
+            run[0].crash_after_writes(n, mode);
+            change(&mut w, ds).unwrap();
+            let r = w.sync();
+            drop(w);
+            let total = *writes.get_or_insert(run[0].write_clock() - start);
+            let what = format!("live crash after {n} of {total} writes ({mode:?})");
+            assert_eq!(run[0].crashed(), n < total, "{what}");
+            if mode == CrashMode::Fail && n < total {
+                assert!(r.is_err(), "{what}: the sync reported success");
+            } else {
+                r.unwrap_or_else(|e| panic!("{what}: {e}"));
+            }
+            let crashed: Vec<Arc<SimDevice>> = run.iter().map(|d| d.crash()).collect();
+            check_crashed(&crashed, &paths, &gens, &what, true);
+            points += 1;
+        }
+        let total = writes.unwrap_or(0);
+        if n >= total {
+            break;
+        }
+        n = (n + total / 16 + 1).min(total);
+    }
+    assert!(points >= 16);
+}
+
+/// d. A mirror whose one side returns corrupted data: reads are correct
+/// (the other side verifies), the bad side is charged checksum errors,
+/// and a writer's reads heal the damaged copies on disk.
+#[test]
+fn mirror_reads_through_corruption_and_heals() {
+    init();
+    let (devs, paths) = devices("mirror", 2, 4);
+    let (mut w, ds) = new_pool(&paths);
+    let data = pattern(5, 500_000);
+    write_file(&mut w, ds, "f", &data).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let data_area = VDEV_LABEL_START_SIZE..DEV_SIZE - VDEV_LABEL_END_SIZE;
+
+    // Injected corruption of every read of side 0 (the image is intact).
+    devs[0].set_faults(Faults {
+        corrupt_read_ranges: vec![data_area.clone()],
+        ..Default::default()
+    });
+    let pool = open_pool(&paths, false).unwrap();
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), data);
+    assert!(devs[0].stats().corrupted_reads > 0);
+    let mut cksum = [0u64; 2];
+    pool.root.walk(0, &mut |v, _| {
+        if let Some(p) = &v.path {
+            let i = usize::from(p.ends_with("-1"));
+            cksum[i] += v
+                .stats
+                .cksum_errors
+                .load(std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(cksum[0] > 0 && cksum[1] == 0, "checksum errors {cksum:?}");
+    drop(pool);
+    devs[0].set_faults(Faults::default());
+
+    // Real damage on side 0: garbage over the file's blocks. A writer's
+    // reads (self-healing) rewrite them from side 1.
+    let z = zpl(&open_pool(&paths, false).unwrap()).unwrap();
+    let obj = z.resolve("/f").unwrap();
+    let (dn, _) = z.attrs(obj).unwrap();
+    let mut blocks = Vec::new();
+    let top = dn.phys.blkptr[0];
+    assert!(!top.is_hole());
+    blocks.push(top);
+    if dn.phys.nlevels > 1 {
+        // The level-1 block's pointers.
+        let raw = z.os.pool.read_bp(&top).unwrap();
+        for c in raw.chunks(128) {
+            let bp = ozfs_format::BlkPtr::from_bytes(c, false).unwrap();
+            if !bp.is_hole() {
+                blocks.push(bp);
+            }
+        }
+    }
+    for bp in &blocks {
+        let dva = bp.dvas()[0];
+        let off = VDEV_LABEL_START_SIZE + dva.offset;
+        devs[0]
+            .poke(&pattern(dva.offset, bp.psize() as usize), off)
+            .unwrap();
+    }
+    drop(z);
+    let (w, _) = open_writer(&paths).unwrap();
+    assert_eq!(read_file(&zpl(&w.pool).unwrap(), "f").unwrap(), data);
+    let repaired = w.pool.repaired.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(repaired > 0, "nothing was repaired");
+    drop(w);
+    // Side 1 unreadable now: side 0 alone must hold the right blocks.
+    devs[1].set_faults(Faults {
+        read_error_ranges: vec![data_area],
+        ..Default::default()
+    });
+    let pool = open_pool(&paths, false).unwrap();
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), data);
+    assert_clean(&pool, "healed");
+    devs[1].set_faults(Faults::default());
+}
+
+/// A sync that fails on a device write error reports it; the pool on disk
+/// is the last committed one.
+#[test]
+fn write_error_fails_sync_and_pool_reopens() {
+    init();
+    let (devs, paths) = devices("werr", 1, 5);
+    let (mut w, ds) = new_pool(&paths);
+    write_file(&mut w, ds, "f", b"committed").unwrap();
+    w.sync().unwrap();
+    devs[0].set_faults(Faults {
+        write_error_prob: 1.0,
+        ..Default::default()
+    });
+    write_file(&mut w, ds, "f", b"not committed").unwrap();
+    assert!(w.sync().is_err());
+    drop(w);
+    devs[0].set_faults(Faults::default());
+    sim::register("werr-0", devs[0].crash());
+    let pool = open_pool(&paths, false).unwrap();
+    assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), b"committed");
+    assert_clean(&pool, "after a failed sync");
+}
