@@ -712,7 +712,6 @@ fn _e(e: Error) -> Fail {
 }
 
 fn create(argv: &[String]) -> CmdResult {
-    use ozfs_dsl::create::{create_pool, set_prop_dir};
     let a = Args::parse(argv, "fnd", "oOmR")?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
@@ -721,22 +720,16 @@ fn create(argv: &[String]) -> CmdResult {
     if let Err(why) = ozfs_format::names::check_new_pool_name(&name) {
         return Err(Fail::Err(format!("cannot create '{name}': {why}")));
     }
-    if Record::load(&name).is_ok() {
-        return Err(Fail::Err(format!(
-            "cannot create '{name}': pool already exists"
-        )));
-    }
-    let mut version = ozfs_dsl::create::DEFAULT_POOL_VERSION;
-    let mut ashift = 9u64;
-    for o in a.opt_all('o') {
-        match o.split_once('=') {
+    let mut o = ozfs_ops::pool::CreateOpts::default();
+    for opt in a.opt_all('o') {
+        match opt.split_once('=') {
             Some(("version", v)) => {
-                version = v
+                o.version = v
                     .parse()
                     .map_err(|_| Fail::Usage(format!("invalid version '{v}'")))?
             }
             Some(("ashift", v)) => {
-                ashift = v
+                o.ashift = v
                     .parse()
                     .map_err(|_| Fail::Usage(format!("invalid ashift '{v}'")))?
             }
@@ -747,63 +740,24 @@ fn create(argv: &[String]) -> CmdResult {
             }
             None => {
                 return Err(Fail::Usage(format!(
-                    "bad property '{o}': expected property=value"
+                    "bad property '{opt}': expected property=value"
                 )))
             }
         }
     }
-    let mut fs_props = Vec::new();
-    for o in a.opt_all('O') {
-        let (k, v) = o
+    for opt in a.opt_all('O') {
+        let (k, v) = opt
             .split_once('=')
-            .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
-        fs_props.push((
-            k.to_string(),
-            ozfs_dsl::props::parse_setting(k, v)
-                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?,
-        ));
+            .ok_or_else(|| Fail::Usage(format!("bad property '{opt}': expected property=value")))?;
+        o.fs_props.push((k.to_string(), v.to_string()));
     }
     if let Some(m) = a.opt('m') {
-        fs_props.push((
-            "mountpoint".into(),
-            ozfs_dsl::props::parse_setting("mountpoint", m)
-                .map_err(|e| Fail::Err(e.to_string()))?,
-        ));
+        o.fs_props.push(("mountpoint".into(), m.to_string()));
     }
     let (tops, spares) =
         parse_vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
-    if tops.is_empty() {
-        return Err(Fail::Err(format!(
-            "cannot create '{name}': at least one top-level vdev must be specified"
-        )));
-    }
-    let mut w = create_pool(&name, &tops, ashift, version)
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    ozfs_dsl::create::add_spares(&mut w, &spares)
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    if !fs_props.is_empty() {
-        let root = w.root_dir_obj;
-        for (k, v) in &fs_props {
-            set_prop_dir(&mut w, root, k, v)
-                .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-        }
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
-    }
-    let rec = Record {
-        name: name.clone(),
-        guid: w.pool.guid,
-        devices: spec_devices(&tops)
-            .into_iter()
-            .chain(spares.iter().map(|p| p.display().to_string()))
-            .collect(),
-        readonly: false,
-        errors: Vec::new(),
-        resilvering: Vec::new(),
-        offline: Vec::new(),
-    };
-    rec.save()
-        .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    o.spares = spares;
+    ozfs_ops::pool::create(&name, &tops, &o)?;
     Ok(())
 }
 

@@ -425,3 +425,20 @@ pub fn receive(
     w.sync().map_err(fail)?;
     Ok(out)
 }
+
+/// `zfs send [-i FROM] SNAP`: one stream of snapshot `snap` (incremental
+/// from `from`, a snapshot of the same file system), read from the pool's
+/// last synced state, written to `out`. Returns the bytes written.
+pub fn send(snap: &str, from: Option<&str>, out: &mut dyn std::io::Write) -> Result<u64> {
+    let pool_name = snap.split(['/', '@']).next().unwrap_or("");
+    let (_, pool) = crate::host::open_imported(pool_name)?;
+    let dsl = ozfs_dsl::DslPool::open(pool)
+        .map_err(|e| e.context(&format!("cannot open '{pool_name}'")))?;
+    let to = dsl.lookup(snap).map_err(|_| no_such(snap))?;
+    let from = match from {
+        Some(f) => Some(dsl.lookup(f).map_err(|_| no_such(f))?),
+        None => None,
+    };
+    ozfs_dsl::send::send(&dsl, &to, from.as_ref(), out, &mut |_| {})
+        .map_err(|e| e.context(&format!("cannot send '{snap}'")))
+}

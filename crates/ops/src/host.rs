@@ -296,9 +296,17 @@ impl Record {
 /// for the rest of this process, so that two ozfs commands never write one
 /// pool at the same time.
 pub fn lock_pool(name: &str) -> Result<()> {
+    // A process that already holds the lock keeps it (a program running
+    // several operations on one pool takes it once).
+    static HELD: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    if held.iter().any(|n| n == name) {
+        return Ok(());
+    }
     let f = lock_pool_file(name)?;
     // Held until the process exits.
     std::mem::forget(f);
+    held.push(name.to_string());
     Ok(())
 }
 

@@ -44,3 +44,4 @@ pub mod rawio;
 pub use ozfs_dsl::shared::{Lease, SharedWriter, Writer};
 pub use ozfs_dsl::sync::PoolWriter;
 pub use ozfs_spa::Pool;
+pub mod pool;
