@@ -629,7 +629,7 @@ pub fn create_filesystem(
     }
     let pdir = w.dir(parent.dir_obj)?;
     if zap_tx::lookup(&w.mos, pdir.child_dir_zapobj, child.as_bytes())?.is_some() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Exists(format!(
             "cannot create '{name}': dataset already exists"
         )));
     }

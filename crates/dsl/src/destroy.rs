@@ -246,7 +246,7 @@ impl PoolWriter {
             )));
         }
         if s.userrefs_obj != 0 && !zap_tx::list(&self.mos, s.userrefs_obj)?.is_empty() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Busy(format!(
                 "cannot destroy snapshot {name}: dataset is busy (it has holds)"
             )));
         }

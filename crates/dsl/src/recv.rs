@@ -329,7 +329,7 @@ fn receive_one(
         }
         for sn in dsl.snapshots(&head)? {
             if sn.name.rsplit('@').next() == Some(snap.as_str()) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Exists(format!(
                     "cannot receive incremental stream: destination '{fs}@{snap}' already exists"
                 )));
             }
@@ -348,7 +348,7 @@ fn receive_one(
         head.ds_obj
     } else {
         if existing.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "cannot receive new filesystem stream: destination '{fs}' exists\nmust specify -F to overwrite it"
             )));
         }

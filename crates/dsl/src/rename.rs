@@ -30,7 +30,7 @@ impl PoolWriter {
             .lookup(old)
             .map_err(|_| Error::NotFound(format!("cannot open '{old}': dataset does not exist")))?;
         if dsl.lookup(new).is_ok() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "cannot rename to '{new}': dataset already exists"
             )));
         }
@@ -54,7 +54,7 @@ impl PoolWriter {
             let head = self.dir(ds.dir_obj)?.head_dataset_obj;
             let map = self.dataset(head)?.snapnames_zapobj;
             if zap_tx::lookup(&self.mos, map, nsnap.as_bytes())?.is_some() {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Exists(format!(
                     "cannot rename to '{ofs}@{nsnap}': dataset already exists"
                 )));
             }
@@ -156,7 +156,7 @@ impl PoolWriter {
             self.set_dataset(ds.ds_obj, &d)?;
         }
         if zap_tx::lookup(&self.mos, d.userrefs_obj, tag.as_bytes())?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "cannot hold snapshot '{snap}': tag already exists on this dataset"
             )));
         }

@@ -42,7 +42,7 @@ impl PoolWriter {
             )));
         }
         if zap_tx::lookup(&self.mos, head.ds.snapnames_zapobj, snap.as_bytes())?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "cannot create snapshot '{full}': dataset already exists"
             )));
         }

@@ -36,5 +36,5 @@ pub mod zap_write;
 pub mod znode;
 
 pub use blkptr::{BlkPtr, Dva};
-pub use error::{Cksum, Error, Result};
+pub use error::{Cksum, Error, ErrorKind, Result};
 pub use nvlist::{NvList, NvValue};

@@ -793,7 +793,7 @@ fn check_str_name(name: &[u8]) -> Result<()> {
 }
 
 fn exists_err(name: &[u8]) -> Error {
-    Error::Invalid(format!(
+    Error::Exists(format!(
         "zap entry {:?} already exists",
         String::from_utf8_lossy(name)
     ))
@@ -1939,7 +1939,7 @@ mod tests {
                     let r = z.add(name, il, &v);
                     if model.contains_key(name) {
                         assert!(
-                            matches!(r, Err(Error::Invalid(ref s)) if s.contains("already exists"))
+                            matches!(r, Err(Error::Exists(ref s)) if s.contains("already exists"))
                         );
                     } else {
                         r.unwrap();

@@ -84,7 +84,7 @@ use ozfs_dsl::sync::PoolWriter;
 use ozfs_format::znode::{
     ZplAttrs, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
 };
-use ozfs_format::Error;
+use ozfs_format::{Error, ErrorKind};
 use ozfs_zpl::write::ZplTx;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -239,43 +239,13 @@ fn log_err(what: &str, e: &Error) {
 
 /// Map an ozfs error to an errno (unexpected ones are logged).
 pub fn errno_of(what: &str, e: &Error) -> c_int {
-    if ozfs_spa::metaslab::is_enospc(e) {
-        return libc::ENOSPC;
+    if matches!(
+        e.kind(),
+        ErrorKind::Corrupt | ErrorKind::Io | ErrorKind::Unsupported | ErrorKind::Invalid
+    ) {
+        log_err(what, e);
     }
-    match e {
-        Error::NotFound(_) => ENOENT,
-        Error::Invalid(m) => {
-            let m = m.to_lowercase();
-            if m.contains("exists") {
-                EEXIST
-            } else if m.contains("not empty") {
-                ENOTEMPTY
-            } else if m.contains("is a directory") {
-                EISDIR
-            } else if m.contains("not a directory") {
-                ENOTDIR
-            } else if m.contains("invalid file name") || m.contains("into itself") {
-                EINVAL
-            } else if m.contains("hard links to directories") {
-                libc::EPERM
-            } else {
-                log_err(what, e);
-                EIO
-            }
-        }
-        Error::Io { source, .. } => {
-            log_err(what, e);
-            source.raw_os_error().unwrap_or(EIO)
-        }
-        Error::Unsupported { .. } => {
-            log_err(what, e);
-            libc::EOPNOTSUPP
-        }
-        _ => {
-            log_err(what, e);
-            EIO
-        }
-    }
+    e.errno()
 }
 
 fn kind_of(mode: u64) -> FileType {

@@ -92,7 +92,7 @@
 
 use crate::range::RangeSet;
 use crate::spacemap::{self, SmEntry, SM_ALLOC, SM_FREE};
-use ozfs_format::{Error, Result};
+use ozfs_format::{Error, ErrorKind, Result};
 use std::collections::BTreeMap;
 
 /// Smallest metaslab shift (SPA_MAXBLOCKSHIFT of pool v23: 128 KiB).
@@ -129,17 +129,19 @@ pub fn leaf_asize(device_size: u64) -> u64 {
         .saturating_sub(VDEV_LABEL_START_SIZE + VDEV_LABEL_END_SIZE)
 }
 
-/// The error returned when nothing fits: an I/O error with errno ENOSPC.
+/// The error returned when nothing fits: [`Error::NoSpace`], printed as
+/// `what` followed by the system's text for ENOSPC.
 pub fn enospc(what: String) -> Error {
-    Error::Io {
-        what,
-        source: std::io::Error::from_raw_os_error(ENOSPC),
-    }
+    Error::NoSpace(format!(
+        "{what}: {}",
+        std::io::Error::from_raw_os_error(ENOSPC)
+    ))
 }
 
-/// Whether `e` is the out-of-space error of [`enospc`].
+/// Whether `e` is an out-of-space error (of [`enospc`], or an I/O error
+/// with errno ENOSPC).
 pub fn is_enospc(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(ENOSPC))
+    e.kind() == ErrorKind::NoSpace
 }
 
 /// One allocated piece of a top-level vdev: what goes into a DVA.
@@ -1128,6 +1130,13 @@ mod tests {
         }
         let err = a.alloc(512, 5, &[]).unwrap_err();
         assert!(is_enospc(&err), "{err}");
+        assert!(matches!(err, Error::NoSpace(_)), "{err:?}");
+        assert_eq!(err.errno(), ENOSPC);
+        assert!(
+            err.to_string()
+                .ends_with(&std::io::Error::from_raw_os_error(ENOSPC).to_string()),
+            "{err}"
+        );
         assert!(ext.iter().all(|e| e.offset + e.asize <= M));
         assert_eq!(a.space_used(), M);
         assert_eq!(a.free_space(), 0);

@@ -226,7 +226,7 @@ fn dest_dir(dest: &Path) -> Result<OwnedFd> {
         Ok(fd) => return Ok(fd),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NotDir(format!(
                 "{shown}: exists and is not a directory"
             )))
         }
@@ -262,7 +262,7 @@ fn make_dir(parent: RawFd, name: &CStr, shown: &str) -> Result<OwnedFd> {
         }
     }
     open_dir_at(parent, name).map_err(|e| match type_at(parent, name) {
-        Some(t) if t != libc::S_IFDIR => Error::Invalid(format!(
+        Some(t) if t != libc::S_IFDIR => Error::NotDir(format!(
             "{shown}: exists and is {} where a directory is wanted",
             type_word(t)
         )),

@@ -90,7 +90,7 @@ impl Zpl {
     /// Entries of a directory object.
     pub fn readdir(&self, dn: &Dnode) -> Result<Vec<DirEntry>> {
         if dn.phys.object_type != ot::DIRECTORY_CONTENTS {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NotDir(format!(
                 "{}: object {} is not a directory",
                 self.name, dn.object
             )));

@@ -131,7 +131,7 @@ impl<'a> ZplTx<'a> {
     fn dir_attrs(&self, dir: u64) -> Result<ZplAttrs> {
         let a = self.attrs(dir)?;
         if a.mode & S_IFMT != S_IFDIR {
-            return Err(Error::Invalid(format!("object {dir} is not a directory")));
+            return Err(Error::NotDir(format!("object {dir} is not a directory")));
         }
         Ok(a)
     }
@@ -146,8 +146,8 @@ impl<'a> ZplTx<'a> {
     ) -> Result<()> {
         let v = obj | (((mode & S_IFMT) >> 12) << 60);
         zap_tx::add(self.tx, dir, name, 8, &[v]).map_err(|e| match e {
-            Error::Invalid(m) if m.contains("exists") => {
-                Error::Invalid(format!("{}: file exists", String::from_utf8_lossy(name)))
+            Error::Exists(_) => {
+                Error::Exists(format!("{}: file exists", String::from_utf8_lossy(name)))
             }
             other => other,
         })?;
@@ -228,7 +228,7 @@ impl<'a> ZplTx<'a> {
         Self::check_name(name)?;
         self.dir_attrs(dir)?;
         if self.lookup(dir, name)?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "{}: file exists",
                 String::from_utf8_lossy(name)
             )));
@@ -250,7 +250,7 @@ impl<'a> ZplTx<'a> {
         Self::check_name(name)?;
         self.dir_attrs(dir)?;
         if self.lookup(dir, name)?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "{}: file exists",
                 String::from_utf8_lossy(name)
             )));
@@ -277,7 +277,7 @@ impl<'a> ZplTx<'a> {
         }
         self.dir_attrs(dir)?;
         if self.lookup(dir, name)?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "{}: file exists",
                 String::from_utf8_lossy(name)
             )));
@@ -316,12 +316,12 @@ impl<'a> ZplTx<'a> {
         Self::check_name(name)?;
         let mut a = self.attrs(obj)?;
         if a.mode & S_IFMT == S_IFDIR {
-            return Err(Error::Invalid(
+            return Err(Error::Permission(
                 "hard links to directories are not allowed".into(),
             ));
         }
         if self.lookup(dir, name)?.is_some() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "{}: file exists",
                 String::from_utf8_lossy(name)
             )));
@@ -339,7 +339,7 @@ impl<'a> ZplTx<'a> {
             .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
         let mut a = self.attrs(obj)?;
         if a.mode & S_IFMT == S_IFDIR {
-            return Err(Error::Invalid(format!(
+            return Err(Error::IsDir(format!(
                 "{}: is a directory",
                 String::from_utf8_lossy(name)
             )));
@@ -372,13 +372,13 @@ impl<'a> ZplTx<'a> {
     fn empty_dir_attrs(&self, name: &[u8], obj: u64) -> Result<ZplAttrs> {
         let a = self.attrs(obj)?;
         if a.mode & S_IFMT != S_IFDIR {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NotDir(format!(
                 "{}: not a directory",
                 String::from_utf8_lossy(name)
             )));
         }
         if !zap_tx::list(self.tx, obj)?.is_empty() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NotEmpty(format!(
                 "{}: directory not empty",
                 String::from_utf8_lossy(name)
             )));
