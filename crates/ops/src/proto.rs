@@ -453,23 +453,24 @@ impl Request {
 
 /// An error as it travels: its kind's name and its message.
 pub fn error_to_wire(e: &Error) -> (&'static str, String) {
-    let kind = match e {
-        Error::NotFound(_) => "not_found",
-        Error::Unsupported { .. } | Error::Opaque { .. } => "unsupported",
-        Error::Io { .. } => "io",
-        Error::Truncated { .. }
-        | Error::BadMagic { .. }
-        | Error::Corrupt { .. }
-        | Error::Checksum { .. } => "corrupt",
-        Error::Invalid(_) => "invalid",
-    };
-    (kind, e.to_string())
+    (e.kind().name(), e.to_string())
 }
 
-/// The error a reply reports, of the kind it names. The message is the
-/// full text the daemon's error displayed.
-pub fn error_from_wire(_kind: &str, msg: String) -> Error {
-    Error::Invalid(msg)
+/// The error a reply reports, of the kind it names, displaying exactly the
+/// message the daemon's error displayed.
+pub fn error_from_wire(kind: &str, msg: String) -> Error {
+    use ozfs_format::ErrorKind as K;
+    match K::from_name(kind) {
+        Some(K::Exists) => Error::Exists(msg),
+        Some(K::NotEmpty) => Error::NotEmpty(msg),
+        Some(K::NotDir) => Error::NotDir(msg),
+        Some(K::IsDir) => Error::IsDir(msg),
+        Some(K::NoSpace) => Error::NoSpace(msg),
+        Some(K::Busy) => Error::Busy(msg),
+        Some(K::Permission) => Error::Permission(msg),
+        // Kinds whose variants add words of their own travel as text.
+        _ => Error::Invalid(msg),
+    }
 }
 
 /// Run `req`: in the daemon when it holds the request's pool (and this is
