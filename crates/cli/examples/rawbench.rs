@@ -107,7 +107,7 @@ fn read(dev: &std::path::Path, name: &str) -> ozfs_format::Result<(f64, u64, u64
     let f = found
         .into_iter()
         .next()
-        .ok_or_else(|| ozfs_format::Error::NotFound("pool on the device".into()))?;
+        .ok_or_else(|| ozfs_format::Error::not_found("pool on the device"))?;
     let pool = Arc::new(Pool::open(
         f,
         &PoolOptions {

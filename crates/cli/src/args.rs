@@ -77,3 +77,24 @@ impl Args {
         self.opts.get(&c).cloned().unwrap_or_default()
     }
 }
+
+/// How `ozfs cp` names a place in a dataset.
+const CP_USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST";
+
+/// Split `POOL/DS[@SNAP]:PATH` into dataset and path.
+pub fn split_source(s: &str) -> Result<(String, String), Usage> {
+    let Some((ds, path)) = s.split_once(':') else {
+        return Err(Usage(format!(
+            "source '{s}' must be POOL/DATASET[@SNAP]:PATH\n{CP_USAGE}"
+        )));
+    };
+    if ds.is_empty() {
+        return Err(Usage(format!("source '{s}' has no dataset\n{CP_USAGE}")));
+    }
+    let path = if path.is_empty() {
+        "/".to_string()
+    } else {
+        path.to_string()
+    };
+    Ok((ds.to_string(), path))
+}

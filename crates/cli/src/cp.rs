@@ -5,30 +5,12 @@
 //! * `ozfs cp [-r] SRC POOL/DATASET:PATH` copies a local file or tree in;
 //! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
 
-use crate::args::Args;
+use crate::args::{split_source, Args};
 use crate::{CmdResult, Fail};
 use ozfs_ops::proto::{execute, Progress, Request};
 use std::path::Path;
 
 const USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST";
-
-/// Split `POOL/DS[@SNAP]:PATH` into dataset and path.
-pub fn split_source(s: &str) -> Result<(String, String), Fail> {
-    let Some((ds, path)) = s.split_once(':') else {
-        return Err(Fail::Usage(format!(
-            "source '{s}' must be POOL/DATASET[@SNAP]:PATH\n{USAGE}"
-        )));
-    };
-    if ds.is_empty() {
-        return Err(Fail::Usage(format!("source '{s}' has no dataset\n{USAGE}")));
-    }
-    let path = if path.is_empty() {
-        "/".to_string()
-    } else {
-        path.to_string()
-    };
-    Ok((ds.to_string(), path))
-}
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRapv", "")?;

@@ -32,6 +32,7 @@ use crate::args::Args;
 use crate::{CmdResult, Fail};
 use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
 use ozfs_ops::client::socket_path;
+use ozfs_ops::devices::SpareEvent;
 use ozfs_ops::host::{state_dir, Record};
 use ozfs_ops::proto::{Request, Response};
 use ozfs_ops::scan::ScanMode;
@@ -159,53 +160,23 @@ fn start_scrub(pool: &str, mode: ScanMode) -> Result<(), String> {
 /// in a pool with an available hot spare gets the spare (as ZFS's event
 /// daemon does), and a resilver onto it starts.
 fn activate_spares(d: &Daemon) {
-    let held: Vec<(String, Arc<ozfs_spa::Pool>, SharedWriter)> = lock(&d.inner)
+    let held: Vec<(String, Arc<Pool>, SharedWriter)> = lock(&d.inner)
         .pools
         .iter()
         .map(|(n, p)| (n.clone(), p.pool.clone(), p.sw.clone()))
         .collect();
     for (name, pool, sw) in held {
-        let wanting = pool.leaves_wanting_spare();
-        if wanting.is_empty() {
-            continue;
-        }
-        let avail: Vec<ozfs_spa::spares::Spare> = pool
-            .spares()
-            .into_iter()
-            .filter(|s| pool.spare_state(s) == ozfs_spa::spares::SpareState::Avail)
-            .collect();
-        // Pairs that failed once (a spare too small for that device) are
-        // not tried again; the next spare is.
-        static REFUSED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
         let mut started = false;
-        let mut used: Vec<u64> = Vec::new();
-        for failed in wanting {
-            for spare in avail.iter().filter(|s| !used.contains(&s.guid)) {
-                if lock(&REFUSED).contains(&(failed, spare.guid)) {
-                    continue;
+        for event in ozfs_ops::devices::activate_spares(&pool, &sw) {
+            match event {
+                SpareEvent::Activated { spare, device } => {
+                    eprintln!(
+                        "ozfs daemon: '{name}': hot spare {spare} takes over device {device}"
+                    );
+                    started = true;
                 }
-                let Ok(mut l) = sw.lease() else { break };
-                let r = pool.activate_spare(failed, spare, l.txg).and_then(|()| {
-                    l.config_dirty = true;
-                    l.sync()
-                });
-                match r {
-                    Ok(()) => {
-                        eprintln!(
-                            "ozfs daemon: '{name}': hot spare {} takes over device {failed}",
-                            spare.path
-                        );
-                        started = true;
-                        used.push(spare.guid);
-                        break;
-                    }
-                    Err(e) => {
-                        eprintln!(
-                            "ozfs daemon: '{name}': hot spare {} not activated: {e}",
-                            spare.path
-                        );
-                        lock(&REFUSED).push((failed, spare.guid));
-                    }
+                SpareEvent::Refused { spare, why, .. } => {
+                    eprintln!("ozfs daemon: '{name}': hot spare {spare} not activated: {why}");
                 }
             }
         }
@@ -231,6 +202,11 @@ fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
         .ok_or_else(|| format!("cannot clear errors for {pool}: no such pool"))?;
     ozfs_ops::devices::zero_counters(&p.pool, dev).map_err(|e| e.to_string())?;
     p.rec.save_counters(&p.pool).map_err(|e| e.to_string())
+}
+
+/// The FUSE options of a dataset's mount, from its properties.
+fn fuse_options(i: &ozfs_ops::mountinfo::DsMount) -> ozfs_fuse::Options {
+    ozfs_fuse::Options::dataset(&i.name, i.readonly, i.atime, i.setuid, i.devices, i.exec)
 }
 
 /// The daemon as the holder of its pools, for the operations it runs.
@@ -791,7 +767,7 @@ impl Daemon {
                 canon.display()
             )));
         }
-        let opts = crate::mount::options(&info, false);
+        let opts = fuse_options(&info);
         let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)
             .map_err(|e| fail(&e))?;
         let m = ozfs_fuse::shared::spawn(Arc::new(Mutex::new(st)), &canon).map_err(|e| fail(&e))?;
@@ -1113,7 +1089,7 @@ impl Daemon {
                 .filter(|(_, m)| pool_of(&m.dataset) == pool)
                 .map(|(i, m)| {
                     let o = ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset)
-                        .map(|i| crate::mount::options(&i, false))
+                        .map(|i| fuse_options(&i))
                         .map_err(|e| e.to_string());
                     (i, o)
                 })

@@ -28,7 +28,7 @@ mod zfs;
 mod zpool;
 
 use args::Usage;
-use ozfs_format::Error;
+use ozfs_ops::Error;
 
 /// A command's failure.
 pub enum Fail {

@@ -97,15 +97,14 @@ pub fn main(argv: &[String]) -> CmdResult {
     res.map_err(|e| fail(&e))
 }
 
-/// The FUSE options of a dataset's mount (temporary options such as
-/// `-o ro` are applied by the caller on top).
-pub fn options(i: &DsMount, readonly: bool) -> Options {
-    Options {
-        readonly: readonly || i.readonly,
-        atime: i.atime,
-        setuid: i.setuid,
-        devices: i.devices,
-        exec: i.exec,
-        ..Options::new(&i.name)
-    }
+/// The FUSE options of a dataset's mount (`-o ro` on top).
+fn options(i: &DsMount, readonly: bool) -> Options {
+    Options::dataset(
+        &i.name,
+        readonly || i.readonly,
+        i.atime,
+        i.setuid,
+        i.devices,
+        i.exec,
+    )
 }

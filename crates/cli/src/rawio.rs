@@ -87,7 +87,7 @@ fn write(argv: &[String]) -> CmdResult {
     if a.pos.len() != 1 {
         return Err(Fail::Usage(USAGE.into()));
     }
-    let (dataset, path) = crate::cp::split_source(&a.pos[0])?;
+    let (dataset, path) = crate::args::split_source(&a.pos[0])?;
     let record =
         num(&a, 'r', "record")?.ok_or_else(|| Fail::Usage(format!("missing --record\n{USAGE}")))?;
     let algo = a
@@ -131,7 +131,7 @@ fn read(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(USAGE.into()));
     }
     let target = &a.pos[0];
-    let (ds_name, path) = crate::cp::split_source(target)?;
+    let (ds_name, path) = crate::args::split_source(target)?;
     let fail = |e: &dyn std::fmt::Display| Fail::Err(format!("cannot read '{target}': {e}"));
     let first = num(&a, 'r', "record")?;
     let count = match (first, num(&a, 'n', "count")?) {

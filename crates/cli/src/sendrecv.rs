@@ -10,25 +10,13 @@
 
 use crate::args::Args;
 use crate::{CmdResult, Fail};
-use ozfs_dsl::{DatasetInfo, DslPool};
+use ozfs_ops::dataset::{self, SendFrom};
 use ozfs_ops::proto::{Input, Request, Response};
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 fn nice(n: u64) -> String {
     crate::render::nice(n)
-}
-
-/// The snapshot named by `-i`/`-I` (`@a`, `fs@a` or `a`) for `to` (`fs@b`).
-fn from_name(from: &str, to: &str) -> String {
-    let fs = to.split('@').next().unwrap_or(to);
-    if let Some(s) = from.strip_prefix('@') {
-        format!("{fs}@{s}")
-    } else if from.contains('@') {
-        from.to_string()
-    } else {
-        format!("{fs}@{from}")
-    }
 }
 
 /// `zfs send [-v] [-i snap | -I snap] snapshot`
@@ -52,74 +40,31 @@ pub fn send(argv: &[String]) -> CmdResult {
                 .into(),
         ));
     }
-    let pool_name = to_name.split(['/', '@']).next().unwrap_or("").to_string();
-    let (_, pool) = ozfs_ops::host::open_imported(&pool_name)?;
-    let dsl =
-        DslPool::open(pool).map_err(|e| Fail::Err(format!("cannot open '{pool_name}': {e}")))?;
-    let lookup = |n: &str| -> Result<DatasetInfo, Fail> {
-        dsl.lookup(n)
-            .map_err(|_| Fail::Err(format!("cannot open '{n}': dataset does not exist")))
-    };
-    let to = lookup(&to_name)?;
-    // The (from, to) pairs to send.
-    let mut pairs: Vec<(Option<DatasetInfo>, DatasetInfo)> = Vec::new();
-    let mut repl_header = None;
-    match (a.opt('i'), a.opt('I')) {
+    let from = match (a.opt('i'), a.opt('I')) {
         (Some(_), Some(_)) => {
             return Err(Fail::Usage("-i and -I are mutually exclusive".into()));
         }
-        (i, ii) if a.flag('R') => {
-            // A replication stream: every descendant with this snapshot.
-            let (head_name, tosnap) = to_name.split_once('@').unwrap_or((&to_name, ""));
-            let head = lookup(head_name)?;
-            let from = i
-                .or(ii)
-                .map(|f| f.rsplit('@').next().unwrap_or(f).to_string());
-            let (hdr, p) = ozfs_dsl::send::replication_plan(&dsl, &head, tosnap, from.as_deref())
-                .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
-            pairs = p;
-            repl_header = Some(hdr);
-        }
-        (Some(f), None) => pairs.push((Some(lookup(&from_name(f, &to_name))?), to)),
-        (None, Some(f)) => {
-            let from = lookup(&from_name(f, &to_name))?;
-            let head_name = to_name.split('@').next().unwrap_or("");
-            let head = lookup(head_name)?;
-            let mut snaps: Vec<DatasetInfo> = dsl
-                .snapshots(&head)
-                .map_err(|e| Fail::Err(e.to_string()))?
-                .into_iter()
-                .filter(|s| {
-                    s.ds.creation_txg > from.ds.creation_txg
-                        && s.ds.creation_txg <= to.ds.creation_txg
-                })
-                .collect();
-            snaps.sort_by_key(|s| s.ds.creation_txg);
-            let mut prev = from;
-            for s in snaps {
-                pairs.push((Some(prev), s.clone()));
-                prev = s;
-            }
-        }
-        (None, None) => pairs.push((None, to)),
-    }
+        (Some(f), None) => Some(SendFrom::Snapshot(f.to_string())),
+        (None, Some(f)) => Some(SendFrom::Range(f.to_string())),
+        (None, None) => None,
+    };
+    let plan = dataset::send_plan(&to_name, from.as_ref(), a.flag('R'))?;
     let verbose = a.flag('v') || a.flag('n');
+    let estimates = plan.estimates();
     if verbose {
         let mut total = 0;
-        for (f, t) in &pairs {
-            let est = t.ds.referenced_bytes;
-            total += est;
-            match f {
+        for e in &estimates {
+            total += e.bytes;
+            match &e.from {
                 Some(f) => eprintln!(
                     "send from {} to {} estimated size is {}",
-                    f.name
-                        .rsplit_once('@')
+                    f.rsplit_once('@')
                         .map(|x| format!("@{}", x.1))
                         .unwrap_or_default(),
-                    t.name,
-                    nice(est)
+                    e.to,
+                    nice(e.bytes)
                 ),
-                None => eprintln!("full send of {} estimated size is {}", t.name, nice(est)),
+                None => eprintln!("full send of {} estimated size is {}", e.to, nice(e.bytes)),
             }
         }
         eprintln!("total estimated size is {}", nice(total));
@@ -128,37 +73,13 @@ pub fn send(argv: &[String]) -> CmdResult {
         return Ok(());
     }
     let t0 = Instant::now();
-    let mut sent = 0;
-    // -I: one compound stream (header, substreams, final END), as ZFS writes it.
-    let compound = a.opt('I').is_some() || repl_header.is_some();
-    if compound {
-        // -R names the snapshot asked for; -I the last one sent.
-        let name = match &repl_header {
-            Some(_) => to_name.clone(),
-            None => pairs
-                .last()
-                .map(|p| p.1.name.clone())
-                .unwrap_or(to_name.clone()),
-        };
-        sent += ozfs_dsl::send::compound_header(&mut out, &name, repl_header.as_ref())
-            .map_err(|e| Fail::Err(format!("cannot send '{name}': {e}")))?;
-    }
-    let total: u64 = pairs.iter().map(|(_, t)| t.ds.referenced_bytes).sum();
+    let total: u64 = estimates.iter().map(|e| e.bytes).sum();
     let mut prog = Progress::new(Some(total), &to_name);
-    for (f, t) in &pairs {
-        let base = sent;
-        let mut tick = |b: u64| {
-            if verbose {
-                prog.tick(base + b);
-            }
-        };
-        sent += ozfs_dsl::send::send(&dsl, t, f.as_ref(), &mut out, &mut tick)
-            .map_err(|e| Fail::Err(format!("cannot send '{}': {e}", t.name)))?;
-    }
-    if compound {
-        sent += ozfs_dsl::send::compound_end(&mut out)
-            .map_err(|e| Fail::Err(format!("cannot send '{to_name}': {e}")))?;
-    }
+    let sent = plan.write(&mut out, &mut |b| {
+        if verbose {
+            prog.tick(b);
+        }
+    })?;
     if verbose {
         let secs = t0.elapsed().as_secs_f64().max(0.001);
         eprintln!(
@@ -348,27 +269,10 @@ pub fn holds(argv: &[String]) -> CmdResult {
     if a.pos.is_empty() {
         return Err(Fail::Usage("usage:\n\tholds [-H] <snapshot> ...".into()));
     }
-    let pool_name = a.pos[0].split(['/', '@']).next().unwrap_or("").to_string();
-    let (_, pool) = ozfs_ops::host::open_imported(&pool_name)?;
-    let dsl = DslPool::open(pool).map_err(|e| Fail::Err(e.to_string()))?;
-    let mut rows = Vec::new();
-    for s in &a.pos {
-        let ds = dsl
-            .lookup(s)
-            .map_err(|_| Fail::Err(format!("cannot open '{s}': dataset does not exist")))?;
-        if ds.ds.userrefs_obj == 0 {
-            continue;
-        }
-        for e in ozfs_dmu::zap::list_obj(&dsl.mos, ds.ds.userrefs_obj)
-            .map_err(|e| Fail::Err(e.to_string()))?
-        {
-            rows.push(vec![
-                s.clone(),
-                e.name_str(),
-                crate::render::date(e.as_u64().unwrap_or(0)),
-            ]);
-        }
-    }
+    let rows: Vec<Vec<String>> = ozfs_ops::query::holds(&a.pos)?
+        .into_iter()
+        .map(|(s, tag, t)| vec![s, tag, crate::render::date(t)])
+        .collect();
     use crate::output::{print_table, Align};
     print_table(
         &[

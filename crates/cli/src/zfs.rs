@@ -3,10 +3,9 @@
 use crate::args::Args;
 use crate::output::{print_table, Align};
 use crate::{CmdResult, Fail};
-use ozfs_dsl::{DatasetInfo, DslPool, PropSource, PropValue};
 use ozfs_ops::dataset::DestroyOpts;
-use ozfs_ops::host::{open_imported, Record};
 use ozfs_ops::proto::{Progress, Request, Response};
+use ozfs_ops::query::{self, PropSource, PropValue, Selection, Types};
 
 const USAGE: &str = "usage: zfs <command>
 	create [-p] [-o property=value] ... <filesystem>
@@ -51,11 +50,6 @@ pub fn main(argv: &[String]) -> CmdResult {
     }
 }
 
-struct Types {
-    fs: bool,
-    snap: bool,
-}
-
 fn parse_types(t: Option<&str>, default_snap: bool) -> Result<Types, Fail> {
     let Some(t) = t else {
         return Ok(Types {
@@ -82,13 +76,13 @@ fn parse_types(t: Option<&str>, default_snap: bool) -> Result<Types, Fail> {
     Ok(r)
 }
 
-/// Datasets selected by the operands (all pools when none), honouring -r/-d.
-fn select(
+/// The selection the operands and -r/-d/-t make.
+fn selection(
     a: &Args,
     types: &Types,
-    default_recursive: bool,
-) -> Result<Vec<(DslPool, Vec<DatasetInfo>)>, Fail> {
-    let recursive = a.flag('r') || a.opt('d').is_some();
+    operands: Vec<String>,
+    all_recursive: bool,
+) -> Result<Selection, Fail> {
     let depth: Option<usize> = match a.opt('d') {
         Some(d) => Some(
             d.parse()
@@ -96,42 +90,13 @@ fn select(
         ),
         None => None,
     };
-    let mut out = Vec::new();
-    let operands: Vec<String> = if a.pos.is_empty() {
-        Record::all()
-    } else {
-        a.pos.clone()
-    };
-    let all_recursive = a.pos.is_empty() && default_recursive;
-    for op in operands {
-        let pool_name = op.split(['/', '@']).next().unwrap_or("").to_string();
-        let (_, pool) = open_imported(&pool_name)
-            .map_err(|_| Fail::Err(format!("cannot open '{op}': dataset does not exist")))?;
-        let dsl = DslPool::open(pool).map_err(|e| Fail::Err(format!("cannot open '{op}': {e}")))?;
-        let start = dsl
-            .lookup(&op)
-            .map_err(|_| Fail::Err(format!("cannot open '{op}': dataset does not exist")))?;
-        let list = if all_recursive || recursive {
-            dsl.list(&start, types.snap, depth)
-                .map_err(|e| Fail::Err(e.to_string()))?
-        } else if start.is_snapshot {
-            vec![start]
-        } else if types.snap && !types.fs {
-            dsl.snapshots(&start)
-                .map_err(|e| Fail::Err(e.to_string()))?
-        } else {
-            vec![start]
-        };
-        let list = list
-            .into_iter()
-            .filter(|d| {
-                (d.is_snapshot && (types.snap || !a.pos.is_empty() && d.name == a.pos[0]))
-                    || (!d.is_snapshot && types.fs)
-            })
-            .collect();
-        out.push((dsl, list));
-    }
-    Ok(out)
+    Ok(Selection {
+        operands,
+        types: *types,
+        recursive: a.flag('r'),
+        depth,
+        all_recursive,
+    })
 }
 
 fn list(argv: &[String]) -> CmdResult {
@@ -152,18 +117,11 @@ fn list(argv: &[String]) -> CmdResult {
         .collect();
     let scripted = a.flag('H');
     let parsable = a.flag('p');
-    let sel = select(&a, &types, true)?;
+    let sel = selection(&a, &types, a.pos.clone(), true)?;
     let mut rows = Vec::new();
-    for (dsl, list) in &sel {
-        let space = dsl.space().map_err(|e| Fail::Err(e.to_string()))?;
-        let avail = dsl
-            .available(&space)
-            .map_err(|e| Fail::Err(e.to_string()))?;
-        for ds in list {
-            let mut props = dsl
-                .properties(ds, avail)
-                .map_err(|e| Fail::Err(format!("{}: {e}", ds.name)))?;
-            set_mounted(&mut props, &ds.name);
+    for l in query::datasets(&sel, false)? {
+        {
+            let (ds, props) = (&l.info, &l.props);
             let mut row = Vec::new();
             for c in &cols {
                 let key = canonical(c);
@@ -309,40 +267,12 @@ fn get(argv: &[String]) -> CmdResult {
     let sources: Option<Vec<String>> = a.opt('s').map(|s| s.split(',').map(String::from).collect());
     let scripted = a.flag('H');
     let parsable = a.flag('p');
-    let mut a2 = Args {
-        flags: a.flags.clone(),
-        opts: a.opts.clone(),
-        pos: Vec::new(),
-    };
-    a2.pos.append(&mut rest);
-    let sel = select(&a2, &types, false)?;
+    let sel = selection(&a, &types, std::mem::take(&mut rest), false)?;
     let mut rows = Vec::new();
-    for (dsl, list) in &sel {
-        let space = dsl.space().map_err(|e| Fail::Err(e.to_string()))?;
-        let avail = dsl
-            .available(&space)
-            .map_err(|e| Fail::Err(e.to_string()))?;
-        for ds in list {
-            let mut props = dsl
-                .properties(ds, avail)
-                .map_err(|e| Fail::Err(format!("{}: {e}", ds.name)))?;
-            add_zpl_props(dsl, ds, &mut props);
-            set_mounted(&mut props, &ds.name);
-            if ds.is_snapshot {
-                props.push((
-                    "defer_destroy".into(),
-                    PropValue::Text(if ds.ds.flags & 0x8 != 0 { "on" } else { "off" }.into()),
-                    PropSource::None,
-                ));
-                let refs = if ds.ds.userrefs_obj != 0 {
-                    ozfs_dmu::zap::list_obj(&dsl.mos, ds.ds.userrefs_obj)
-                        .map(|v| v.len() as u64)
-                        .unwrap_or(0)
-                } else {
-                    0
-                };
-                props.push(("userrefs".into(), PropValue::Num(refs), PropSource::None));
-            }
+    for l in query::datasets(&sel, true)? {
+        {
+            let ds = &l.info;
+            let mut props = l.props;
             sort_props(&mut props);
             let chosen: Vec<(String, PropValue, PropSource)> = match &wanted {
                 None => props,
@@ -459,70 +389,6 @@ fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
             .position(|o| o == n)
             .unwrap_or(GET_ORDER.len())
     });
-}
-
-/// version, utf8only, normalization, casesensitivity come from the file system's master node.
-fn add_zpl_props(
-    dsl: &DslPool,
-    ds: &DatasetInfo,
-    props: &mut Vec<(String, PropValue, PropSource)>,
-) {
-    let Ok(os) = dsl.objset(ds) else { return };
-    if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZFS {
-        return;
-    }
-    let Ok(master) = ozfs_dmu::zap::list_obj(&os, 1) else {
-        return;
-    };
-    let get = |k: &str| {
-        master
-            .iter()
-            .find(|e| e.name == k.as_bytes())
-            .and_then(|e| e.as_u64())
-    };
-    let pos = props
-        .iter()
-        .position(|(n, _, _)| n == "copies")
-        .map(|p| p + 1)
-        .unwrap_or(props.len());
-    let mut add = Vec::new();
-    if let Some(v) = get("VERSION") {
-        add.push(("version".to_string(), PropValue::Num(v), PropSource::None));
-    }
-    let u = get("utf8only").unwrap_or(0);
-    add.push((
-        "utf8only".into(),
-        PropValue::Text(if u != 0 { "on" } else { "off" }.into()),
-        PropSource::None,
-    ));
-    let n = get("normalization").unwrap_or(0);
-    let ns = match n {
-        0 => "none",
-        0x10 => "formD",
-        0x20 => "formKD",
-        0x50 => "formC",
-        0x60 => "formKC",
-        _ => "unknown",
-    };
-    add.push((
-        "normalization".into(),
-        PropValue::Text(ns.into()),
-        PropSource::None,
-    ));
-    let c = get("casesensitivity").unwrap_or(0);
-    let cs = match c {
-        0 => "sensitive",
-        1 => "insensitive",
-        _ => "mixed",
-    };
-    add.push((
-        "casesensitivity".into(),
-        PropValue::Text(cs.into()),
-        PropSource::None,
-    ));
-    for (i, p) in add.into_iter().enumerate() {
-        props.insert(pos + i, p);
-    }
 }
 
 /// Run a request (in the daemon when it holds the pool) and return its result.
@@ -654,38 +520,6 @@ fn snapshot(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-/// Datasets the daemon has mounted, with their mountpoints (empty without a daemon).
-fn daemon_mounts() -> Vec<(String, String)> {
-    static CACHE: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let Some(Ok(r)) = ozfs_ops::client::call(&serde_json::json!({"cmd": "list_mounts"}))
-            else {
-                return Vec::new();
-            };
-            r.v["mounts"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|m| {
-                            Some((m[0].as_str()?.to_string(), m[1].as_str()?.to_string()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-        .clone()
-}
-
-/// `mounted` is `yes` for what the daemon serves.
-fn set_mounted(props: &mut [(String, PropValue, PropSource)], name: &str) {
-    if let Some(p) = props.iter_mut().find(|(n, _, _)| n == "mounted") {
-        if daemon_mounts().iter().any(|(d, _)| d == name) {
-            p.1 = PropValue::Text("yes".into());
-        }
-    }
-}
-
 /// A directory argument made absolute (the daemon has its own cwd).
 fn absolute(p: &str) -> String {
     std::path::absolute(p)
@@ -707,7 +541,7 @@ fn mount(argv: &[String]) -> CmdResult {
     }
     match a.pos.len() {
         0 => {
-            for (ds, mp) in daemon_mounts() {
+            for (ds, mp) in ozfs_ops::client::list_mounts() {
                 println!("{ds:<30}  {mp}");
             }
             Ok(())

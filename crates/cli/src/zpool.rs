@@ -1,19 +1,15 @@
-//! `ozfs zpool`: import, export, list, status.
+//! `ozfs zpool`: parse, call `ozfs_ops`, render — create, destroy, import,
+//! export, list, status and the device verbs.
 
 use crate::args::Args;
 use crate::output::{print_table, Align};
 use crate::{CmdResult, Fail};
-use ozfs_dsl::props::nicenum;
-use ozfs_dsl::DslPool;
-use ozfs_format::Error;
 use ozfs_ops::host::Record;
 use ozfs_ops::proto::{Request, Response};
+use ozfs_ops::query::nicenum;
 use ozfs_ops::scan::ScrubAction;
-use ozfs_spa::import::{discover, FoundPool};
-use ozfs_spa::{Pool, PoolOptions};
-use ozfs_vdev::{Vdev, VdevKind, VdevState};
+use ozfs_ops::status::{self, VdevNode};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 const USAGE: &str = "usage: zpool <command>
 	create [-f] [-o property=value]... [-O file-system-property=value]... [-m mountpoint] <pool> <vdev> ...
@@ -68,8 +64,6 @@ fn search_dirs(a: &Args) -> Vec<PathBuf> {
     }
 }
 
-use ozfs_ops::host::open_imported;
-
 fn import(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "NfFanDl", "doRc")?;
     let mut readonly = false;
@@ -86,8 +80,8 @@ fn import(argv: &[String]) -> CmdResult {
         }
     }
     let dirs = search_dirs(&a);
-    let pools = discover(&dirs).map_err(|e| Fail::Err(e.to_string()))?;
     if a.pos.is_empty() {
+        let pools = status::importable(&dirs)?;
         if pools.is_empty() {
             return Err(Fail::Err("no pools available to import".into()));
         }
@@ -99,162 +93,35 @@ fn import(argv: &[String]) -> CmdResult {
         }
         return Ok(());
     }
-    let want = &a.pos[0];
-    let matches: Vec<FoundPool> = pools
-        .into_iter()
-        .filter(|p| &p.name == want || p.guid.to_string() == *want)
-        .collect();
-    if matches.is_empty() {
-        return Err(Fail::Err(format!(
-            "cannot import '{want}': no such pool available"
-        )));
-    }
-    if matches.len() > 1 {
-        return Err(Fail::Err(format!(
-            "cannot import '{want}': more than one matching pool; import by numeric ID instead"
-        )));
-    }
-    let Some(found) = matches.into_iter().next() else {
-        return Err(Fail::Err("no pool".into()));
-    };
-    let name = match a.pos.get(1) {
-        Some(new) => {
-            ozfs_format::names::check_new_pool_name(new)
-                .map_err(|why| Fail::Err(format!("cannot import '{want}' as '{new}': {why}")))?;
-            new.clone()
-        }
-        None => {
-            // The name in the labels is the pool's author's: checked like a
-            // typed one before it names a state file or a mountpoint.
-            ozfs_format::names::check_pool_name(&found.name).map_err(|why| {
-                Fail::Err(format!(
-                    "cannot import pool {}: its labels name it {:?}, which is not a valid pool name ({why}); \
-                     import it under a new name: zpool import {} NEWNAME",
-                    found.guid,
-                    found.name,
-                    found.guid
-                ))
-            })?;
-            found.name.clone()
-        }
-    };
-    if Record::load(&name).is_ok() {
-        return Err(Fail::Err(format!(
-            "cannot import '{want}': a pool with that name is already imported"
-        )));
-    }
-    let guid = found.guid;
-    let mut devices: Vec<String> = found
-        .paths()
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let found = if readonly {
-        found
-    } else {
-        // Reopen the devices (and the spare candidates) for writing.
-        let mut paths = found.paths();
-        paths.extend(found.aux.iter().map(|d| d.path.clone()));
-        ozfs_spa::import::discover_paths_mode(&paths, true)
-            .into_iter()
-            .find(|p| p.guid == guid)
-            .ok_or_else(|| {
-                Fail::Err(format!(
-                    "cannot import '{want}': devices cannot be opened for writing"
-                ))
-            })?
-    };
-    let pool = Pool::open(
-        found,
-        &PoolOptions {
-            readonly,
-            max_txg: None,
-        },
-    )
-    .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
-    let pool = Arc::new(pool);
-    if !readonly {
-        // A degraded pool is written where its redundancy allows (missing
-        // and offline leaves are skipped); an unavailable one is not.
-        if !matches!(pool.state(), VdevState::Online | VdevState::Degraded) {
-            return Err(Fail::Err(format!(
-                "cannot import '{want}' read-write: the pool is {}; use -o readonly=on",
-                pool.state().as_str()
-            )));
-        }
-        // Mark it active in its labels, as an import does.
-        let mut w = ozfs_dsl::sync::PoolWriter::open(pool.clone())
-            .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
-        w.config_dirty = true;
-        w.state = ozfs_spa::label_write::POOL_STATE_ACTIVE;
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
-    }
-    // Make sure the dataset layer opens too before declaring success.
-    DslPool::open(pool.clone())
-        .and_then(|d| d.root())
-        .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
-    // Available spares found among the devices are the pool's too.
-    for s in pool.spares() {
-        if s.dev.is_some() && !devices.contains(&s.path) {
-            devices.push(s.path);
-        }
-    }
-    let rec = Record {
-        name,
-        guid,
-        devices,
-        readonly,
-        errors: Vec::new(),
-        resilvering: ozfs_ops::host::resilvering_of(guid).0,
-        offline: ozfs_ops::host::resilvering_of(guid).1,
-    };
-    rec.save()
-        .map_err(|e| Fail::Err(format!("cannot import '{want}': {e}")))?;
+    let rec = ozfs_ops::pool::import(&dirs, &a.pos[0], a.pos.get(1).map(String::as_str), readonly)?;
     if !readonly && !a.flag('N') {
         // The daemon takes the pool and mounts its file systems.
-        let name = rec.name.clone();
-        ozfs_ops::client::call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
-            .map_err(|e| Fail::Err(format!("cannot mount the file systems of '{name}': {e}")))?
-            .check()?;
-        return Ok(());
+        ozfs_ops::client::daemon_import(&rec.name)?;
     }
     Ok(())
 }
 
-fn print_importable(p: FoundPool) {
-    let name = p.name.clone();
-    let guid = p.guid;
-    match ozfs_format::names::check_pool_name(&name) {
-        Ok(()) => println!("   pool: {name}"),
+fn print_importable(p: status::Importable) {
+    match &p.bad_name {
+        None => println!("   pool: {}", p.name),
         // Printed escaped: a hostile name must not drive the terminal either.
-        Err(why) => {
-            println!("   pool: {name:?} (invalid name: {why}; import by id under a new name)")
-        }
+        Some(why) => println!(
+            "   pool: {:?} (invalid name: {why}; import by id under a new name)",
+            p.name
+        ),
     }
-    println!("     id: {guid}");
-    match Pool::open(
-        p,
-        &PoolOptions {
-            readonly: true,
-            max_txg: None,
-        },
-    ) {
-        Ok(pool) => {
-            let pool = Arc::new(pool);
-            let st = pool.state();
-            println!("  state: {}", st.as_str());
-            match st {
-                VdevState::Online => println!(
-                    " action: The pool can be imported using its name or numeric identifier."
-                ),
-                _ => {
-                    println!(" status: One or more devices are missing from the system.");
-                    println!(" action: The pool can be imported despite missing or damaged devices.  The\n\tfault tolerance of the pool may be compromised if imported.");
-                }
+    println!("     id: {}", p.guid);
+    match p.status {
+        Ok(st) => {
+            println!("  state: {}", st.state);
+            if st.state == "ONLINE" {
+                println!(" action: The pool can be imported using its name or numeric identifier.");
+            } else {
+                println!(" status: One or more devices are missing from the system.");
+                println!(" action: The pool can be imported despite missing or damaged devices.  The\n\tfault tolerance of the pool may be compromised if imported.");
             }
             println!(" config:\n");
-            print_tree(&pool.root, &name, false, &spare_lines(&pool));
+            print_tree(&st.tree, false, &st.spares);
         }
         Err(e) => {
             println!("  state: UNAVAIL");
@@ -264,36 +131,16 @@ fn print_importable(p: FoundPool) {
     }
 }
 
-fn tree_width(v: &Vdev, depth: usize, w: &mut usize) {
-    *w = (*w).max(v.display_name().len() + depth);
+fn tree_width(v: &VdevNode, depth: usize, w: &mut usize) {
+    *w = (*w).max(v.name.len() + depth);
     for c in &v.children {
         tree_width(c, depth + 2, w);
     }
 }
 
-/// The spares of a pool as `zpool status` lists them: (name, state and note).
-fn spare_lines(pool: &Arc<Pool>) -> Vec<(String, String)> {
-    if pool.spares_unloaded() {
-        // Opening the DSL reads the MOS list.
-        let _ = ozfs_dsl::DslPool::open(pool.clone());
-    }
-    pool.spares()
-        .iter()
-        .map(|s| {
-            let st = pool.spare_state(s);
-            let note = match st {
-                ozfs_spa::spares::SpareState::InUse => "     currently in use",
-                ozfs_spa::spares::SpareState::Unavail => "   cannot open",
-                ozfs_spa::spares::SpareState::Avail => "",
-            };
-            (s.path.clone(), format!("{}{note}", st.as_str()))
-        })
-        .collect()
-}
-
 /// Print the vdev tree as `zpool status`/`import` do, then the spares.
-pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool, spares: &[(String, String)]) {
-    let mut w = pool_name.len().max(10);
+pub fn print_tree(root: &VdevNode, counters: bool, spares: &[(String, String)]) {
+    let mut w = root.name.len().max(10);
     for c in &root.children {
         tree_width(c, 2, &mut w);
     }
@@ -306,37 +153,33 @@ pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool, spares: &[(Strin
             "NAME", "STATE", "READ", "WRITE", "CKSUM"
         );
     }
-    fn line(v: &Vdev, name: &str, depth: usize, w: usize, counters: bool) {
-        let st = v.state().as_str();
+    fn line(v: &VdevNode, depth: usize, w: usize, counters: bool) {
         if counters {
-            let (r, wr, c) = sum_stats(v);
-            let note = if matches!(v.kind, VdevKind::Leaf(_))
-                && v.stats
-                    .resilvering
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            {
-                "  (resilvering)"
-            } else {
-                ""
-            };
+            let note = if v.resilvering { "  (resilvering)" } else { "" };
             println!(
                 "\t{:depth$}{:<width$}  {:<8} {:>5} {:>5} {:>5}{note}",
                 "",
-                name,
-                st,
-                r,
-                wr,
-                c,
+                v.name,
+                v.state,
+                v.read,
+                v.write,
+                v.cksum,
                 width = w - depth
             );
         } else {
-            println!("\t{:depth$}{:<width$}  {}", "", name, st, width = w - depth);
+            println!(
+                "\t{:depth$}{:<width$}  {}",
+                "",
+                v.name,
+                v.state,
+                width = w - depth
+            );
         }
         for c in &v.children {
-            line(c, &c.display_name(), depth + 2, w, counters);
+            line(c, depth + 2, w, counters);
         }
     }
-    line(root, pool_name, 0, w, counters);
+    line(root, 0, w, counters);
     if !spares.is_empty() {
         println!("\tspares");
         for (n, st) in spares {
@@ -345,37 +188,13 @@ pub fn print_tree(root: &Vdev, pool_name: &str, counters: bool, spares: &[(Strin
     }
 }
 
-/// Counters of a vdev: its own (interior vdevs are charged when no child could be blamed).
-fn sum_stats(v: &Vdev) -> (u64, u64, u64) {
-    v.stats.get()
-}
-
 fn export(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "fa", "")?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     }
     for p in &a.pos {
-        if ozfs_ops::client::daemon_holds(p) {
-            // The daemon unmounts, syncs and exports it.
-            ozfs_ops::client::call_starting(&serde_json::json!({"cmd": "export", "pool": p}))?
-                .check()?;
-            continue;
-        }
-        let rec =
-            Record::load(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
-        if !rec.readonly {
-            ozfs_ops::host::lock_pool(p)
-                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
-            let pool = rec
-                .open_rw()
-                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
-            let mut w = ozfs_dsl::sync::PoolWriter::open(pool)
-                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
-            w.export()
-                .map_err(|e| Fail::Err(format!("cannot export '{p}': {e}")))?;
-        }
-        Record::remove(p).map_err(|_| Fail::Err(format!("cannot open '{p}': no such pool")))?;
+        ozfs_ops::pool::export(p)?;
     }
     Ok(())
 }
@@ -410,7 +229,7 @@ fn list(argv: &[String]) -> CmdResult {
     let mut rows = Vec::new();
     let mut failed = false;
     for name in pools_from_args(&a) {
-        let (_, pool) = match open_imported(&name) {
+        let sp = match status::space(&name) {
             Ok(x) => x,
             Err(m) => {
                 eprintln!("{m}");
@@ -418,13 +237,8 @@ fn list(argv: &[String]) -> CmdResult {
                 continue;
             }
         };
-        let dsl = DslPool::open(pool.clone())
-            .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
-        let sp = dsl
-            .space()
-            .map_err(|e| Fail::Err(format!("cannot open '{name}': {e}")))?;
         let bytes = |n: u64| if parsable { n.to_string() } else { nicenum(n) };
-        let free = sp.size.saturating_sub(sp.alloc);
+        let free = sp.free;
         let cap = sp
             .alloc
             .saturating_mul(100)
@@ -453,11 +267,10 @@ fn list(argv: &[String]) -> CmdResult {
                         "1.00x".into()
                     }
                 }
-                "health" => pool.state().as_str().into(),
-                "guid" => pool.guid.to_string(),
-                "version" => pool
-                    .config
-                    .get_u64("version")
+                "health" => sp.health.clone(),
+                "guid" => sp.guid.to_string(),
+                "version" => sp
+                    .version
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "-".into()),
                 _ => "-".into(),
@@ -500,7 +313,7 @@ fn status(argv: &[String]) -> CmdResult {
     let mut first = true;
     let mut failed = false;
     for name in names {
-        let (_, pool) = match open_imported(&name) {
+        let ps = match status::status(&name) {
             Ok(x) => x,
             Err(m) => {
                 eprintln!("{m}");
@@ -508,15 +321,9 @@ fn status(argv: &[String]) -> CmdResult {
                 continue;
             }
         };
-        // The daemon's live view of the devices, when it holds the pool.
-        ozfs_ops::client::apply_vdev_state(&name, &pool.root);
-        let st = pool.state();
-        let mut errs = 0;
-        pool.root.walk(0, &mut |v, _| {
-            let (r, w, c) = v.stats.get();
-            errs += r + w + c;
-        });
-        if a.flag('x') && st == VdevState::Online && errs == 0 {
+        let st = ps.state.as_str();
+        let errs = ps.tree.errors();
+        if a.flag('x') && st == "ONLINE" && errs == 0 {
             continue;
         }
         if !first {
@@ -524,8 +331,8 @@ fn status(argv: &[String]) -> CmdResult {
         }
         first = false;
         println!("  pool: {name}");
-        println!(" state: {}", st.as_str());
-        if st == VdevState::Degraded {
+        println!(" state: {st}");
+        if st == "DEGRADED" {
             println!("status: One or more devices could not be opened.  Sufficient replicas exist for\n\tthe pool to continue functioning in a degraded state.");
             println!("action: Attach the missing device and online it using 'zpool online'.");
         } else if errs > 0 {
@@ -534,7 +341,7 @@ fn status(argv: &[String]) -> CmdResult {
         }
         println!("{}", crate::render::status_lines(&name));
         println!("config:\n");
-        print_tree(&pool.root, &name, true, &spare_lines(&pool));
+        print_tree(&ps.tree, true, &ps.spares);
         println!();
         println!("{}", crate::render::error_lines(&name, a.flag('v')));
     }
@@ -697,29 +504,13 @@ fn remove(argv: &[String]) -> CmdResult {
     .map(|_| ())
 }
 
-#[allow(dead_code)]
-fn leaf_paths(v: &Vdev) -> Vec<String> {
-    v.leaves()
-        .into_iter()
-        .filter(|l| matches!(l.kind, VdevKind::Leaf(Some(_))))
-        .filter_map(|l| l.path.clone())
-        .collect()
-}
-
-#[allow(dead_code)]
-fn _e(e: Error) -> Fail {
-    Fail::Err(e.to_string())
-}
-
 fn create(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "fnd", "oOmR")?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
     }
     let name = a.pos[0].clone();
-    if let Err(why) = ozfs_format::names::check_new_pool_name(&name) {
-        return Err(Fail::Err(format!("cannot create '{name}': {why}")));
-    }
+    ozfs_ops::pool::check_new_name(&name)?;
     let mut o = ozfs_ops::pool::CreateOpts::default();
     for opt in a.opt_all('o') {
         match opt.split_once('=') {
@@ -755,25 +546,10 @@ fn create(argv: &[String]) -> CmdResult {
         o.fs_props.push(("mountpoint".into(), m.to_string()));
     }
     let (tops, spares) =
-        parse_vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
+        ozfs_ops::devices::vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
     o.spares = spares;
     ozfs_ops::pool::create(&name, &tops, &o)?;
     Ok(())
-}
-
-/// The device paths of a (canonicalized) specification.
-fn spec_devices(tops: &[ozfs_dsl::create::TopSpec]) -> Vec<String> {
-    use ozfs_dsl::create::TopSpec;
-    let mut v = Vec::new();
-    for t in tops {
-        match t {
-            TopSpec::Disk(p) => v.push(p.display().to_string()),
-            TopSpec::Mirror(d) | TopSpec::Raidz(_, d) => {
-                v.extend(d.iter().map(|p| p.display().to_string()))
-            }
-        }
-    }
-    v
 }
 
 /// `zpool add [-f] pool vdev ...`: new top-level vdevs.
@@ -786,7 +562,7 @@ fn add(argv: &[String]) -> CmdResult {
     }
     let name = &a.pos[0];
     let what = format!("cannot add to '{name}'");
-    let (tops, spares) = parse_vdev_spec(&a.pos[1..], a.flag('f'), &what)?;
+    let (tops, spares) = ozfs_ops::devices::vdev_spec(&a.pos[1..], a.flag('f'), &what)?;
     if a.flag('n') {
         println!(
             "would update '{name}' to add {} vdev(s) and {} spare(s)",
@@ -803,163 +579,11 @@ fn add(argv: &[String]) -> CmdResult {
     .map(|_| ())
 }
 
-/// A vdev specification (`mirror A B raidz2 C D E F G spare H`...) as
-/// top-level vdevs and hot spares; devices that belong to a pool are
-/// refused unless `force`.
-fn parse_vdev_spec(
-    words: &[String],
-    force: bool,
-    what: &str,
-) -> Result<(Vec<ozfs_dsl::create::TopSpec>, Vec<std::path::PathBuf>), Fail> {
-    use ozfs_dsl::create::TopSpec;
-    let mut tops = Vec::new();
-    let mut spares = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i].as_str();
-        let group = match w {
-            "mirror" => Some(0usize),
-            "raidz" | "raidz1" => Some(1),
-            "raidz2" => Some(2),
-            "raidz3" => Some(3),
-            "spare" => {
-                i += 1;
-                let start = i;
-                while i < words.len()
-                    && ![
-                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
-                    ]
-                    .contains(&words[i].as_str())
-                {
-                    spares.push(std::path::PathBuf::from(&words[i]));
-                    i += 1;
-                }
-                if i == start {
-                    return Err(Fail::Err(
-                        "invalid vdev specification: spare requires at least 1 device".into(),
-                    ));
-                }
-                continue;
-            }
-            "log" | "cache" => {
-                return Err(Fail::Err(format!(
-                    "{what}: '{w}' vdevs are not supported yet"
-                )))
-            }
-            _ => None,
-        };
-        match group {
-            Some(p) => {
-                let mut devs = Vec::new();
-                i += 1;
-                while i < words.len()
-                    && ![
-                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
-                    ]
-                    .contains(&words[i].as_str())
-                {
-                    devs.push(std::path::PathBuf::from(&words[i]));
-                    i += 1;
-                }
-                if devs.len() < 2 || (p > 0 && devs.len() <= p) {
-                    return Err(Fail::Err(format!(
-                        "invalid vdev specification: {w} requires at least {} devices",
-                        if p == 0 { 2 } else { p + 1 }
-                    )));
-                }
-                tops.push(if p == 0 {
-                    TopSpec::Mirror(devs)
-                } else {
-                    TopSpec::Raidz(p, devs)
-                });
-            }
-            None => {
-                tops.push(TopSpec::Disk(std::path::PathBuf::from(w)));
-                i += 1;
-            }
-        }
-    }
-    let mut all: Vec<std::path::PathBuf> = spares.clone();
-    for t in &tops {
-        match t {
-            TopSpec::Disk(p) => all.push(p.clone()),
-            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => all.extend(v.iter().cloned()),
-        }
-    }
-    for p in &all {
-        let abs = std::fs::canonicalize(p)
-            .map_err(|e| Fail::Err(format!("cannot open '{}': {e}", p.display())))?;
-        if !force {
-            // Refuse devices that belong to a pool unless forced.
-            if let Some(fp) = ozfs_spa::import::discover_paths(std::slice::from_ref(&abs))
-                .into_iter()
-                .next()
-            {
-                if fp.state != ozfs_spa::label_write::POOL_STATE_DESTROYED {
-                    return Err(Fail::Err(format!("invalid vdev specification\nuse '-f' to override the following errors:\n{} is part of exported or potentially active pool '{}'", abs.display(), fp.name)));
-                }
-            }
-        }
-    }
-    let canon = |p: &std::path::PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-    let tops: Vec<TopSpec> = tops
-        .into_iter()
-        .map(|t| match t {
-            TopSpec::Disk(p) => TopSpec::Disk(canon(&p)),
-            TopSpec::Mirror(v) => TopSpec::Mirror(v.iter().map(canon).collect()),
-            TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
-        })
-        .collect();
-    let spares: Vec<std::path::PathBuf> = spares.iter().map(canon).collect();
-    let mut seen = std::collections::HashSet::new();
-    for p in spec_devices(&tops)
-        .into_iter()
-        .chain(spares.iter().map(|p| p.display().to_string()))
-    {
-        if !seen.insert(p.clone()) {
-            return Err(Fail::Err(format!(
-                "{what}: {p} is used more than once in the specification"
-            )));
-        }
-    }
-    Ok((tops, spares))
-}
-
 fn destroy(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "f", "")?;
     let Some(name) = a.pos.first() else {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     };
-    let rec =
-        Record::load(name).map_err(|_| Fail::Err(format!("cannot open '{name}': no such pool")))?;
-    if ozfs_ops::client::daemon_holds(name) {
-        // The daemon unmounts and syncs it, then lets go of it.
-        ozfs_ops::client::call_starting(
-            &serde_json::json!({"cmd": "export", "pool": name, "release": true}),
-        )
-        .and_then(|r| r.check())
-        .map(|_| ())
-        .map_err(|e| match Fail::from(e) {
-            Fail::Err(m) => Fail::Err(m.replace("cannot export", "cannot destroy")),
-            other => other,
-        })?;
-    }
-    if !rec.readonly {
-        ozfs_ops::host::lock_pool(name)
-            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
-        let pool = rec
-            .open_rw()
-            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
-        let mut w = ozfs_dsl::sync::PoolWriter::open(pool)
-            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
-        w.state = ozfs_spa::label_write::POOL_STATE_DESTROYED;
-        w.config_dirty = true;
-        w.sync()
-            .map_err(|e| Fail::Err(format!("cannot destroy '{name}': {e}")))?;
-    }
-    Record::remove(name).map_err(|e| Fail::Err(e.to_string()))?;
-    ozfs_ops::scan::ScanState::remove(name);
+    ozfs_ops::pool::destroy(name)?;
     Ok(())
 }

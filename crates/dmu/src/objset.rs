@@ -207,16 +207,16 @@ impl Objset {
         }
         let off = obj
             .checked_mul(DNODE_SIZE as u64)
-            .ok_or_else(|| Error::NotFound(what()))?;
+            .ok_or_else(|| Error::not_found(what()))?;
         let blkid = off / blksz;
         if blkid > meta.phys.maxblkid {
-            return Err(Error::NotFound(what()));
+            return Err(Error::not_found(what()));
         }
         let Some(bp) = self.block_bp(&meta, 0, blkid)? else {
-            return Err(Error::NotFound(what()));
+            return Err(Error::not_found(what()));
         };
         if bp.is_hole() {
-            return Err(Error::NotFound(what()));
+            return Err(Error::not_found(what()));
         }
         let block = self
             .read_cached(&bp)

@@ -129,7 +129,7 @@ impl ObjsetTx {
     pub fn dnode(&self, obj: u64) -> Result<Dnode> {
         if let Some(d) = self.dnodes.get(&obj) {
             if d.object_type == 0 {
-                return Err(Error::NotFound(format!("object {obj}")));
+                return Err(Error::not_found(format!("object {obj}")));
             }
             return Ok(Dnode {
                 object: obj,
@@ -138,7 +138,7 @@ impl ObjsetTx {
             });
         }
         if self.free_trees.contains_key(&obj) {
-            return Err(Error::NotFound(format!("object {obj}")));
+            return Err(Error::not_found(format!("object {obj}")));
         }
         self.os.dnode(obj)
     }

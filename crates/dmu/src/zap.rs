@@ -38,7 +38,7 @@ pub fn lookup_u64(os: &Objset, dn: &Dnode, name: &str) -> Result<u64> {
                 "value is not a single uint64",
             )
         }),
-        None => Err(Error::NotFound(format!(
+        None => Err(Error::not_found(format!(
             "'{name}' in ZAP object {}",
             dn.object
         ))),

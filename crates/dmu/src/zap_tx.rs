@@ -147,7 +147,7 @@ pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> 
 pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
     lookup(tx, obj, name.as_bytes())?
         .and_then(|e| e.as_u64())
-        .ok_or_else(|| Error::NotFound(format!("'{name}' in ZAP object {obj}")))
+        .ok_or_else(|| Error::not_found(format!("'{name}' in ZAP object {obj}")))
 }
 
 pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {

@@ -618,7 +618,7 @@ pub fn create_filesystem(
     }
     let dsl = w.dsl();
     let parent = dsl.lookup(parent_name).map_err(|_| {
-        Error::NotFound(format!(
+        Error::not_found(format!(
             "cannot create '{name}': parent '{parent_name}' does not exist"
         ))
     })?;
@@ -666,7 +666,7 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
     let dsl = w.dsl();
     let snap = dsl
         .lookup(origin)
-        .map_err(|_| Error::NotFound(format!("cannot open '{origin}': dataset does not exist")))?;
+        .map_err(|_| Error::not_found(format!("cannot open '{origin}': dataset does not exist")))?;
     if !snap.is_snapshot {
         return Err(Error::Invalid(format!(
             "cannot clone '{origin}': not a snapshot"

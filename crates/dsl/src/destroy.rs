@@ -232,7 +232,7 @@ impl PoolWriter {
     pub fn destroy_snapshot(&mut self, name: &str) -> Result<()> {
         let dsl = self.dsl();
         let snap = dsl.lookup(name).map_err(|_| {
-            Error::NotFound(format!(
+            Error::not_found(format!(
                 "could not find any snapshots to destroy; check snapshot names.\n'{name}'"
             ))
         })?;

@@ -138,7 +138,7 @@ impl DslPool {
         let root = self.dir(self.root_dir_obj)?;
         let e = zap::lookup_obj(&self.mos, root.child_dir_zapobj, "$MOS")?
             .and_then(|e| e.as_u64())
-            .ok_or_else(|| Error::NotFound("$MOS directory".into()))?;
+            .ok_or_else(|| Error::not_found("$MOS directory"))?;
         Ok(self.dir(e)?.used_bytes)
     }
 
@@ -357,7 +357,7 @@ impl DslPool {
         let mut parts = fs.split('/');
         let first = parts.next().unwrap_or("");
         if first != self.pool.name {
-            return Err(Error::NotFound(format!("dataset '{name}'")));
+            return Err(Error::not_found(format!("dataset '{name}'")));
         }
         let mut cur = self.root()?;
         for p in parts {
@@ -366,7 +366,7 @@ impl DslPool {
             }
             let kids = self.child_dirs(&cur.dir)?;
             let Some((_, dir_obj)) = kids.into_iter().find(|(n, _)| n == p) else {
-                return Err(Error::NotFound(format!("dataset '{name}'")));
+                return Err(Error::not_found(format!("dataset '{name}'")));
             };
             let dir = self.dir(dir_obj)?;
             cur = self.info(
@@ -382,7 +382,7 @@ impl DslPool {
                 .snapshots(&cur)?
                 .into_iter()
                 .find(|d| d.name.rsplit_once('@').map(|x| x.1) == Some(s))
-                .ok_or_else(|| Error::NotFound(format!("snapshot '{name}'"))),
+                .ok_or_else(|| Error::not_found(format!("snapshot '{name}'"))),
         }
     }
 

@@ -34,7 +34,7 @@ impl PoolWriter {
         self.sync()?;
         let dsl = self.dsl();
         let c = dsl.lookup(name).map_err(|_| {
-            Error::NotFound(format!("cannot open '{name}': dataset does not exist"))
+            Error::not_found(format!("cannot open '{name}': dataset does not exist"))
         })?;
         if c.is_snapshot {
             return Err(Error::Invalid(format!(

@@ -303,7 +303,7 @@ fn receive_one(
     let existing = dsl.lookup(&fs).ok();
     let ds_obj = if incremental {
         let head = existing.ok_or_else(|| {
-            Error::NotFound(format!(
+            Error::not_found(format!(
                 "cannot receive incremental stream: destination '{fs}' does not exist"
             ))
         })?;

@@ -26,9 +26,9 @@ impl PoolWriter {
     /// `zfs rename OLD NEW` for file systems, or `fs@a fs@b` for snapshots.
     pub fn rename_dataset(&mut self, old: &str, new: &str) -> Result<()> {
         let dsl = self.dsl();
-        let ds = dsl
-            .lookup(old)
-            .map_err(|_| Error::NotFound(format!("cannot open '{old}': dataset does not exist")))?;
+        let ds = dsl.lookup(old).map_err(|_| {
+            Error::not_found(format!("cannot open '{old}': dataset does not exist"))
+        })?;
         if dsl.lookup(new).is_ok() {
             return Err(Error::Exists(format!(
                 "cannot rename to '{new}': dataset already exists"
@@ -94,7 +94,7 @@ impl PoolWriter {
             )));
         }
         let np = dsl.lookup(nparent).map_err(|_| {
-            Error::NotFound(format!(
+            Error::not_found(format!(
                 "cannot rename to '{new}': parent '{nparent}' does not exist"
             ))
         })?;
@@ -138,7 +138,7 @@ impl PoolWriter {
     /// `zfs hold TAG SNAPSHOT`.
     pub fn hold(&mut self, snap: &str, tag: &str) -> Result<()> {
         let ds = self.dsl().lookup(snap).map_err(|_| {
-            Error::NotFound(format!(
+            Error::not_found(format!(
                 "cannot hold snapshot '{snap}': dataset does not exist"
             ))
         })?;
@@ -170,7 +170,7 @@ impl PoolWriter {
     /// `zfs release TAG SNAPSHOT`.
     pub fn release(&mut self, snap: &str, tag: &str) -> Result<()> {
         let ds = self.dsl().lookup(snap).map_err(|_| {
-            Error::NotFound(format!(
+            Error::not_found(format!(
                 "cannot release hold from snapshot '{snap}': dataset does not exist"
             ))
         })?;
@@ -186,7 +186,7 @@ impl PoolWriter {
     /// The holds of a snapshot: (tag, time held).
     pub fn holds(&self, snap: &str) -> Result<Vec<(String, u64)>> {
         let ds = self.dsl().lookup(snap).map_err(|_| {
-            Error::NotFound(format!("cannot open '{snap}': dataset does not exist"))
+            Error::not_found(format!("cannot open '{snap}': dataset does not exist"))
         })?;
         let d = self.dataset(ds.ds_obj)?;
         if d.userrefs_obj == 0 {

@@ -22,7 +22,7 @@ impl PoolWriter {
     pub fn rollback_to_latest(&mut self, name: &str) -> Result<u64> {
         let dsl = self.dsl();
         let head = dsl.lookup(name).map_err(|_| {
-            Error::NotFound(format!("cannot open '{name}': dataset does not exist"))
+            Error::not_found(format!("cannot open '{name}': dataset does not exist"))
         })?;
         if head.is_snapshot {
             return Err(Error::Invalid(format!(

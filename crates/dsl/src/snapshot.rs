@@ -35,7 +35,7 @@ impl PoolWriter {
         let dsl = self.dsl();
         let head = dsl
             .lookup(fs)
-            .map_err(|_| Error::NotFound(format!("cannot open '{fs}': dataset does not exist")))?;
+            .map_err(|_| Error::not_found(format!("cannot open '{fs}': dataset does not exist")))?;
         if head.is_snapshot {
             return Err(Error::Invalid(format!(
                 "cannot create snapshot '{full}': '{fs}' is a snapshot"

@@ -73,7 +73,7 @@ fn open_pool(paths: &[PathBuf], writable: bool) -> Result<Arc<Pool>> {
     let found = discover_paths_mode(paths, writable)
         .into_iter()
         .next()
-        .ok_or_else(|| ozfs_format::Error::NotFound("no pool on the devices".into()))?;
+        .ok_or_else(|| ozfs_format::Error::not_found("no pool on the devices"))?;
     Ok(Arc::new(Pool::open(
         found,
         &PoolOptions {

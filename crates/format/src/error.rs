@@ -47,7 +47,7 @@ pub enum Error {
     #[error("{what}: pre-compressed with algorithm tag {tag}, which ozfs does not decode (read it raw with 'ozfs rawio read')")]
     Opaque { what: String, tag: u8 },
     /// A name (pool, dataset, snapshot, path, object) that does not exist.
-    #[error("{0}: not found")]
+    #[error("{0}")]
     NotFound(String),
     /// A request that makes no sense (bad argument, wrong kind of object).
     #[error("{0}")]
@@ -250,6 +250,12 @@ impl Error {
             source,
         }
     }
+    /// `what` does not exist: "WHAT: not found" (a message that says it
+    /// all is `NotFound(message)`).
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Error::NotFound(format!("{}: not found", what.into()))
+    }
+
     /// Prefix the "what" of this error with more context (e.g. the object being read).
     pub fn context(self, ctx: &str) -> Self {
         match self {

@@ -920,7 +920,7 @@ mod tests {
     use super::*;
 
     fn no_blocks(_: u64) -> Result<Vec<u8>> {
-        Err(Error::NotFound("block".into()))
+        Err(Error::not_found("block"))
     }
 
     #[test]
@@ -1051,7 +1051,7 @@ mod tests {
             if n == 1 {
                 Ok(l.clone())
             } else {
-                Err(Error::NotFound(format!("block {n}")))
+                Err(Error::not_found(format!("block {n}")))
             }
         };
         match parse_header(&h, false).unwrap() {
@@ -1095,7 +1095,7 @@ mod tests {
             blocks
                 .get(n as usize)
                 .cloned()
-                .ok_or_else(|| Error::NotFound(format!("block {n}")))
+                .ok_or_else(|| Error::not_found(format!("block {n}")))
         };
         let all = list(&blocks[0], false, &mut rb).unwrap();
         assert_eq!(all.len(), entries.len());
@@ -1129,7 +1129,7 @@ mod tests {
                 blocks
                     .get(n as usize)
                     .cloned()
-                    .ok_or_else(|| Error::NotFound("b".into()))
+                    .ok_or_else(|| Error::not_found("b"))
             };
             let e = lookup(&blocks[0], false, b"snap2", &mut rb)
                 .unwrap()
@@ -1156,7 +1156,7 @@ mod tests {
             blocks
                 .get(n as usize)
                 .cloned()
-                .ok_or_else(|| Error::NotFound("b".into()))
+                .ok_or_else(|| Error::not_found("b"))
         };
         let b0 = rb(0).unwrap();
         assert_eq!(list(&b0, false, &mut rb).unwrap().len(), 3);
@@ -1217,7 +1217,7 @@ mod tests {
                 } else if n < 4 {
                     Ok(hh.clone())
                 } else {
-                    Err(Error::NotFound("b".into()))
+                    Err(Error::not_found("b"))
                 }
             };
             let _ = list(&hh, false, &mut rb);

@@ -1835,7 +1835,7 @@ mod tests {
             z.blocks
                 .get(&n)
                 .cloned()
-                .ok_or_else(|| Error::NotFound(format!("block {n}")))
+                .ok_or_else(|| Error::not_found(format!("block {n}")))
         })
         .unwrap()
     }

@@ -133,6 +133,26 @@ pub struct Options {
 
 impl Options {
     /// Defaults: read-write, 64 MiB (or `OZFS_TXG_BYTES`), 5 s.
+    /// The options of a dataset's mount from its properties (`readonly`,
+    /// `atime`, `setuid`, `devices`, `exec`).
+    pub fn dataset(
+        fsname: &str,
+        readonly: bool,
+        atime: bool,
+        setuid: bool,
+        devices: bool,
+        exec: bool,
+    ) -> Options {
+        Options {
+            readonly,
+            atime,
+            setuid,
+            devices,
+            exec,
+            ..Options::new(fsname)
+        }
+    }
+
     pub fn new(fsname: &str) -> Options {
         Options {
             readonly: false,

@@ -84,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &none,
     )?;
     let stream = work.join("first.zstream");
-    let bytes = dataset::send(&snap, None, &mut std::fs::File::create(&stream)?)?;
+    let bytes = dataset::send(&snap, &mut std::fs::File::create(&stream)?)?;
     println!("sent {snap}: {bytes} bytes to {}", stream.display());
     Ok(())
 }

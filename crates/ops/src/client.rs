@@ -219,3 +219,38 @@ pub fn call_starting(req: &Value) -> Result<Reply> {
         None => Err(Error::Invalid("cannot reach the ozfs daemon".into())),
     }
 }
+
+/// Datasets the daemon has mounted, with their mountpoints (empty without
+/// a daemon). Asked once per process.
+pub fn list_mounts() -> Vec<(String, String)> {
+    static CACHE: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            if crate::host::in_daemon() {
+                return Vec::new();
+            }
+            let Some(Ok(r)) = call(&serde_json::json!({"cmd": "list_mounts"})) else {
+                return Vec::new();
+            };
+            r.v["mounts"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| {
+                            Some((m[0].as_str()?.to_string(), m[1].as_str()?.to_string()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .clone()
+}
+
+/// Have the daemon (started if needed) take an imported pool and mount its
+/// file systems.
+pub fn daemon_import(name: &str) -> Result<()> {
+    call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
+        .map_err(|e| e.context(&format!("cannot mount the file systems of '{name}'")))?
+        .check()?;
+    Ok(())
+}

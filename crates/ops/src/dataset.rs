@@ -426,19 +426,153 @@ pub fn receive(
     Ok(out)
 }
 
-/// `zfs send [-i FROM] SNAP`: one stream of snapshot `snap` (incremental
-/// from `from`, a snapshot of the same file system), read from the pool's
-/// last synced state, written to `out`. Returns the bytes written.
-pub fn send(snap: &str, from: Option<&str>, out: &mut dyn std::io::Write) -> Result<u64> {
-    let pool_name = snap.split(['/', '@']).next().unwrap_or("");
+/// Where an incremental send starts.
+#[derive(Debug, Clone)]
+pub enum SendFrom {
+    /// `-i SNAP`: one stream from SNAP.
+    Snapshot(String),
+    /// `-I SNAP`: every snapshot after SNAP, as one compound stream.
+    Range(String),
+}
+
+/// The snapshot named by `-i`/`-I` (`@a`, `fs@a` or `a`) for `to` (`fs@b`).
+fn from_name(from: &str, to: &str) -> String {
+    let fs = to.split('@').next().unwrap_or(to);
+    if let Some(s) = from.strip_prefix('@') {
+        format!("{fs}@{s}")
+    } else if from.contains('@') {
+        from.to_string()
+    } else {
+        format!("{fs}@{from}")
+    }
+}
+
+/// What `zfs send` will write: the (from, to) snapshot pairs, and, for a
+/// compound stream (`-I`, `-R`), its header.
+pub struct SendPlan {
+    dsl: ozfs_dsl::DslPool,
+    pairs: Vec<(Option<DatasetInfo>, DatasetInfo)>,
+    repl_header: Option<ozfs_format::NvList>,
+    compound: Option<String>,
+    to_name: String,
+}
+
+/// One stream of a plan, for `-v`/`-n`: (from snapshot, to snapshot,
+/// estimated bytes).
+#[derive(Debug, Clone)]
+pub struct SendEstimate {
+    pub from: Option<String>,
+    pub to: String,
+    pub bytes: u64,
+}
+
+/// Plan `zfs send [-R] [-i|-I FROM] SNAP` from the pool's last synced state.
+pub fn send_plan(to_name: &str, from: Option<&SendFrom>, replicate: bool) -> Result<SendPlan> {
+    if !to_name.contains('@') {
+        return Err(invalid(format!("cannot send '{to_name}': not a snapshot")));
+    }
+    let pool_name = to_name.split(['/', '@']).next().unwrap_or("");
     let (_, pool) = crate::host::open_imported(pool_name)?;
     let dsl = ozfs_dsl::DslPool::open(pool)
         .map_err(|e| e.context(&format!("cannot open '{pool_name}'")))?;
-    let to = dsl.lookup(snap).map_err(|_| no_such(snap))?;
-    let from = match from {
-        Some(f) => Some(dsl.lookup(f).map_err(|_| no_such(f))?),
-        None => None,
+    let lookup = |n: &str| dsl.lookup(n).map_err(|_| no_such(n));
+    let to = lookup(to_name)?;
+    let mut pairs = Vec::new();
+    let mut repl_header = None;
+    match from {
+        _ if replicate => {
+            // A replication stream: every descendant with this snapshot.
+            let (head_name, tosnap) = to_name.split_once('@').unwrap_or((to_name, ""));
+            let head = lookup(head_name)?;
+            let from = from.map(|f| match f {
+                SendFrom::Snapshot(s) | SendFrom::Range(s) => {
+                    s.rsplit('@').next().unwrap_or(s).to_string()
+                }
+            });
+            let (hdr, p) = ozfs_dsl::send::replication_plan(&dsl, &head, tosnap, from.as_deref())
+                .map_err(|e| e.context(&format!("cannot send '{to_name}'")))?;
+            pairs = p;
+            repl_header = Some(hdr);
+        }
+        Some(SendFrom::Snapshot(f)) => pairs.push((Some(lookup(&from_name(f, to_name))?), to)),
+        Some(SendFrom::Range(f)) => {
+            let from = lookup(&from_name(f, to_name))?;
+            let head = lookup(to_name.split('@').next().unwrap_or(""))?;
+            let mut snaps: Vec<DatasetInfo> = dsl
+                .snapshots(&head)?
+                .into_iter()
+                .filter(|s| {
+                    s.ds.creation_txg > from.ds.creation_txg
+                        && s.ds.creation_txg <= to.ds.creation_txg
+                })
+                .collect();
+            snaps.sort_by_key(|s| s.ds.creation_txg);
+            let mut prev = from;
+            for s in snaps {
+                pairs.push((Some(prev), s.clone()));
+                prev = s;
+            }
+        }
+        None => pairs.push((None, to)),
+    }
+    // -R names the snapshot asked for; -I the last one sent.
+    let compound = if repl_header.is_some() {
+        Some(to_name.to_string())
+    } else if matches!(from, Some(SendFrom::Range(_))) {
+        Some(
+            pairs
+                .last()
+                .map(|p| p.1.name.clone())
+                .unwrap_or(to_name.to_string()),
+        )
+    } else {
+        None
     };
-    ozfs_dsl::send::send(&dsl, &to, from.as_ref(), out, &mut |_| {})
-        .map_err(|e| e.context(&format!("cannot send '{snap}'")))
+    Ok(SendPlan {
+        dsl,
+        pairs,
+        repl_header,
+        compound,
+        to_name: to_name.to_string(),
+    })
+}
+
+impl SendPlan {
+    /// The streams and their estimated sizes.
+    pub fn estimates(&self) -> Vec<SendEstimate> {
+        self.pairs
+            .iter()
+            .map(|(f, t)| SendEstimate {
+                from: f.as_ref().map(|f| f.name.clone()),
+                to: t.name.clone(),
+                bytes: t.ds.referenced_bytes,
+            })
+            .collect()
+    }
+
+    /// Write the stream(s) to `out`; `tick` sees the bytes written so far.
+    /// Returns the bytes written.
+    pub fn write(&self, out: &mut dyn std::io::Write, tick: &mut dyn FnMut(u64)) -> Result<u64> {
+        let mut sent = 0;
+        if let Some(name) = &self.compound {
+            sent += ozfs_dsl::send::compound_header(out, name, self.repl_header.as_ref())
+                .map_err(|e| e.context(&format!("cannot send '{name}'")))?;
+        }
+        for (f, t) in &self.pairs {
+            let base = sent;
+            sent += ozfs_dsl::send::send(&self.dsl, t, f.as_ref(), out, &mut |b| tick(base + b))
+                .map_err(|e| e.context(&format!("cannot send '{}'", t.name)))?;
+        }
+        if self.compound.is_some() {
+            sent += ozfs_dsl::send::compound_end(out)
+                .map_err(|e| e.context(&format!("cannot send '{}'", self.to_name)))?;
+        }
+        Ok(sent)
+    }
+}
+
+/// `zfs send SNAP > out`: a full stream of one snapshot. Returns the bytes
+/// written.
+pub fn send(snap: &str, out: &mut dyn std::io::Write) -> Result<u64> {
+    send_plan(snap, None, false)?.write(out, &mut |_| {})
 }

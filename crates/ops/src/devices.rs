@@ -422,3 +422,189 @@ pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String> {
     }
     Ok(spare.path)
 }
+
+/// What [`activate_spares`] did.
+#[derive(Debug, Clone)]
+pub enum SpareEvent {
+    /// Hot spare `spare` (its path) stands in for leaf `device` (a guid).
+    Activated { spare: String, device: u64 },
+    /// The spare could not stand in for that device (too small, …).
+    Refused {
+        spare: String,
+        device: u64,
+        why: String,
+    },
+}
+
+/// A leaf that failed (faulted, removed) in a pool with an available hot
+/// spare gets the spare, as ZFS's event daemon does; the caller starts the
+/// resilver when one was activated. A (device, spare) pair refused once is
+/// not tried again in this process; the next spare is.
+pub fn activate_spares(
+    pool: &ozfs_spa::Pool,
+    sw: &ozfs_dsl::shared::SharedWriter,
+) -> Vec<SpareEvent> {
+    use ozfs_spa::spares::SpareState;
+    static REFUSED: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+    let refused = || REFUSED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut events = Vec::new();
+    let wanting = pool.leaves_wanting_spare();
+    if wanting.is_empty() {
+        return events;
+    }
+    let avail: Vec<ozfs_spa::spares::Spare> = pool
+        .spares()
+        .into_iter()
+        .filter(|s| pool.spare_state(s) == SpareState::Avail)
+        .collect();
+    let mut used: Vec<u64> = Vec::new();
+    for failed in wanting {
+        for spare in avail.iter().filter(|s| !used.contains(&s.guid)) {
+            if refused().contains(&(failed, spare.guid)) {
+                continue;
+            }
+            let Ok(mut l) = sw.lease() else { break };
+            let r = pool.activate_spare(failed, spare, l.txg).and_then(|()| {
+                l.config_dirty = true;
+                l.sync()
+            });
+            match r {
+                Ok(()) => {
+                    events.push(SpareEvent::Activated {
+                        spare: spare.path.clone(),
+                        device: failed,
+                    });
+                    used.push(spare.guid);
+                    break;
+                }
+                Err(e) => {
+                    events.push(SpareEvent::Refused {
+                        spare: spare.path.clone(),
+                        device: failed,
+                        why: e.to_string(),
+                    });
+                    refused().push((failed, spare.guid));
+                }
+            }
+        }
+    }
+    events
+}
+
+/// A vdev specification (`mirror A B raidz2 C D E F G spare H`...) as
+/// top-level vdevs and hot spares; devices that belong to a pool are
+/// refused unless `force`.
+pub fn vdev_spec(
+    words: &[String],
+    force: bool,
+    what: &str,
+) -> Result<(Vec<TopSpec>, Vec<std::path::PathBuf>)> {
+    let mut tops = Vec::new();
+    let mut spares = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_str();
+        let group = match w {
+            "mirror" => Some(0usize),
+            "raidz" | "raidz1" => Some(1),
+            "raidz2" => Some(2),
+            "raidz3" => Some(3),
+            "spare" => {
+                i += 1;
+                let start = i;
+                while i < words.len()
+                    && ![
+                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+                    ]
+                    .contains(&words[i].as_str())
+                {
+                    spares.push(std::path::PathBuf::from(&words[i]));
+                    i += 1;
+                }
+                if i == start {
+                    return Err(Error::Invalid(
+                        "invalid vdev specification: spare requires at least 1 device".into(),
+                    ));
+                }
+                continue;
+            }
+            "log" | "cache" => {
+                return Err(Error::Invalid(format!(
+                    "{what}: '{w}' vdevs are not supported yet"
+                )))
+            }
+            _ => None,
+        };
+        match group {
+            Some(p) => {
+                let mut devs = Vec::new();
+                i += 1;
+                while i < words.len()
+                    && ![
+                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+                    ]
+                    .contains(&words[i].as_str())
+                {
+                    devs.push(std::path::PathBuf::from(&words[i]));
+                    i += 1;
+                }
+                if devs.len() < 2 || (p > 0 && devs.len() <= p) {
+                    return Err(Error::Invalid(format!(
+                        "invalid vdev specification: {w} requires at least {} devices",
+                        if p == 0 { 2 } else { p + 1 }
+                    )));
+                }
+                tops.push(if p == 0 {
+                    TopSpec::Mirror(devs)
+                } else {
+                    TopSpec::Raidz(p, devs)
+                });
+            }
+            None => {
+                tops.push(TopSpec::Disk(std::path::PathBuf::from(w)));
+                i += 1;
+            }
+        }
+    }
+    let mut all: Vec<std::path::PathBuf> = spares.clone();
+    for t in &tops {
+        match t {
+            TopSpec::Disk(p) => all.push(p.clone()),
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => all.extend(v.iter().cloned()),
+        }
+    }
+    for p in &all {
+        let abs = std::fs::canonicalize(p)
+            .map_err(|e| Error::io(format!("cannot open '{}'", p.display()), e))?;
+        if !force {
+            // Refuse devices that belong to a pool unless forced.
+            if let Some(fp) = ozfs_spa::import::discover_paths(std::slice::from_ref(&abs))
+                .into_iter()
+                .next()
+            {
+                if fp.state != ozfs_spa::label_write::POOL_STATE_DESTROYED {
+                    return Err(Error::Invalid(format!("invalid vdev specification\nuse '-f' to override the following errors:\n{} is part of exported or potentially active pool '{}'", abs.display(), fp.name)));
+                }
+            }
+        }
+    }
+    let canon = |p: &std::path::PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let tops: Vec<TopSpec> = tops
+        .into_iter()
+        .map(|t| match t {
+            TopSpec::Disk(p) => TopSpec::Disk(canon(&p)),
+            TopSpec::Mirror(v) => TopSpec::Mirror(v.iter().map(canon).collect()),
+            TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
+        })
+        .collect();
+    let spares: Vec<std::path::PathBuf> = spares.iter().map(canon).collect();
+    let mut seen = std::collections::HashSet::new();
+    for p in spec_devices(&tops, &spares) {
+        if !seen.insert(p.clone()) {
+            return Err(Error::Invalid(format!(
+                "{what}: {p} is used more than once in the specification"
+            )));
+        }
+    }
+    Ok((tops, spares))
+}

@@ -45,3 +45,4 @@ pub use ozfs_dsl::shared::{Lease, SharedWriter, Writer};
 pub use ozfs_dsl::sync::PoolWriter;
 pub use ozfs_spa::Pool;
 pub mod pool;
+pub mod status;

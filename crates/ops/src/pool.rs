@@ -31,12 +31,17 @@ impl Default for CreateOpts {
     }
 }
 
+/// A name a new pool may take (no reserved word, a letter first, …).
+pub fn check_new_name(name: &str) -> Result<()> {
+    ozfs_format::names::check_new_pool_name(name)
+        .map_err(|why| Error::Invalid(format!("cannot create '{name}': {why}")))
+}
+
 /// `zpool create NAME VDEV...`: write a new pool on `tops` and record it as
 /// imported. Returns its record.
 pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     let fail = |e: Error| e.context(&format!("cannot create '{name}'"));
-    ozfs_format::names::check_new_pool_name(name)
-        .map_err(|why| Error::Invalid(format!("cannot create '{name}': {why}")))?;
+    check_new_name(name)?;
     if Record::load(name).is_ok() {
         return Err(Error::Invalid(format!(
             "cannot create '{name}': pool already exists"
@@ -74,4 +79,174 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     };
     rec.save().map_err(fail)?;
     Ok(rec)
+}
+
+/// `zpool import [-o readonly=on] POOL|ID [NEWNAME]` from the devices in
+/// `dirs`: the pool is opened (read-write: marked active in its labels)
+/// and recorded as imported. Mounting its file systems is the daemon's
+/// ([`crate::client::daemon_import`]).
+pub fn import(
+    dirs: &[PathBuf],
+    want: &str,
+    new_name: Option<&str>,
+    readonly: bool,
+) -> Result<Record> {
+    use ozfs_spa::{Pool, PoolOptions};
+    let pools = ozfs_spa::import::discover(dirs)?;
+    let mut matches: Vec<_> = pools
+        .into_iter()
+        .filter(|p| p.name == want || p.guid.to_string() == want)
+        .collect();
+    if matches.is_empty() {
+        return Err(Error::NotFound(format!(
+            "cannot import '{want}': no such pool available"
+        )));
+    }
+    if matches.len() > 1 {
+        return Err(Error::Invalid(format!(
+            "cannot import '{want}': more than one matching pool; import by numeric ID instead"
+        )));
+    }
+    let found = matches.remove(0);
+    let name = match new_name {
+        Some(new) => {
+            ozfs_format::names::check_new_pool_name(new).map_err(|why| {
+                Error::Invalid(format!("cannot import '{want}' as '{new}': {why}"))
+            })?;
+            new.to_string()
+        }
+        None => {
+            // The name in the labels is the pool's author's: checked like a
+            // typed one before it names a state file or a mountpoint.
+            ozfs_format::names::check_pool_name(&found.name).map_err(|why| {
+                Error::Invalid(format!(
+                    "cannot import pool {}: its labels name it {:?}, which is not a valid pool name ({why}); \
+                     import it under a new name: zpool import {} NEWNAME",
+                    found.guid, found.name, found.guid
+                ))
+            })?;
+            found.name.clone()
+        }
+    };
+    if Record::load(&name).is_ok() {
+        return Err(Error::Invalid(format!(
+            "cannot import '{want}': a pool with that name is already imported"
+        )));
+    }
+    let guid = found.guid;
+    let mut devices: Vec<String> = found
+        .paths()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let found = if readonly {
+        found
+    } else {
+        // Reopen the devices (and the spare candidates) for writing.
+        let mut paths = found.paths();
+        paths.extend(found.aux.iter().map(|d| d.path.clone()));
+        ozfs_spa::import::discover_paths_mode(&paths, true)
+            .into_iter()
+            .find(|p| p.guid == guid)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "cannot import '{want}': devices cannot be opened for writing"
+                ))
+            })?
+    };
+    let fail = |e: Error| e.context(&format!("cannot import '{want}'"));
+    let pool = Pool::open(
+        found,
+        &PoolOptions {
+            readonly,
+            max_txg: None,
+        },
+    )
+    .map_err(fail)?;
+    let pool = std::sync::Arc::new(pool);
+    if !readonly {
+        // A degraded pool is written where its redundancy allows (missing
+        // and offline leaves are skipped); an unavailable one is not.
+        if !crate::status::writable_state(pool.state()) {
+            return Err(Error::Invalid(format!(
+                "cannot import '{want}' read-write: the pool is {}; use -o readonly=on",
+                pool.state().as_str()
+            )));
+        }
+        // Mark it active in its labels, as an import does.
+        let mut w = ozfs_dsl::sync::PoolWriter::open(pool.clone()).map_err(fail)?;
+        w.config_dirty = true;
+        w.state = ozfs_spa::label_write::POOL_STATE_ACTIVE;
+        w.sync().map_err(fail)?;
+    }
+    // Make sure the dataset layer opens too before declaring success.
+    ozfs_dsl::DslPool::open(pool.clone())
+        .and_then(|d| d.root())
+        .map_err(fail)?;
+    // Available spares found among the devices are the pool's too.
+    for s in pool.spares() {
+        if s.dev.is_some() && !devices.contains(&s.path) {
+            devices.push(s.path);
+        }
+    }
+    let (resilvering, offline) = crate::host::resilvering_of(guid);
+    let rec = Record {
+        name,
+        guid,
+        devices,
+        readonly,
+        errors: Vec::new(),
+        resilvering,
+        offline,
+    };
+    rec.save().map_err(fail)?;
+    Ok(rec)
+}
+
+/// `zpool export POOL`: the daemon unmounts, syncs and lets go of it when
+/// it holds it; the pool is marked exported in its labels and forgotten.
+pub fn export(name: &str) -> Result<()> {
+    if crate::client::daemon_holds(name) {
+        crate::client::call_starting(&serde_json::json!({"cmd": "export", "pool": name}))?
+            .check()?;
+        return Ok(());
+    }
+    let rec = Record::load(name)
+        .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
+    if !rec.readonly {
+        let fail = |e: Error| e.context(&format!("cannot export '{name}'"));
+        crate::host::lock_pool(name).map_err(fail)?;
+        let pool = rec.open_rw().map_err(fail)?;
+        let mut w = ozfs_dsl::sync::PoolWriter::open(pool).map_err(fail)?;
+        w.export().map_err(fail)?;
+    }
+    Record::remove(name).map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))
+}
+
+/// `zpool destroy POOL`: marked destroyed in its labels (its devices can
+/// be reused) and forgotten.
+pub fn destroy(name: &str) -> Result<()> {
+    let rec = Record::load(name)
+        .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
+    if crate::client::daemon_holds(name) {
+        // The daemon unmounts and syncs it, then lets go of it.
+        crate::client::call_starting(
+            &serde_json::json!({"cmd": "export", "pool": name, "release": true}),
+        )
+        .and_then(|r| r.check())
+        .map_err(|e| Error::Invalid(e.to_string().replace("cannot export", "cannot destroy")))?;
+    }
+    if !rec.readonly {
+        let fail = |e: Error| e.context(&format!("cannot destroy '{name}'"));
+        crate::host::lock_pool(name).map_err(fail)?;
+        let pool = rec.open_rw().map_err(fail)?;
+        let mut w = ozfs_dsl::sync::PoolWriter::open(pool).map_err(fail)?;
+        w.sync().map_err(fail)?;
+        w.state = ozfs_spa::label_write::POOL_STATE_DESTROYED;
+        w.config_dirty = true;
+        w.sync().map_err(fail)?;
+    }
+    Record::remove(name)?;
+    crate::scan::ScanState::remove(name);
+    Ok(())
 }

@@ -461,6 +461,7 @@ pub fn error_to_wire(e: &Error) -> (&'static str, String) {
 pub fn error_from_wire(kind: &str, msg: String) -> Error {
     use ozfs_format::ErrorKind as K;
     match K::from_name(kind) {
+        Some(K::NotFound) => Error::NotFound(msg),
         Some(K::Exists) => Error::Exists(msg),
         Some(K::NotEmpty) => Error::NotEmpty(msg),
         Some(K::NotDir) => Error::NotDir(msg),

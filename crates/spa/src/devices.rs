@@ -198,7 +198,7 @@ impl Pool {
     ) -> Result<()> {
         let (top, redundant) = self
             .top_of(old)
-            .ok_or_else(|| Error::NotFound(format!("device {old} in pool '{}'", self.name)))?;
+            .ok_or_else(|| Error::not_found(format!("device {old} in pool '{}'", self.name)))?;
         if !redundant {
             return Err(Error::unsupported(
                 "zpool replace",
@@ -239,10 +239,10 @@ impl Pool {
     pub fn set_offline(&self, guid: u64, offline: bool, txg: u64) -> Result<()> {
         let (top, _) = self
             .top_of(guid)
-            .ok_or_else(|| Error::NotFound(format!("device {guid} in pool '{}'", self.name)))?;
+            .ok_or_else(|| Error::not_found(format!("device {guid} in pool '{}'", self.name)))?;
         let leaf = self
             .find_leaf(&guid.to_string())
-            .ok_or_else(|| Error::NotFound(format!("device {guid}")))?;
+            .ok_or_else(|| Error::not_found(format!("device {guid}")))?;
         if offline {
             if !can_do_without(top, guid) {
                 return Err(Error::Invalid("no valid replicas".into()));
@@ -363,9 +363,9 @@ impl Pool {
         guid: u64,
         txg: u64,
     ) -> Result<()> {
-        let (top, _) = self
-            .top_of(existing)
-            .ok_or_else(|| Error::NotFound(format!("device {existing} in pool '{}'", self.name)))?;
+        let (top, _) = self.top_of(existing).ok_or_else(|| {
+            Error::not_found(format!("device {existing} in pool '{}'", self.name))
+        })?;
         check_leaf_size(top, dev.as_ref(), path)?;
         let new_leaf = |id: u64| {
             let mut nv = NvList::new();
@@ -432,7 +432,7 @@ impl Pool {
     pub fn detach_leaf(&self, guid: u64) -> Result<()> {
         let (top, _) = self
             .top_of(guid)
-            .ok_or_else(|| Error::NotFound(format!("device {guid} in pool '{}'", self.name)))?;
+            .ok_or_else(|| Error::not_found(format!("device {guid} in pool '{}'", self.name)))?;
         if !matches!(top.kind, VdevKind::Mirror) || top.guid == guid {
             return Err(Error::Invalid(
                 "only a device in a mirror can be detached".into(),

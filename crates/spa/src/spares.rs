@@ -244,7 +244,7 @@ impl Pool {
             return Err(what("device not found"));
         };
         self.leaf_by_guid(failed)
-            .ok_or_else(|| Error::NotFound(format!("device {failed}")))?;
+            .ok_or_else(|| Error::not_found(format!("device {failed}")))?;
         if spare_parent_of(&self.root, failed).is_some() {
             return Err(what("the device is already spared"));
         }
@@ -253,7 +253,7 @@ impl Pool {
             .children
             .iter()
             .find(|t| find_by_guid(t, failed).is_some())
-            .ok_or_else(|| Error::NotFound(format!("device {failed}")))?;
+            .ok_or_else(|| Error::not_found(format!("device {failed}")))?;
         if top.guid == failed || !matches!(top.kind, VdevKind::Mirror | VdevKind::Raidz { .. }) {
             return Err(what("the device is not part of a mirror or raidz"));
         }

@@ -166,7 +166,7 @@ impl Zpl {
             }
             obj = self
                 .lookup(&dn, comp.as_bytes())?
-                .ok_or_else(|| Error::NotFound(format!("{}:{path}", self.name)))?;
+                .ok_or_else(|| Error::not_found(format!("{}:{path}", self.name)))?;
         }
         Ok(obj)
     }

@@ -107,7 +107,7 @@ impl<'a> ZplTx<'a> {
             }
             obj = self
                 .lookup(obj, comp.as_bytes())?
-                .ok_or_else(|| Error::NotFound(path.to_string()))?;
+                .ok_or_else(|| Error::not_found(path.to_string()))?;
         }
         Ok(obj)
     }
@@ -164,7 +164,7 @@ impl<'a> ZplTx<'a> {
 
     fn remove_entry(&mut self, dir: u64, name: &[u8], subdir: bool) -> Result<()> {
         if !zap_tx::remove(self.tx, dir, name)? {
-            return Err(Error::NotFound(String::from_utf8_lossy(name).into_owned()));
+            return Err(Error::not_found(String::from_utf8_lossy(name).into_owned()));
         }
         let mut d = self.dir_attrs(dir)?;
         d.size = d.size.saturating_sub(1).max(2);
@@ -336,7 +336,7 @@ impl<'a> ZplTx<'a> {
     pub fn unlink(&mut self, dir: u64, name: &[u8]) -> Result<()> {
         let obj = self
             .lookup(dir, name)?
-            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+            .ok_or_else(|| Error::not_found(String::from_utf8_lossy(name).into_owned()))?;
         let mut a = self.attrs(obj)?;
         if a.mode & S_IFMT == S_IFDIR {
             return Err(Error::IsDir(format!(
@@ -389,7 +389,7 @@ impl<'a> ZplTx<'a> {
     pub fn rmdir(&mut self, dir: u64, name: &[u8]) -> Result<()> {
         let obj = self
             .lookup(dir, name)?
-            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+            .ok_or_else(|| Error::not_found(String::from_utf8_lossy(name).into_owned()))?;
         let a = self.empty_dir_attrs(name, obj)?;
         self.remove_entry(dir, name, true)?;
         self.destroy_object(obj, &a)
@@ -410,7 +410,7 @@ impl<'a> ZplTx<'a> {
         Self::check_name(dname)?;
         let obj = self
             .lookup(sdir, sname)?
-            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(sname).into_owned()))?;
+            .ok_or_else(|| Error::not_found(String::from_utf8_lossy(sname).into_owned()))?;
         if sdir == ddir && sname == dname {
             return Ok(());
         }
@@ -455,7 +455,7 @@ impl<'a> ZplTx<'a> {
     /// different parents get their parent pointers and the parents' link
     /// counts fixed. Refuses to put a directory under itself.
     pub fn exchange(&mut self, adir: u64, aname: &[u8], bdir: u64, bname: &[u8]) -> Result<()> {
-        let missing = |n: &[u8]| Error::NotFound(String::from_utf8_lossy(n).into_owned());
+        let missing = |n: &[u8]| Error::not_found(String::from_utf8_lossy(n).into_owned());
         let a = self.lookup(adir, aname)?.ok_or_else(|| missing(aname))?;
         let b = self.lookup(bdir, bname)?.ok_or_else(|| missing(bname))?;
         if a == b {
