@@ -434,7 +434,7 @@ fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
 }
 
 fn pool_of(ds: &str) -> &str {
-    ds.split(['/', '@']).next().unwrap_or("")
+    ozfs_ops::names::pool_of(ds)
 }
 
 impl Daemon {

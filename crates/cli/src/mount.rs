@@ -52,7 +52,7 @@ pub fn main(argv: &[String]) -> CmdResult {
             mnt.display()
         )));
     }
-    let pool_name = ds_name.split(['/', '@']).next().unwrap_or("");
+    let pool_name = ozfs_ops::names::pool_of(ds_name);
     let mut rec = Record::load(pool_name).map_err(|_| {
         Fail::Err(format!(
             "cannot mount '{ds_name}': no such pool '{pool_name}'"

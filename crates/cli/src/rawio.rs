@@ -225,7 +225,7 @@ fn info(argv: &[String]) -> CmdResult {
     let [pool_name] = a.pos.as_slice() else {
         return Err(Fail::Usage(USAGE.into()));
     };
-    let pool_name = pool_name.split(['/', '@', ':']).next().unwrap_or("");
+    let pool_name = ozfs_ops::names::pool_of(pool_name);
     let i = rawio::info(pool_name)?;
     let feature = if i.active { "active" } else { "disabled" };
     let v = json!({

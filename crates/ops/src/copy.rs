@@ -22,7 +22,7 @@ use std::path::Path;
 pub fn open_fs(
     ds_name: &str,
 ) -> Result<(crate::host::Record, std::sync::Arc<ozfs_spa::Pool>, Zpl)> {
-    let pool_name = ds_name.split(['/', '@']).next().unwrap_or("");
+    let pool_name = crate::names::pool_of(ds_name);
     let (rec, pool) = open_imported(pool_name)?;
     let ctx = |e: Error| e.context(&format!("cannot open '{ds_name}'"));
     let dsl = DslPool::open(pool.clone()).map_err(ctx)?;

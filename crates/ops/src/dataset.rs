@@ -471,7 +471,7 @@ pub fn send_plan(to_name: &str, from: Option<&SendFrom>, replicate: bool) -> Res
     if !to_name.contains('@') {
         return Err(invalid(format!("cannot send '{to_name}': not a snapshot")));
     }
-    let pool_name = to_name.split(['/', '@']).next().unwrap_or("");
+    let pool_name = crate::names::pool_of(to_name);
     let (_, pool) = crate::host::open_imported(pool_name)?;
     let dsl = ozfs_dsl::DslPool::open(pool)
         .map_err(|e| e.context(&format!("cannot open '{pool_name}'")))?;

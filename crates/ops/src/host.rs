@@ -374,6 +374,7 @@ pub fn in_daemon() -> bool {
 /// Open a pool that `zpool import` has recorded (read-only, at its last
 /// synced state).
 pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>)> {
+    let name = crate::names::pool_of(name);
     let rec = Record::load(name)
         .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
     let pool = rec
@@ -386,7 +387,7 @@ pub fn open_imported(name: &str) -> Result<(Record, Arc<Pool>)> {
 /// inside the daemon a lease on the writer it holds; elsewhere the pool
 /// opened for writing under its lock (held until this process exits).
 pub fn writer_for(dataset: &str) -> Result<Writer> {
-    let pool_name = dataset.split(['/', '@']).next().unwrap_or("");
+    let pool_name = crate::names::pool_of(dataset);
     if let Some(h) = holder() {
         return match h.lease(pool_name) {
             Some(l) => l

@@ -44,5 +44,6 @@ pub mod rawio;
 pub use ozfs_dsl::shared::{Lease, SharedWriter, Writer};
 pub use ozfs_dsl::sync::PoolWriter;
 pub use ozfs_spa::Pool;
+pub mod names;
 pub mod pool;
 pub mod status;

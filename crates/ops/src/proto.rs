@@ -239,7 +239,7 @@ impl From<&ScanState> for ScanStateData {
 }
 
 fn pool_of(name: &str) -> String {
-    name.split(['/', '@', ':']).next().unwrap_or("").to_string()
+    crate::names::pool_of(name).to_string()
 }
 
 impl Request {
@@ -529,4 +529,79 @@ fn forward(mut req: Request) -> Result<Response> {
     };
     serde_json::from_value(reply.v["result"].clone())
         .map_err(|e| Error::Invalid(format!("ozfs daemon: bad reply: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_names_one_pool() {
+        let r = Request::Clone {
+            snapshot: "tank/a@s".into(),
+            target: "other/b".into(),
+            no_mount: false,
+        };
+        assert_eq!(r.pool(), "other");
+        let e = r.check().expect_err("two pools");
+        assert!(
+            e.to_string().contains("one request changes one pool"),
+            "{e}"
+        );
+        let ok = Request::Rm {
+            dataset: "tank/a".into(),
+            path: "/x".into(),
+            recursive: false,
+        };
+        assert_eq!(ok.pool(), "tank");
+        ok.check().expect("one pool");
+    }
+
+    #[test]
+    fn requests_travel_as_json_and_back() {
+        let r = Request::Destroy {
+            name: "tank/a@s1%s3".into(),
+            opts: DestroyOpts {
+                recursive: true,
+                dry_run: true,
+                defer: false,
+            },
+        };
+        let v = serde_json::to_value(&r).expect("serialize");
+        let back: Request = serde_json::from_value(v).expect("deserialize");
+        match back {
+            Request::Destroy { name, opts } => {
+                assert_eq!(name, "tank/a@s1%s3");
+                assert!(opts.recursive && opts.dry_run && !opts.defer);
+            }
+            other => panic!("came back as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_kinds_survive_the_wire_with_their_text() {
+        let cases = [
+            Error::NotFound("cannot open 'tank/x': dataset does not exist".into()),
+            Error::not_found("tank/x"),
+            Error::Exists("cannot create 'tank/a': dataset already exists".into()),
+            Error::NotEmpty("d: directory not empty".into()),
+            Error::NotDir("d: not a directory".into()),
+            Error::IsDir("d: is a directory".into()),
+            Error::Busy("cannot destroy 'tank/a': dataset is busy".into()),
+            Error::Permission("hard links to directories are not allowed".into()),
+            Error::Invalid("bad".into()),
+        ];
+        for e in cases {
+            let (kind, msg) = error_to_wire(&e);
+            let back = error_from_wire(kind, msg.clone());
+            assert_eq!(back.kind(), e.kind(), "{e}");
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.errno(), e.errno());
+        }
+        // Kinds whose display adds words travel as text, message intact.
+        let c = Error::corrupt("label 0", "bad nvlist");
+        let (kind, msg) = error_to_wire(&c);
+        assert_eq!(kind, "corrupt");
+        assert_eq!(error_from_wire(kind, msg).to_string(), c.to_string());
+    }
 }

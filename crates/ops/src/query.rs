@@ -56,7 +56,7 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
     for op in operands {
         let missing = || Error::NotFound(format!("cannot open '{op}': dataset does not exist"));
-        let pool_name = op.split(['/', '@']).next().unwrap_or("").to_string();
+        let pool_name = crate::names::pool_of(&op).to_string();
         let (_, pool) = open_imported(&pool_name).map_err(|_| missing())?;
         let dsl = DslPool::open(pool).map_err(|e| e.context(&format!("cannot open '{op}'")))?;
         let start = dsl.lookup(&op).map_err(|_| missing())?;
@@ -119,7 +119,7 @@ pub fn holds(snaps: &[String]) -> Result<Vec<(String, String, u64)>> {
     let Some(first) = snaps.first() else {
         return Ok(rows);
     };
-    let pool_name = first.split(['/', '@']).next().unwrap_or("").to_string();
+    let pool_name = crate::names::pool_of(first).to_string();
     let (_, pool) = open_imported(&pool_name)?;
     let dsl = DslPool::open(pool)?;
     for s in snaps {
