@@ -934,6 +934,11 @@ impl PoolWriter {
         self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;
+        // Debug builds (and OZFS_CHECK_LEAKS=1): what was just committed
+        // has no leaked and no doubly referenced space.
+        if crate::verify::after_sync_enabled() {
+            crate::verify::check_committed(&self.pool, txg)?;
+        }
         Ok(())
     }
 

@@ -229,3 +229,62 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     }
     Ok(r)
 }
+
+/// Whether every sync is followed by a leak check of what it committed:
+/// `OZFS_CHECK_LEAKS=1` on, `OZFS_CHECK_LEAKS=0` off, unset: on in debug
+/// builds (as OpenZFS's debug builds verify space maps against the blocks).
+pub fn after_sync_enabled() -> bool {
+    match std::env::var("OZFS_CHECK_LEAKS") {
+        Ok(v) => v.trim() != "0" && !v.trim().is_empty(),
+        Err(_) => cfg!(debug_assertions),
+    }
+}
+
+/// The leak check of the state a sync just committed: the pool's devices
+/// opened afresh, read-only (the writer's own view keeps the uberblock it
+/// was opened at). A pool whose devices cannot all be opened (degraded) is
+/// not checked. Errors name what leaked or was referenced twice.
+pub fn check_committed(pool: &Pool, txg: u64) -> Result<()> {
+    let paths: Vec<std::path::PathBuf> = pool
+        .root
+        .leaves()
+        .iter()
+        .filter_map(|l| l.path.clone())
+        .map(std::path::PathBuf::from)
+        .collect();
+    let Some(found) = ozfs_spa::import::discover_paths(&paths)
+        .into_iter()
+        .find(|f| f.guid == pool.guid)
+    else {
+        return Ok(());
+    };
+    let view = match Pool::open(
+        found,
+        &ozfs_spa::PoolOptions {
+            readonly: true,
+            max_txg: Some(txg),
+        },
+    ) {
+        Ok(v) => Arc::new(v),
+        Err(_) => return Ok(()),
+    };
+    if view.uberblock.txg != txg || view.state() != ozfs_vdev::VdevState::Online {
+        return Ok(());
+    }
+    let r = leak_check(&view)?;
+    if r.clean() {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        format!("pool '{}' txg {txg}", pool.name),
+        format!(
+            "leak check after sync failed (OZFS_CHECK_LEAKS): {} bytes referenced, {} allocated; {} ranges leaked, {} referenced but free, {} referenced twice, {} bad blocks",
+            r.referenced,
+            r.allocated,
+            r.leaked.len(),
+            r.unallocated.len(),
+            r.doubly.len(),
+            r.bad_blocks.len()
+        ),
+    ))
+}
