@@ -240,6 +240,14 @@ pub fn after_sync_enabled() -> bool {
     }
 }
 
+static CHECKED_AFTER_SYNC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many syncs of this process were leak-checked (tests make sure the
+/// check ran, not only that nothing failed).
+pub fn checked_after_sync() -> u64 {
+    CHECKED_AFTER_SYNC.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The leak check of the state a sync just committed: the pool's devices
 /// opened afresh, read-only (the writer's own view keeps the uberblock it
 /// was opened at). A pool whose devices cannot all be opened (degraded) is
@@ -272,6 +280,7 @@ pub fn check_committed(pool: &Pool, txg: u64) -> Result<()> {
         return Ok(());
     }
     let r = leak_check(&view)?;
+    CHECKED_AFTER_SYNC.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if r.clean() {
         return Ok(());
     }
