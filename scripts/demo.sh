@@ -7,6 +7,15 @@
 # and imports it.
 # Runs as root on a fresh Debian machine (installs what it needs).
 set -euo pipefail
+# Root is needed (FUSE mounts, a private zfs-fuse): a user with sudo is
+# asked for it; root runs as is (a bare Debian root shell has no sudo).
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    exec sudo -E bash "$0" "$@"
+  fi
+  echo "$0: run as root (FUSE mounts and a private zfs-fuse need it)" >&2
+  exit 1
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh"
 cargo build --release --manifest-path "$here/Cargo.toml" -q

@@ -7,6 +7,15 @@
 # Installs the system dependencies first (zfs-fuse etc., idempotent), needs
 # root (the tests run a private zfs-fuse daemon in a mount namespace).
 set -euo pipefail
+# Root is needed (FUSE mounts, a private zfs-fuse): a user with sudo is
+# asked for it; root runs as is (a bare Debian root shell has no sudo).
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    exec sudo -E bash "$0" "$@"
+  fi
+  echo "$0: run as root (FUSE mounts and a private zfs-fuse need it)" >&2
+  exit 1
+fi
 
 cd "$(dirname "$0")/.."
 
