@@ -79,7 +79,53 @@ fn import(argv: &[String]) -> CmdResult {
             }
         }
     }
+    for (f, what) in [('D', "-D (destroyed pools)"), ('l', "-l (encryption keys)")] {
+        if a.flag(f) {
+            return Err(Fail::Err(format!(
+                "cannot import: {what} is not supported yet"
+            )));
+        }
+    }
+    for (o, what) in [('R', "-R (altroot)"), ('c', "-c (cache files)")] {
+        if a.opt(o).is_some() {
+            return Err(Fail::Err(format!(
+                "cannot import: {what} is not supported yet"
+            )));
+        }
+    }
     let dirs = search_dirs(&a);
+    let opts = ozfs_ops::pool::ImportOpts {
+        readonly,
+        dry_run: a.flag('n'),
+    };
+    if a.flag('a') {
+        // Every pool found that is not imported yet.
+        let mut failed = false;
+        for p in status::importable(&dirs)? {
+            if ozfs_ops::host::Record::load(&p.name).is_ok() {
+                continue;
+            }
+            let id = p.guid.to_string();
+            match ozfs_ops::pool::import(&dirs, &id, None, &opts) {
+                Ok(rec) if !readonly && !opts.dry_run && !a.flag('N') => {
+                    if let Err(e) = ozfs_ops::client::daemon_import(&rec.name) {
+                        eprintln!("{e}");
+                        failed = true;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("{e}");
+                    failed = true;
+                }
+            }
+        }
+        return if failed {
+            Err(Fail::Err(String::new()))
+        } else {
+            Ok(())
+        };
+    }
     if a.pos.is_empty() {
         let pools = status::importable(&dirs)?;
         if pools.is_empty() {
@@ -93,8 +139,8 @@ fn import(argv: &[String]) -> CmdResult {
         }
         return Ok(());
     }
-    let rec = ozfs_ops::pool::import(&dirs, &a.pos[0], a.pos.get(1).map(String::as_str), readonly)?;
-    if !readonly && !a.flag('N') {
+    let rec = ozfs_ops::pool::import(&dirs, &a.pos[0], a.pos.get(1).map(String::as_str), &opts)?;
+    if !readonly && !opts.dry_run && !a.flag('N') {
         // The daemon takes the pool and mounts its file systems.
         ozfs_ops::client::daemon_import(&rec.name)?;
     }
@@ -324,6 +370,10 @@ fn status(argv: &[String]) -> CmdResult {
         let st = ps.state.as_str();
         let errs = ps.tree.errors();
         if a.flag('x') && st == "ONLINE" && errs == 0 {
+            if !a.pos.is_empty() {
+                println!("pool '{name}' is healthy");
+                first = false;
+            }
             continue;
         }
         if !first {
@@ -548,8 +598,45 @@ fn create(argv: &[String]) -> CmdResult {
     let (tops, spares) =
         ozfs_ops::devices::vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
     o.spares = spares;
+    if a.flag('n') {
+        // A dry run reports the layout and writes nothing.
+        if ozfs_ops::host::Record::load(&name).is_ok() {
+            return Err(Fail::Err(format!(
+                "cannot create '{name}': pool already exists"
+            )));
+        }
+        print_layout(&name, &tops, &o.spares);
+        return Ok(());
+    }
     ozfs_ops::pool::create(&name, &tops, &o)?;
     Ok(())
+}
+
+/// `zpool create -n`: the layout a pool would have.
+fn print_layout(name: &str, tops: &[ozfs_ops::devices::TopSpec], spares: &[PathBuf]) {
+    use ozfs_ops::devices::TopSpec;
+    println!("would create '{name}' with the following layout:\n");
+    println!("\t{name}");
+    for t in tops {
+        match t {
+            TopSpec::Disk(p) => println!("\t  {}", p.display()),
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => {
+                match t {
+                    TopSpec::Raidz(n, _) => println!("\t  raidz{n}"),
+                    _ => println!("\t  mirror"),
+                }
+                for p in v {
+                    println!("\t    {}", p.display());
+                }
+            }
+        }
+    }
+    if !spares.is_empty() {
+        println!("\tspares");
+        for p in spares {
+            println!("\t  {}", p.display());
+        }
+    }
 }
 
 /// `zpool add [-f] pool vdev ...`: new top-level vdevs.

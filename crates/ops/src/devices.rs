@@ -573,9 +573,27 @@ pub fn vdev_spec(
             TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => all.extend(v.iter().cloned()),
         }
     }
+    // Devices of imported pools: refused even with -f (overwriting one
+    // would take it from under its pool), as OpenZFS refuses active ones.
+    let active: Vec<(String, std::path::PathBuf)> = crate::host::Record::all()
+        .into_iter()
+        .filter_map(|n| crate::host::Record::load(&n).ok())
+        .flat_map(|r| {
+            let name = r.name.clone();
+            r.devices
+                .into_iter()
+                .filter_map(move |d| std::fs::canonicalize(&d).ok().map(|c| (name.clone(), c)))
+        })
+        .collect();
     for p in &all {
         let abs = std::fs::canonicalize(p)
             .map_err(|e| Error::io(format!("cannot open '{}'", p.display()), e))?;
+        if let Some((pool, _)) = active.iter().find(|(_, d)| *d == abs) {
+            return Err(Error::Busy(format!(
+                "invalid vdev specification\nthe following errors must be manually repaired:\n{} is part of active pool '{pool}'",
+                abs.display()
+            )));
+        }
         if !force {
             // Refuse devices that belong to a pool unless forced.
             if let Some(fp) = ozfs_spa::import::discover_paths(std::slice::from_ref(&abs))

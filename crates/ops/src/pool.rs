@@ -54,6 +54,7 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     }
     let mut settings = Vec::new();
     for (k, v) in &o.fs_props {
+        crate::dataset::check_settable(o.version, k, v, &format!("cannot create '{name}'"))?;
         settings.push((
             k.clone(),
             ozfs_dsl::props::parse_setting(k, v).map_err(fail)?,
@@ -81,16 +82,27 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     Ok(rec)
 }
 
-/// `zpool import [-o readonly=on] POOL|ID [NEWNAME]` from the devices in
-/// `dirs`: the pool is opened (read-write: marked active in its labels)
+/// How to import a pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportOpts {
+    /// `-o readonly=on`: nothing is ever written to it.
+    pub readonly: bool,
+    /// `-n`: check that it would import, change nothing, record nothing.
+    pub dry_run: bool,
+}
+
+/// `zpool import [-n] [-o readonly=on] POOL|ID [NEWNAME]` from the devices
+/// in `dirs`: the pool is opened (read-write: marked active in its labels)
 /// and recorded as imported. Mounting its file systems is the daemon's
-/// ([`crate::client::daemon_import`]).
+/// ([`crate::client::daemon_import`]). A dry run opens it read-only and
+/// returns the record it would have, unsaved.
 pub fn import(
     dirs: &[PathBuf],
     want: &str,
     new_name: Option<&str>,
-    readonly: bool,
+    o: &ImportOpts,
 ) -> Result<Record> {
+    let readonly = o.readonly || o.dry_run;
     use ozfs_spa::{Pool, PoolOptions};
     let pools = ozfs_spa::import::discover(dirs)?;
     let mut matches: Vec<_> = pools
@@ -194,12 +206,14 @@ pub fn import(
         name,
         guid,
         devices,
-        readonly,
+        readonly: o.readonly,
         errors: Vec::new(),
         resilvering,
         offline,
     };
-    rec.save().map_err(fail)?;
+    if !o.dry_run {
+        rec.save().map_err(fail)?;
+    }
     Ok(rec)
 }
 

@@ -1,0 +1,184 @@
+//! A ZFS user's first hour: what used to lose data, hang or surprise.
+//!
+//! * `zpool create -f` on a device of an imported pool is refused (the
+//!   pool stays ONLINE with its data); `zpool create -n` and `zpool import
+//!   -n` are dry runs that change nothing.
+//! * `zfs create POOL/..` and `POOL/.` are refused.
+//! * `zpool status -x POOL` says "pool 'POOL' is healthy".
+//! * `compression=zstd`, which ozfs cannot write, is refused (writes go on).
+//! * With a device offline, `zpool list` and `zpool status` succeed.
+//! * `ozfs zdb … | head -1` ends quietly.
+//! * `zfs set mountpoint=` to a place inside the pool's own mount, on a
+//!   mounted file system, moves it (the daemon used to resolve the path
+//!   through its own mount while holding the writer, and hung).
+
+mod common;
+mod wcommon;
+use std::fs;
+use wcommon::*;
+
+#[test]
+fn dry_runs_and_devices_of_imported_pools() {
+    let pool = new_devs("ozfhdev", Layout::Mirror, 2, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("fhdev");
+    oz_create(&oz, &pool, None, &[]);
+    let src = work.path().join("keep.txt");
+    fs::write(&src, b"must survive").unwrap();
+    oz_cp_in(&oz, &src, &format!("{name}:/"));
+
+    // -f does not make a device of an imported pool free.
+    let dev0 = pool.devs()[0].to_string_lossy().into_owned();
+    let r = oz.run(&["zpool", "create", "-f", "ozfhother", &dev0]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(
+        r.stderr.contains("is part of active pool") && r.stderr.contains(&name),
+        "{}",
+        r.describe()
+    );
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("state: ONLINE"), "{st}");
+    assert!(!st.contains("DEGRADED"), "{st}");
+    let out = work.path().join("out.txt");
+    oz.ok(&["cp", &format!("{name}:/keep.txt"), &out.to_string_lossy()]);
+    assert_eq!(fs::read(&out).unwrap(), b"must survive");
+
+    // zpool create -n: the layout, nothing written, no pool.
+    let spare = work.path().join("free.img");
+    fs::File::create(&spare).unwrap().set_len(96 << 20).unwrap();
+    let spare_s = spare.to_string_lossy().into_owned();
+    let dry = oz.ok(&["zpool", "create", "-n", "ozfhdry", &spare_s]);
+    assert!(
+        dry.starts_with("would create 'ozfhdry' with the following layout:"),
+        "{dry}"
+    );
+    assert!(dry.contains(&spare_s), "{dry}");
+    let bytes = fs::read(&spare).unwrap();
+    assert!(
+        bytes.iter().all(|&b| b == 0),
+        "zpool create -n wrote to the device"
+    );
+    let l = oz.run(&["zpool", "list", "ozfhdry"]);
+    assert_ne!(
+        l.code,
+        Some(0),
+        "zpool create -n made a pool:\n{}",
+        l.describe()
+    );
+
+    // zpool import -n: nothing imported.
+    oz_export(&oz, &name);
+    let dir = pool.dev_dir().to_string_lossy().into_owned();
+    oz.ok(&["zpool", "import", "-n", "-d", &dir, &name]);
+    let l = oz.run(&["zpool", "list", &name]);
+    assert_ne!(
+        l.code,
+        Some(0),
+        "zpool import -n imported:\n{}",
+        l.describe()
+    );
+    // Refused flags say so instead of being ignored.
+    let r = oz.run(&["zpool", "import", "-D", "-d", &dir, &name]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("not supported"), "{}", r.describe());
+    oz.ok(&["zpool", "import", "-N", "-d", &dir, &name]);
+
+    // zpool status -x POOL, healthy.
+    let x = oz.ok(&["zpool", "status", "-x", &name]);
+    assert_eq!(x.trim(), format!("pool '{name}' is healthy"));
+
+    // Names OpenZFS refuses.
+    for bad in [format!("{name}/.."), format!("{name}/.")] {
+        let r = oz.run(&["zfs", "create", &bad]);
+        assert_eq!(r.code, Some(1), "zfs create {bad}:\n{}", r.describe());
+    }
+
+    // compression=zstd: refused, the file system still written.
+    oz.ok(&["zfs", "create", &format!("{name}/z")]);
+    let r = oz.run(&["zfs", "set", "compression=zstd", &format!("{name}/z")]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("zstd"), "{}", r.describe());
+    let r = oz.run(&[
+        "zfs",
+        "create",
+        "-o",
+        "compression=zstd-3",
+        &format!("{name}/z2"),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    oz_cp_in(&oz, &src, &format!("{name}/z:/"));
+    let c = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "value",
+        "compression",
+        &format!("{name}/z"),
+    ]);
+    assert_eq!(c.trim(), "off");
+
+    // One device offline: list and status still answer.
+    oz.ok(&["zpool", "offline", &name, &dev0]);
+    let l = oz.run(&["zpool", "list", "-H", "-o", "name,health"]);
+    assert_eq!(l.code, Some(0), "{}", l.describe());
+    assert!(
+        l.stdout.contains(&format!("{name}\tDEGRADED")),
+        "{}",
+        l.describe()
+    );
+    let s = oz.run(&["zpool", "status", &name]);
+    assert_eq!(s.code, Some(0), "{}", s.describe());
+    assert!(s.stdout.contains("OFFLINE"), "{}", s.describe());
+    oz.ok(&["zpool", "online", &name, &dev0]);
+
+    // zdb into a pipe that closes early: no panic, nothing on stderr.
+    let z = oz.sh(&format!("\"$OZFS\" zdb -dddd {name} | head -1"));
+    assert!(z.success(), "{}", z.describe());
+    assert!(!z.stderr.contains("panicked"), "{}", z.describe());
+
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after the first hour");
+}
+
+#[test]
+fn moving_a_mounted_file_system_inside_its_pools_mount() {
+    let pool = new_devs("ozfhmv", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let dev_dir = pool.dev_dir();
+    let oz = ozfs();
+    let work = local_dir("fhmove");
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let inside = mnt.join("moved");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone(), mnt.join("a"), inside.clone()],
+    };
+    oz_create_at(&oz, &pool, &mnt, None, &[]);
+    let ds_a = format!("{name}/a");
+    oz.ok(&["zfs", "create", &ds_a]);
+    oz_export(&oz, &name);
+    oz.ok(&["zpool", "import", "-d", &dev_dir.to_string_lossy(), &name]);
+    assert!(is_mounted(&mnt.join("a")));
+    fs::write(mnt.join("a/f"), b"moves with its file system").unwrap();
+
+    // The new place is inside the pool's own mount (served by the daemon).
+    oz.ok(&[
+        "zfs",
+        "set",
+        &format!("mountpoint={}", inside.display()),
+        &ds_a,
+    ]);
+    assert!(is_mounted(&inside), "not mounted at {}", inside.display());
+    assert!(!is_mounted(&mnt.join("a")));
+    assert_eq!(
+        fs::read(inside.join("f")).unwrap(),
+        b"moves with its file system"
+    );
+    // And back, by inheriting.
+    oz.ok(&["zfs", "inherit", "mountpoint", &ds_a]);
+    assert!(is_mounted(&mnt.join("a")));
+    assert!(!is_mounted(&inside));
+    oz_export(&oz, &name);
+}
