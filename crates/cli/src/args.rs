@@ -76,6 +76,19 @@ impl Args {
     pub fn opt_all(&self, c: char) -> Vec<String> {
         self.opts.get(&c).cloned().unwrap_or_default()
     }
+
+    /// Refuse the flags and options of `letters` that were given: OpenZFS
+    /// has them, ozfs does not implement them yet, and a script must not
+    /// believe they worked. `what` names the command ("cannot receive").
+    pub fn refuse(&self, letters: &str, what: &str) -> Result<(), String> {
+        let given = letters
+            .chars()
+            .find(|c| self.flag(*c) || self.opts.contains_key(c));
+        match given {
+            Some(c) => Err(format!("{what}: -{c} is not supported yet")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How `ozfs cp` names a place in a dataset.

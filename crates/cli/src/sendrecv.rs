@@ -22,6 +22,7 @@ fn nice(n: u64) -> String {
 /// `zfs send [-v] [-i snap | -I snap] snapshot`
 pub fn send(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vnPpDLecwbhR", "iI")?;
+    a.refuse("cwbhpD", "cannot send").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
             "usage:\n\tsend [-vR] [-i snapshot | -I snapshot] <snapshot>".into(),
@@ -139,6 +140,7 @@ impl Progress {
 /// `zfs receive [-vnuF] filesystem[@snapshot]` (stream on standard input).
 pub fn receive(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vunFdes", "ox")?;
+    a.refuse("oxs", "cannot receive").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
             "usage:\n\treceive [-vnFu] <filesystem|snapshot>".into(),
@@ -214,6 +216,7 @@ pub fn rollback(argv: &[String]) -> CmdResult {
 /// `zfs clone [-p] snapshot filesystem`
 pub fn clone(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "pu", "o")?;
+    a.refuse("po", "cannot clone").map_err(Fail::Err)?;
     if a.pos.len() != 2 {
         return Err(Fail::Usage(
             "usage:\n\tclone [-p] <snapshot> <filesystem|volume>".into(),

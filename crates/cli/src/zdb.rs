@@ -26,6 +26,8 @@ const USAGE: &str = "Usage:	zdb [-CudAeLP] [-e [-p path ...]] poolname [object .
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "bcdhilmsuvACDFGHLMPRSXeEYrVTQOKkNBWZ", "pUIoxatq")?;
+    a.refuse("cDFGHMNOQSWXYZBEhiklsvKTLVxatqIUo", "zdb")
+        .map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(USAGE.into()));
     }

@@ -118,8 +118,10 @@ fn list(argv: &[String]) -> CmdResult {
     let scripted = a.flag('H');
     let parsable = a.flag('p');
     let sel = selection(&a, &types, a.pos.clone(), true)?;
+    let mut listed = query::datasets(&sel, false)?;
+    sort_listed(&a, &mut listed)?;
     let mut rows = Vec::new();
-    for l in query::datasets(&sel, false)? {
+    for l in listed {
         {
             let (ds, props) = (&l.info, &l.props);
             let mut row = Vec::new();
@@ -185,6 +187,52 @@ fn list(argv: &[String]) -> CmdResult {
         .collect();
     let h: Vec<(&str, Align)> = headers.iter().map(|(s, al)| (s.as_str(), *al)).collect();
     print_table(&h, &rows, scripted);
+    Ok(())
+}
+
+/// `-s PROP` (ascending) and `-S PROP` (descending), in the order given:
+/// numbers compare as numbers, everything else as text; ties keep the
+/// hierarchy's order.
+fn sort_listed(a: &Args, listed: &mut [query::Listed]) -> Result<(), Fail> {
+    let mut keys: Vec<(String, bool)> = Vec::new();
+    for (c, desc) in [('s', false), ('S', true)] {
+        for p in a.opt_all(c) {
+            let k = canonical(&p.to_lowercase()).to_string();
+            if !known(&k) {
+                return Err(Fail::Usage(format!("invalid property '{p}'")));
+            }
+            keys.push((k, desc));
+        }
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    // -s/-S given on one command line: OpenZFS applies them in order of
+    // appearance; ozfs applies every -s, then every -S.
+    let key = |l: &query::Listed, k: &str| -> (Option<u64>, String) {
+        if k == "name" {
+            return (None, l.info.name.clone());
+        }
+        match l.props.iter().find(|(n, _, _)| n == k) {
+            Some((
+                _,
+                PropValue::Bytes(b) | PropValue::Num(b) | PropValue::Time(b) | PropValue::Ratio(b),
+                _,
+            )) => (Some(*b), String::new()),
+            Some((_, v, _)) => (None, v.render(true)),
+            None => (None, String::new()),
+        }
+    };
+    listed.sort_by(|x, y| {
+        for (k, desc) in &keys {
+            let o = key(x, k).cmp(&key(y, k));
+            let o = if *desc { o.reverse() } else { o };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
     Ok(())
 }
 
@@ -503,6 +551,7 @@ fn inherit(argv: &[String]) -> CmdResult {
 
 fn snapshot(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "r", "o")?;
+    a.refuse("o", "cannot snapshot").map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(format!("missing snapshot argument\n{USAGE}")));
     }
@@ -532,6 +581,7 @@ fn absolute(p: &str) -> String {
 /// mount one (at its `mountpoint`, or DIR). The daemon is started if needed.
 fn mount(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "avOlf", "o")?;
+    a.refuse("olf", "cannot mount").map_err(Fail::Err)?;
     if a.flag('a') {
         if !a.pos.is_empty() {
             return Err(Fail::Usage(format!("too many arguments\n{USAGE}")));

@@ -267,7 +267,16 @@ fn list(argv: &[String]) -> CmdResult {
     };
     for c in &cols {
         if !all_cols.contains(&c.as_str())
-            && !["capacity", "allocated", "guid", "version"].contains(&c.as_str())
+            && ![
+                "capacity",
+                "allocated",
+                "guid",
+                "version",
+                "dedupratio",
+                "fragmentation",
+                "health",
+            ]
+            .contains(&c.as_str())
         {
             return Err(Fail::Usage(format!("invalid property '{c}'")));
         }
@@ -298,7 +307,7 @@ fn list(argv: &[String]) -> CmdResult {
                 "alloc" | "allocated" => bytes(sp.alloc),
                 "free" => bytes(free),
                 "ckpoint" | "expandsz" => "-".into(),
-                "frag" => "-".into(),
+                "frag" | "fragmentation" => "-".into(),
                 "cap" | "capacity" => {
                     if parsable {
                         cap.to_string()
@@ -306,7 +315,7 @@ fn list(argv: &[String]) -> CmdResult {
                         format!("{cap}%")
                     }
                 }
-                "dedup" => {
+                "dedup" | "dedupratio" => {
                     if parsable {
                         "1.00".into()
                     } else {
@@ -332,7 +341,13 @@ fn list(argv: &[String]) -> CmdResult {
         .iter()
         .map(|c| {
             (
-                c.to_uppercase(),
+                match c.as_str() {
+                    "dedupratio" => "DEDUP".to_string(),
+                    "fragmentation" => "FRAG".to_string(),
+                    "allocated" => "ALLOC".to_string(),
+                    "capacity" => "CAP".to_string(),
+                    _ => c.to_uppercase(),
+                },
                 if matches!(c.as_str(), "name" | "health" | "altroot") {
                     Align::Left
                 } else {
@@ -351,6 +366,7 @@ fn list(argv: &[String]) -> CmdResult {
 
 fn status(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vxDgLPpei", "T")?;
+    a.refuse("DgeiT", "zpool status").map_err(Fail::Err)?;
     let names = pools_from_args(&a);
     if names.is_empty() {
         println!("no pools available");
@@ -495,6 +511,15 @@ fn replace(argv: &[String]) -> CmdResult {
 /// `zpool offline [-t] pool device ...` and `zpool online pool device ...`
 fn offline(argv: &[String], offline: bool) -> CmdResult {
     let a = Args::parse(argv, "tfe", "")?;
+    a.refuse(
+        "e",
+        if offline {
+            "cannot offline"
+        } else {
+            "cannot online"
+        },
+    )
+    .map_err(Fail::Err)?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(format!(
             "missing pool or device name\nusage:\n\t{} <pool> <device> ...",
@@ -556,6 +581,7 @@ fn remove(argv: &[String]) -> CmdResult {
 
 fn create(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "fnd", "oOmR")?;
+    a.refuse("R", "cannot create").map_err(Fail::Err)?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(format!("missing pool name or vdevs\n{USAGE}")));
     }
