@@ -909,7 +909,32 @@ impl Daemon {
         if let Err(e) = self.refuse_busy(req) {
             return err(e);
         }
-        let res = match req.run(&ozfs_ops::proto::Progress::none()) {
+        // As OpenZFS: a file system renamed, received into, rolled back or
+        // destroyed is unmounted first and (unless destroyed) mounted again
+        // after, under its new name.
+        let moved = match self.unmount_for(req) {
+            Ok(m) => m,
+            Err(e) => return err(e),
+        };
+        let ran = req.run(&ozfs_ops::proto::Progress::none());
+        let again: Vec<String> = match (&ran, req) {
+            (Ok(_), Request::Destroy { .. }) => Vec::new(),
+            (Ok(_), Request::Rename { from, to, .. }) => moved
+                .iter()
+                .map(|d| match d.strip_prefix(from.as_str()) {
+                    Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{to}{rest}"),
+                    _ => d.clone(),
+                })
+                .collect(),
+            _ => moved,
+        };
+        if !again.is_empty() {
+            let mut inner = lock(&self.inner);
+            if let Err(e) = self.mount_if_on(&mut inner, &again) {
+                eprintln!("ozfs daemon: mounting again: {e}");
+            }
+        }
+        let res = match ran {
             Ok(r) => r,
             Err(e) => return op_err(&e),
         };
@@ -919,9 +944,44 @@ impl Daemon {
         json!({"ok": true, "result": res})
     }
 
-    /// Removing files or datasets under a live mount, or changing a mounted
-    /// file system's objset or name, would pull objects from under the
-    /// kernel's feet: refused while mounted.
+    /// Unmount the file systems an operation replaces or renames (the
+    /// target and its descendants), children first; returns their names.
+    fn unmount_for(&self, req: &Request) -> Result<Vec<String>, String> {
+        let fs = match req {
+            Request::Rename { from, .. } if !from.contains('@') => from.clone(),
+            Request::Receive { target, .. } => {
+                target.split('@').next().unwrap_or(target).to_string()
+            }
+            Request::Rollback { snapshot, .. } => {
+                snapshot.split('@').next().unwrap_or(snapshot).to_string()
+            }
+            Request::Destroy { name, .. } if !name.contains('@') => name.clone(),
+            _ => return Ok(Vec::new()),
+        };
+        let mut inner = lock(&self.inner);
+        Self::prune(&mut inner);
+        let mut hit: Vec<(PathBuf, String)> = inner
+            .mounts
+            .iter()
+            .filter(|m| m.dataset == fs || m.dataset.starts_with(&format!("{fs}/")))
+            .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+            .collect();
+        hit.sort();
+        let mut done = Vec::new();
+        for (_, ds) in hit.into_iter().rev() {
+            if let Err(e) = self.unmount(&mut inner, &ds) {
+                // Put back what was taken down before failing.
+                let _ = self.mount_if_on(&mut inner, &done);
+                return Err(e);
+            }
+            done.push(ds);
+        }
+        Ok(done)
+    }
+
+    /// Removing files under a live mount would pull objects from under the
+    /// kernel's feet: `ozfs rm` is refused while the file system is mounted
+    /// (remove through the mount).
     fn refuse_busy(&self, req: &Request) -> Result<(), String> {
         let mounted = |name: &str, children: bool| -> Option<String> {
             let mut inner = lock(&self.inner);
@@ -934,15 +994,6 @@ impl Daemon {
                 })
                 .map(|m| m.m.mountpoint.display().to_string())
         };
-        let busy = |verb: &str, t: &str| -> Result<(), String> {
-            let fs = t.split('@').next().unwrap_or(t);
-            match mounted(fs, true) {
-                Some(mp) => Err(format!(
-                    "cannot {verb} '{t}': dataset is busy (mounted at {mp}; 'ozfs zfs unmount' it first)"
-                )),
-                None => Ok(()),
-            }
-        };
         match req {
             Request::Rm { dataset, path, .. } => match mounted(dataset, false) {
                 Some(mp) => Err(format!(
@@ -950,10 +1001,6 @@ impl Daemon {
                 )),
                 None => Ok(()),
             },
-            Request::Rollback { snapshot, .. } => busy("rollback", snapshot),
-            Request::Rename { from, .. } => busy("rename", from),
-            Request::Receive { target, .. } => busy("receive", target),
-            Request::Destroy { name, .. } if !name.contains('@') => busy("destroy", name),
             _ => Ok(()),
         }
     }

@@ -10,7 +10,9 @@
 //! * `ozfs zdb … | head -1` ends quietly.
 //! * `zfs set mountpoint=` to a place inside the pool's own mount, on a
 //!   mounted file system, moves it (the daemon used to resolve the path
-//!   through its own mount while holding the writer, and hung).
+//!   through its own mount while holding the writer, and hung); rename,
+//!   rollback, receive and destroy of mounted file systems unmount,
+//!   act and mount again, as OpenZFS does (they used to be refused).
 
 mod common;
 mod wcommon;
@@ -153,7 +155,13 @@ fn moving_a_mounted_file_system_inside_its_pools_mount() {
     let inside = mnt.join("moved");
     let _cleanup = DaemonCleanup {
         oz: &oz,
-        mnts: vec![mnt.clone(), mnt.join("a"), inside.clone()],
+        mnts: vec![
+            mnt.clone(),
+            mnt.join("a"),
+            mnt.join("b"),
+            mnt.join("c"),
+            inside.clone(),
+        ],
     };
     oz_create_at(&oz, &pool, &mnt, None, &[]);
     let ds_a = format!("{name}/a");
@@ -180,6 +188,63 @@ fn moving_a_mounted_file_system_inside_its_pools_mount() {
     oz.ok(&["zfs", "inherit", "mountpoint", &ds_a]);
     assert!(is_mounted(&mnt.join("a")));
     assert!(!is_mounted(&inside));
+
+    // Mounted file systems are unmounted, changed and mounted again, as
+    // OpenZFS does: rename, rollback, receive, destroy.
+    let ds_b = format!("{name}/b");
+    oz.ok(&["zfs", "rename", &ds_a, &ds_b]);
+    assert!(!is_mounted(&mnt.join("a")), "old mount left behind");
+    assert!(
+        is_mounted(&mnt.join("b")),
+        "renamed file system not mounted"
+    );
+    assert_eq!(
+        fs::read(mnt.join("b/f")).unwrap(),
+        b"moves with its file system"
+    );
+    oz.ok(&["zfs", "snapshot", &format!("{ds_b}@one")]);
+    fs::write(mnt.join("b/later"), b"after the snapshot").unwrap();
+    oz.ok(&["zfs", "rollback", &format!("{ds_b}@one")]);
+    assert!(is_mounted(&mnt.join("b")));
+    assert!(!mnt.join("b/later").exists(), "rollback through the mount");
+    assert!(mnt.join("b/f").exists());
+    let stream = work.path().join("one.zstream");
+    let s = oz.sh(&format!(
+        "\"$OZFS\" zfs send {ds_b}@one > '{}'",
+        stream.display()
+    ));
+    assert!(s.success(), "{}", s.describe());
+    let ds_c = format!("{name}/c");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive {ds_c} < '{}'",
+        stream.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    assert!(is_mounted(&mnt.join("c")), "received file system mounted");
+    // An incremental into the mounted copy: unmounted, received, mounted.
+    fs::write(mnt.join("b/second"), b"in the second snapshot").unwrap();
+    oz.ok(&["zfs", "snapshot", &format!("{ds_b}@two")]);
+    let incr = work.path().join("two.zstream");
+    let s = oz.sh(&format!(
+        "\"$OZFS\" zfs send -i @one {ds_b}@two > '{}'",
+        incr.display()
+    ));
+    assert!(s.success(), "{}", s.describe());
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive {ds_c} < '{}'",
+        incr.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        is_mounted(&mnt.join("c")),
+        "received file system mounted again"
+    );
+    assert_eq!(
+        fs::read(mnt.join("c/second")).unwrap(),
+        b"in the second snapshot"
+    );
+    oz.ok(&["zfs", "destroy", "-r", &ds_c]);
+    assert!(!is_mounted(&mnt.join("c")));
     oz_export(&oz, &name);
 }
 
