@@ -258,6 +258,7 @@ pub fn hold(argv: &[String], hold: bool) -> CmdResult {
         tag: a.pos[0].clone(),
         snapshots: a.pos[1..].to_vec(),
         hold,
+        recursive: a.flag('r'),
     })
 }
 
@@ -272,7 +273,7 @@ pub fn holds(argv: &[String]) -> CmdResult {
     if a.pos.is_empty() {
         return Err(Fail::Usage("usage:\n\tholds [-H] <snapshot> ...".into()));
     }
-    let rows: Vec<Vec<String>> = ozfs_ops::query::holds(&a.pos)?
+    let rows: Vec<Vec<String>> = ozfs_ops::query::holds(&a.pos, a.flag('r'))?
         .into_iter()
         .map(|(s, tag, t)| vec![s, tag, crate::render::date(t)])
         .collect();

@@ -291,6 +291,28 @@ fn flags_do_what_they_say_or_are_refused() {
     let l = oz.ok(&["zpool", "list", "-Hp", "-o", "dedupratio", &name]);
     assert_eq!(l.trim(), "1.00");
 
+    // -r means recursive for holds too.
+    oz.ok(&["zfs", "create", &format!("{name}/small/sub")]);
+    oz.ok(&["zfs", "snapshot", "-r", &format!("{name}/small@r")]);
+    oz.ok(&["zfs", "hold", "-r", "keep", &format!("{name}/small@r")]);
+    let h = oz.ok(&["zfs", "holds", "-H", "-r", &format!("{name}/small@r")]);
+    let held: Vec<&str> = h.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert_eq!(
+        held,
+        [format!("{name}/small@r"), format!("{name}/small/sub@r")],
+        "{h}"
+    );
+    let d = oz.run(&["zfs", "destroy", &format!("{name}/small/sub@r")]);
+    assert_eq!(
+        d.code,
+        Some(1),
+        "a held snapshot was destroyed:\n{}",
+        d.describe()
+    );
+    oz.ok(&["zfs", "release", "-r", "keep", &format!("{name}/small@r")]);
+    let h = oz.ok(&["zfs", "holds", "-H", "-r", &format!("{name}/small@r")]);
+    assert!(h.trim().is_empty(), "{h}");
+
     // Flags ozfs does not implement are refused, never ignored.
     oz.ok(&["zfs", "snapshot", &format!("{name}/small@s")]);
     let snap = format!("{name}/small@s");

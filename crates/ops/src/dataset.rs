@@ -364,13 +364,19 @@ pub fn rename(old: &str, new: &str, recursive: bool) -> Result<()> {
         .map_err(|e| e.context(&format!("cannot rename '{old}'")))
 }
 
-/// `zfs hold TAG SNAP...` (`hold`) or `zfs release TAG SNAP...`.
-pub fn hold(tag: &str, snaps: &[String], hold: bool) -> Result<()> {
+/// `zfs hold [-r] TAG SNAP...` (`hold`) or `zfs release [-r] TAG SNAP...`
+/// (`recursive`: the snapshot of that name in every descendant too).
+pub fn hold(tag: &str, snaps: &[String], hold: bool, recursive: bool) -> Result<()> {
     let Some(first) = snaps.first() else {
         return Ok(());
     };
     let mut w = writer_for(first)?;
-    for s in snaps {
+    let snaps = if recursive {
+        expand_recursive(&w, snaps)?
+    } else {
+        snaps.to_vec()
+    };
+    for s in &snaps {
         if hold {
             w.hold(s, tag)?;
         } else {
@@ -378,6 +384,26 @@ pub fn hold(tag: &str, snaps: &[String], hold: bool) -> Result<()> {
         }
     }
     w.sync()
+}
+
+/// Every `FS@SNAP` of `snaps` as `D@SNAP` for each descendant D of FS
+/// (itself included) that has a snapshot of that name.
+fn expand_recursive(w: &ozfs_dsl::sync::PoolWriter, snaps: &[String]) -> Result<Vec<String>> {
+    let dsl = w.dsl();
+    let mut out = Vec::new();
+    for s in snaps {
+        let Some((fs, snap)) = s.split_once('@') else {
+            return Err(invalid(format!("'{s}' is not a snapshot name")));
+        };
+        let top = dsl.lookup(fs).map_err(|_| no_such(fs))?;
+        for d in dsl.list(&top, false, None)? {
+            let name = format!("{}@{snap}", d.name);
+            if d.name == fs || dsl.lookup(&name).is_ok() {
+                out.push(name);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `zfs promote CLONE`

@@ -73,6 +73,8 @@ pub enum Request {
         snapshots: Vec<String>,
         /// false: release.
         hold: bool,
+        /// `-r`: the snapshot of that name in every descendant too.
+        recursive: bool,
     },
     Receive {
         target: String,
@@ -353,8 +355,9 @@ impl Request {
                 tag,
                 snapshots,
                 hold,
+                recursive,
             } => {
-                ds::hold(tag, snapshots, *hold)?;
+                ds::hold(tag, snapshots, *hold, *recursive)?;
                 Response::Done
             }
             Request::Receive {

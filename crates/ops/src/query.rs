@@ -113,8 +113,9 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
     Ok(out)
 }
 
-/// The user holds of snapshots: (snapshot, tag, time in seconds).
-pub fn holds(snaps: &[String]) -> Result<Vec<(String, String, u64)>> {
+/// The user holds of snapshots: (snapshot, tag, time in seconds);
+/// `recursive`: of the snapshot of that name in every descendant too.
+pub fn holds(snaps: &[String], recursive: bool) -> Result<Vec<(String, String, u64)>> {
     let mut rows = Vec::new();
     let Some(first) = snaps.first() else {
         return Ok(rows);
@@ -122,7 +123,24 @@ pub fn holds(snaps: &[String]) -> Result<Vec<(String, String, u64)>> {
     let pool_name = crate::names::pool_of(first).to_string();
     let (_, pool) = open_imported(&pool_name)?;
     let dsl = DslPool::open(pool)?;
+    let mut all = Vec::new();
     for s in snaps {
+        match (recursive, s.split_once('@')) {
+            (true, Some((fs, snap))) => {
+                let top = dsl.lookup(fs).map_err(|_| {
+                    Error::NotFound(format!("cannot open '{fs}': dataset does not exist"))
+                })?;
+                for d in dsl.list(&top, false, None)? {
+                    let name = format!("{}@{snap}", d.name);
+                    if d.name == fs || dsl.lookup(&name).is_ok() {
+                        all.push(name);
+                    }
+                }
+            }
+            _ => all.push(s.clone()),
+        }
+    }
+    for s in &all {
         let ds = dsl
             .lookup(s)
             .map_err(|_| Error::NotFound(format!("cannot open '{s}': dataset does not exist")))?;
