@@ -26,7 +26,9 @@ const USAGE: &str = "usage: zpool <command>
 	attach [-f] [-w] <pool> <device> <new-device>
 	detach <pool> <device>
 	add [-fn] <pool> <vdev> ...
-	remove <pool> <spare-device> ...";
+	remove <pool> <spare-device> ...
+	get [-Hp] [-o field[,...]] <all | property[,...]> [pool] ...
+	set <property=value> <pool>  (not supported yet)";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -49,6 +51,10 @@ pub fn main(argv: &[String]) -> CmdResult {
         "detach" => attach(rest, false),
         "online" => offline(rest, false),
         "remove" => remove(rest),
+        "get" => get(rest),
+        "set" => Err(Fail::Err(
+            "zpool set: changing pool properties is not supported yet".into(),
+        )),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -417,6 +423,83 @@ fn status(argv: &[String]) -> CmdResult {
     if failed {
         return Err(Fail::Err(String::new()));
     }
+    Ok(())
+}
+
+/// `zpool get [-Hp] [-o field[,field]...] all|PROP[,PROP]... [POOL]...`
+fn get(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "Hp", "o")?;
+    let Some(which) = a.pos.first() else {
+        return Err(Fail::Usage(format!("missing property argument\n{USAGE}")));
+    };
+    let fields: Vec<String> = a
+        .opt('o')
+        .unwrap_or("name,property,value,source")
+        .split(',')
+        .map(|s| s.trim().to_lowercase())
+        .collect();
+    for f in &fields {
+        if !["name", "property", "value", "source"].contains(&f.as_str()) {
+            return Err(Fail::Usage(format!("invalid field '{f}'")));
+        }
+    }
+    let names = if a.pos.len() > 1 {
+        a.pos[1..].to_vec()
+    } else {
+        Record::all()
+    };
+    let parsable = a.flag('p');
+    let mut rows = Vec::new();
+    for name in names {
+        let props = status::pool_props(&name)?;
+        let wanted: Vec<status::PoolProp> = if which == "all" {
+            props
+        } else {
+            let mut v = Vec::new();
+            for w in which.split(',') {
+                let w = match w.trim() {
+                    "cap" => "capacity",
+                    "alloc" => "allocated",
+                    "dedup" => "dedupratio",
+                    "frag" => "fragmentation",
+                    other => other,
+                };
+                match props.iter().find(|p| p.name == w) {
+                    Some(p) => v.push(p.clone()),
+                    None => {
+                        return Err(Fail::Usage(format!(
+                            "bad property list: invalid property '{w}'"
+                        )))
+                    }
+                }
+            }
+            v
+        };
+        for p in wanted {
+            let value = match (p.bytes, parsable) {
+                (Some(b), false) => nicenum(b),
+                _ => match p.name.as_str() {
+                    "capacity" if !parsable => format!("{}%", p.value),
+                    "dedupratio" if !parsable => format!("{}x", p.value),
+                    _ => p.value.clone(),
+                },
+            };
+            rows.push(
+                fields
+                    .iter()
+                    .map(|f| match f.as_str() {
+                        "name" => name.clone(),
+                        "property" => p.name.clone(),
+                        "value" => value.clone(),
+                        _ => p.source.clone(),
+                    })
+                    .collect::<Vec<String>>(),
+            );
+        }
+    }
+    let headers: Vec<String> = fields.iter().map(|f| f.to_uppercase()).collect();
+    let h: Vec<(&str, Align)> = headers.iter().map(|s| (s.as_str(), Align::Left)).collect();
+    print_table(&h, &rows, a.flag('H'));
     Ok(())
 }
 

@@ -181,3 +181,133 @@ pub fn space(name: &str) -> Result<PoolSpace> {
 pub fn writable_state(state: VdevState) -> bool {
     matches!(state, VdevState::Online | VdevState::Degraded)
 }
+
+/// One pool property: name, value (as `zpool get -p` prints it, bytes in
+/// bytes), source (`-`, `default`, `local`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolProp {
+    pub name: String,
+    pub value: String,
+    /// For sizes: the value in bytes (rendered short without `-p`).
+    pub bytes: Option<u64>,
+    pub source: String,
+}
+
+/// Settable pool properties: (name, default value) in `zpool get all`
+/// order; a value stored in the pool's `pool_props` object overrides it.
+const SETTABLE: &[(&str, &str)] = &[
+    ("bootfs", "-"),
+    ("delegation", "on"),
+    ("autoreplace", "off"),
+    ("cachefile", "-"),
+    ("failmode", "wait"),
+    ("listsnapshots", "off"),
+    ("autoexpand", "off"),
+];
+
+/// `zpool get all POOL`: its properties, from its space, its config and the
+/// `pool_props` object of its MOS (where `zpool set` stores them).
+pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
+    let (rec, pool) = open_imported(name)?;
+    let ctx = |e: Error| e.context(&format!("cannot open '{name}'"));
+    let dsl = ozfs_dsl::DslPool::open(pool.clone()).map_err(ctx)?;
+    let sp = dsl.space().map_err(ctx)?;
+    // Values `zpool set` (or another ZFS) stored in the pool.
+    let mut stored: Vec<(String, String)> = Vec::new();
+    if let Some(obj) = ozfs_dmu::zap::lookup_obj(&dsl.mos, 1, "pool_props")
+        .map_err(ctx)?
+        .and_then(|e| e.as_u64())
+    {
+        for e in ozfs_dmu::zap::list_obj(&dsl.mos, obj).map_err(ctx)? {
+            let k = e.name_str();
+            let v = match (k.as_str(), e.as_u64(), e.as_string()) {
+                ("failmode", Some(n), _) => match n {
+                    0 => "wait",
+                    1 => "continue",
+                    2 => "panic",
+                    _ => "-",
+                }
+                .to_string(),
+                ("bootfs", Some(n), _) => dsl
+                    .dataset(n)
+                    .and_then(|d| dsl.dir_name(d.dir_obj))
+                    .unwrap_or_else(|_| format!("<{n:#x}>")),
+                (_, Some(n), _)
+                    if SETTABLE
+                        .iter()
+                        .any(|(s, d)| *s == k && (*d == "on" || *d == "off")) =>
+                {
+                    if n != 0 { "on" } else { "off" }.to_string()
+                }
+                (_, Some(n), _) => n.to_string(),
+                (_, None, Some(s)) => s,
+                _ => continue,
+            };
+            stored.push((k, v));
+        }
+    }
+    let mut out = Vec::new();
+    let mut push = |n: &str, v: String, bytes: Option<u64>, src: &str| {
+        out.push(PoolProp {
+            name: n.to_string(),
+            value: v,
+            bytes,
+            source: src.to_string(),
+        })
+    };
+    let cap = sp
+        .alloc
+        .saturating_mul(100)
+        .checked_div(sp.size)
+        .unwrap_or(0);
+    push("size", sp.size.to_string(), Some(sp.size), "-");
+    push("capacity", format!("{cap}"), None, "-");
+    push("altroot", "-".into(), None, "default");
+    push("health", pool.state().as_str().into(), None, "-");
+    push("guid", pool.guid.to_string(), None, "-");
+    let version = pool.config.get_u64("version").unwrap_or(0);
+    push(
+        "version",
+        if version >= ozfs_spa::pool::SPA_VERSION_FEATURES {
+            "-".into()
+        } else {
+            version.to_string()
+        },
+        None,
+        if version >= ozfs_spa::pool::SPA_VERSION_FEATURES {
+            "default"
+        } else {
+            "local"
+        },
+    );
+    for (k, d) in SETTABLE {
+        match stored.iter().find(|(s, _)| s == k) {
+            Some((_, v)) => push(k, v.clone(), None, "local"),
+            None => push(k, d.to_string(), None, "default"),
+        }
+    }
+    push("dedupratio", "1.00".into(), None, "-");
+    push(
+        "free",
+        sp.size.saturating_sub(sp.alloc).to_string(),
+        Some(sp.size.saturating_sub(sp.alloc)),
+        "-",
+    );
+    push("allocated", sp.alloc.to_string(), Some(sp.alloc), "-");
+    push(
+        "readonly",
+        if rec.readonly { "on" } else { "off" }.into(),
+        None,
+        "-",
+    );
+    push("ashift", "0".into(), None, "default");
+    match stored.iter().find(|(s, _)| s == "comment") {
+        Some((_, v)) => push("comment", v.clone(), None, "local"),
+        None => push("comment", "-".into(), None, "default"),
+    }
+    push("expandsize", "-".into(), None, "-");
+    push("freeing", "0".into(), Some(0), "-");
+    push("fragmentation", "-".into(), None, "-");
+    push("leaked", "0".into(), Some(0), "-");
+    Ok(out)
+}
