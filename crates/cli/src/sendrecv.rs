@@ -50,14 +50,17 @@ pub fn send(argv: &[String]) -> CmdResult {
         (None, None) => None,
     };
     let plan = dataset::send_plan(&to_name, from.as_ref(), a.flag('R'))?;
-    let verbose = a.flag('v') || a.flag('n');
+    let verbose = a.flag('v');
     let estimates = plan.estimates();
     if verbose {
+        // As OpenZFS: with -n (no stream) the estimate is the output, on
+        // standard output; otherwise it goes beside the stream, to stderr.
+        let mut lines = Vec::new();
         let mut total = 0;
         for e in &estimates {
             total += e.bytes;
-            match &e.from {
-                Some(f) => eprintln!(
+            lines.push(match &e.from {
+                Some(f) => format!(
                     "send from {} to {} estimated size is {}",
                     f.rsplit_once('@')
                         .map(|x| format!("@{}", x.1))
@@ -65,10 +68,17 @@ pub fn send(argv: &[String]) -> CmdResult {
                     e.to,
                     nice(e.bytes)
                 ),
-                None => eprintln!("full send of {} estimated size is {}", e.to, nice(e.bytes)),
+                None => format!("full send of {} estimated size is {}", e.to, nice(e.bytes)),
+            });
+        }
+        lines.push(format!("total estimated size is {}", nice(total)));
+        for l in lines {
+            if a.flag('n') {
+                println!("{l}");
+            } else {
+                eprintln!("{l}");
             }
         }
-        eprintln!("total estimated size is {}", nice(total));
     }
     if a.flag('n') {
         return Ok(());
@@ -204,6 +214,7 @@ pub fn receive(argv: &[String]) -> CmdResult {
 /// `zfs rollback [-r] snapshot`: to the most recent snapshot.
 pub fn rollback(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRf", "")?;
+    a.refuse("R", "cannot rollback").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage("usage:\n\trollback [-rRf] <snapshot>".into()));
     }
@@ -232,6 +243,7 @@ pub fn clone(argv: &[String]) -> CmdResult {
 /// `zfs rename [-r] old new` (file systems and snapshots).
 pub fn rename(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rpfu", "")?;
+    a.refuse("p", "cannot rename").map_err(Fail::Err)?;
     if a.pos.len() != 2 {
         return Err(Fail::Usage(
             "usage:\n\trename [-f] <filesystem|volume|snapshot> <filesystem|volume|snapshot>\n\trename -r <snapshot> <snapshot>"

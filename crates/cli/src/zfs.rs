@@ -44,6 +44,20 @@ pub fn main(argv: &[String]) -> CmdResult {
         "snapshot" | "snap" => snapshot(rest),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
+        "version" => {
+            println!("ozfs-{}", env!("CARGO_PKG_VERSION"));
+            println!("zfs-kmod-none (ozfs runs in user space)");
+            Ok(())
+        }
+        "share" | "unshare" => Err(Fail::Err(format!(
+            "zfs {cmd}: not supported yet (ozfs does not drive the host's NFS or SMB server)"
+        ))),
+        "jail" | "unjail" | "zone" | "unzone" => Err(Fail::Err(format!(
+            "zfs {cmd}: has no meaning for ozfs (a user-space file system is not attached to a jail or namespace by ZFS)"
+        ))),
+        "diff" | "userspace" | "groupspace" | "projectspace" | "project" | "bookmark"
+        | "upgrade" | "allow" | "unallow" | "load-key" | "unload-key" | "change-key"
+        | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -475,6 +489,7 @@ fn create(argv: &[String]) -> CmdResult {
 
 fn destroy(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRfnpvd", "")?;
+    a.refuse("Rp", "cannot destroy").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(format!("missing dataset argument\n{USAGE}")));
     }

@@ -28,7 +28,10 @@ const USAGE: &str = "usage: zpool <command>
 	add [-fn] <pool> <vdev> ...
 	remove <pool> <spare-device> ...
 	get [-Hp] [-o field[,...]] <all | property[,...]> [pool] ...
-	set <property=value> <pool>  (not supported yet)";
+	set <property=value> <pool>  (not supported yet)
+	labelclear [-f] <vdev>
+	sync [pool] ...
+	wait [-t scrub|resilver] <pool>";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -52,6 +55,53 @@ pub fn main(argv: &[String]) -> CmdResult {
         "online" => offline(rest, false),
         "remove" => remove(rest),
         "get" => get(rest),
+        "labelclear" => {
+            let a = Args::parse(rest, "f", "")?;
+            let [dev] = a.pos.as_slice() else {
+                return Err(Fail::Usage("usage:\n\tlabelclear [-f] <vdev>".into()));
+            };
+            ozfs_ops::devices::labelclear(dev, a.flag('f'))?;
+            Ok(())
+        }
+        "sync" => {
+            let a = Args::parse(rest, "", "")?;
+            let pools = if a.pos.is_empty() {
+                Record::all()
+            } else {
+                a.pos.clone()
+            };
+            for p in pools {
+                if Record::load(&p).is_ok_and(|r| r.readonly) {
+                    continue;
+                }
+                run(Request::Sync { pool: p })?;
+            }
+            Ok(())
+        }
+        "wait" => {
+            let a = Args::parse(rest, "H", "tT")?;
+            a.refuse("HT", "zpool wait").map_err(Fail::Err)?;
+            if let Some(t) = a.opt('t') {
+                if t.split(',').any(|x| !matches!(x, "scrub" | "resilver")) {
+                    return Err(Fail::Err(format!(
+                        "zpool wait: -t {t}: only scrub and resilver are supported yet"
+                    )));
+                }
+            }
+            let [pool] = a.pos.as_slice() else {
+                return Err(Fail::Usage(
+                    "usage:\n\twait [-t activity[,...]] <pool>".into(),
+                ));
+            };
+            Record::load(pool)
+                .map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+            crate::render::wait_scan(pool);
+            Ok(())
+        }
+        "iostat" | "history" | "events" | "reguid" | "initialize" | "trim" | "checkpoint"
+        | "split" | "upgrade" | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
+            Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
+        }
         "set" => Err(Fail::Err(
             "zpool set: changing pool properties is not supported yet".into(),
         )),
@@ -532,6 +582,7 @@ fn run(req: Request) -> Result<Response, Fail> {
 /// `zpool scrub [-s | -p] [-w] pool ...`
 fn scrub(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "spwe", "")?;
+    a.refuse("e", "cannot scrub").map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(
             "missing pool name argument\nusage:\n\tscrub [-s | -p] [-w] <pool> ...".into(),
@@ -650,10 +701,26 @@ fn attach(argv: &[String], attach: bool) -> CmdResult {
 /// `zpool remove pool device`: hot spares only.
 fn remove(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "npsw", "")?;
+    a.refuse("psw", "cannot remove").map_err(Fail::Err)?;
     if a.pos.len() < 2 {
         return Err(Fail::Usage(
             "usage:\n\tremove [-npsw] <pool> <device> ...".into(),
         ));
+    }
+    if a.flag('n') {
+        // A dry run names what would go and changes nothing.
+        let st = status::status(&a.pos[0])?;
+        for d in &a.pos[1..] {
+            if !st.spares.iter().any(|(p, _)| {
+                p == d || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(d)
+            }) {
+                return Err(Fail::Err(format!(
+                    "cannot remove {d}: only inactive hot spares can be removed"
+                )));
+            }
+            println!("would remove {d}");
+        }
+        return Ok(());
     }
     run(Request::Remove {
         pool: a.pos[0].clone(),

@@ -429,3 +429,60 @@ fn zpool_get_matches_zfs_fuse() {
         assert_eq!(value(&ours, p), t, "property {p}");
     }
 }
+
+/// Verbs an admin uses weekly: `zpool labelclear`, `sync`, `wait`, `zfs
+/// version`; those ozfs lacks say "not supported yet" (exit 1), not
+/// "unrecognized command"; `zpool remove -n` removes nothing.
+#[test]
+fn weekly_verbs() {
+    let pool = new_devs("ozfhwk", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("fhweekly");
+    let spare = work.path().join("spare.img");
+    fs::File::create(&spare).unwrap().set_len(96 << 20).unwrap();
+    let spare_s = spare.to_string_lossy().into_owned();
+    oz_create(&oz, &pool, None, &[]);
+    oz.ok(&["zpool", "add", &name, "spare", &spare_s]);
+    let dry = oz.ok(&["zpool", "remove", "-n", &name, &spare_s]);
+    assert_eq!(dry.trim(), format!("would remove {spare_s}"));
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("spares"), "remove -n removed the spare:\n{st}");
+    oz.ok(&["zpool", "sync", &name]);
+    oz.ok(&["zpool", "sync"]);
+    oz.ok(&["zpool", "scrub", &name]);
+    oz.ok(&["zpool", "wait", "-t", "scrub", &name]);
+    let st = oz.ok(&["zpool", "status", &name]);
+    assert!(st.contains("scrub repaired"), "{st}");
+    let v = oz.ok(&["zfs", "version"]);
+    assert!(v.starts_with("ozfs-"), "{v}");
+    for verb in [
+        vec!["zpool", "iostat"],
+        vec!["zpool", "history"],
+        vec!["zfs", "diff"],
+        vec!["zfs", "bookmark"],
+        vec!["zfs", "userspace"],
+    ] {
+        let r = oz.run(&verb);
+        assert_eq!(r.code, Some(1), "{verb:?}:\n{}", r.describe());
+        assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
+    }
+    // labelclear: refused on a device of an imported pool, then, after
+    // the spare leaves the pool and the pool is exported, clears labels.
+    let dev0 = pool.devs()[0].to_string_lossy().into_owned();
+    let r = oz.run(&["zpool", "labelclear", "-f", &dev0]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("imported pool"), "{}", r.describe());
+    oz.ok(&["zpool", "remove", &name, &spare_s]);
+    oz_export(&oz, &name);
+    oz.ok(&["zpool", "labelclear", &dev0]);
+    let dir = pool.dev_dir().to_string_lossy().into_owned();
+    let r = oz.run(&["zpool", "import", "-d", &dir]);
+    assert!(
+        !r.stdout.contains(&name),
+        "a cleared device still shows its pool:\n{}",
+        r.describe()
+    );
+    let r = oz.run(&["zpool", "labelclear", &dev0]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+}

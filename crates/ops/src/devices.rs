@@ -411,14 +411,10 @@ pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String> {
     w.spares_dirty = true;
     w.sync().map_err(|e| fail(&e))?;
     if let Some(d) = &spare.dev {
-        let psize = ozfs_format::label::aligned_psize(d.size());
-        for l in 0..4 {
-            let zero = vec![0u8; 256 * 1024];
-            if let Err(e) = d.write_at(&zero, ozfs_format::label::label_offset(psize, l, 0)) {
-                eprintln!("ozfs: {}: labels not cleared: {e}", spare.path);
-                break;
-            }
-        }
+        // The spare has left the pool whatever happens here; labels left
+        // behind only make it look like a spare of a pool that no longer
+        // lists it (zpool labelclear clears them).
+        let _ = clear_labels(d.as_ref());
     }
     Ok(spare.path)
 }
@@ -625,4 +621,69 @@ pub fn vdev_spec(
         }
     }
     Ok((tops, spares))
+}
+
+/// Zero the four labels of a device.
+fn clear_labels(d: &dyn ozfs_vdev::BlockDevice) -> Result<()> {
+    let psize = ozfs_format::label::aligned_psize(d.size());
+    let zero = vec![0u8; 256 * 1024];
+    for l in 0..4 {
+        d.write_at(&zero, ozfs_format::label::label_offset(psize, l, 0))?;
+    }
+    d.flush()
+}
+
+/// The labels of a device (`zdb -l`), read-only.
+pub fn labels(path: &str) -> Result<ozfs_vdev::labels::LabelSet> {
+    let dev = ozfs_vdev::device::open_path(std::path::Path::new(path), false)
+        .map_err(|e| e.context(&format!("cannot open '{path}'")))?;
+    Ok(ozfs_vdev::labels::read_labels(dev.as_ref()))
+}
+
+/// `zpool labelclear [-f] DEVICE`: forget that a device was part of a pool.
+/// A device of an imported pool is refused; one whose labels say its pool
+/// is active (not exported or destroyed) only with `force`.
+pub fn labelclear(path: &str, force: bool) -> Result<()> {
+    let abs =
+        std::fs::canonicalize(path).map_err(|e| Error::io(format!("failed to open {path}"), e))?;
+    for name in crate::host::Record::all() {
+        let Ok(r) = crate::host::Record::load(&name) else {
+            continue;
+        };
+        if r.devices
+            .iter()
+            .any(|d| std::fs::canonicalize(d).ok().as_ref() == Some(&abs))
+        {
+            return Err(Error::Busy(format!(
+                "failed to clear label for {path}: it is part of imported pool '{name}'"
+            )));
+        }
+    }
+    let p = abs.to_string_lossy().into_owned();
+    let set = labels(&p)?;
+    if !set.has_label() {
+        return Err(Error::NotFound(format!(
+            "failed to clear label for {path}: no ZFS labels found"
+        )));
+    }
+    let state = set
+        .best_config()
+        .and_then(|c| c.get_u64("state"))
+        .unwrap_or(ozfs_spa::label_write::POOL_STATE_ACTIVE);
+    let idle = [
+        ozfs_spa::label_write::POOL_STATE_EXPORTED,
+        ozfs_spa::label_write::POOL_STATE_DESTROYED,
+    ];
+    if !force && !idle.contains(&state) {
+        let pool = set
+            .best_config()
+            .and_then(|c| c.get_str("name").map(String::from))
+            .unwrap_or_default();
+        return Err(Error::Busy(format!(
+            "use '-f' to override the following error:\n{path} is a member of potentially active pool \"{pool}\""
+        )));
+    }
+    let dev = ozfs_vdev::device::open_path(&abs, true)
+        .map_err(|e| e.context(&format!("failed to open {path}")))?;
+    clear_labels(dev.as_ref()).map_err(|e| e.context(&format!("failed to clear label for {path}")))
 }

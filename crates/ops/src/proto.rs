@@ -135,6 +135,10 @@ pub enum Request {
         path: String,
         recursive: bool,
     },
+    /// Commit the pool's open transaction group now (`zpool sync`).
+    Sync {
+        pool: String,
+    },
     /// Store one pre-compressed record.
     RawioWrite {
         dataset: String,
@@ -267,7 +271,8 @@ impl Request {
             | Attach { pool, .. }
             | Detach { pool, .. }
             | Add { pool, .. }
-            | Remove { pool, .. } => pool.clone(),
+            | Remove { pool, .. }
+            | Sync { pool } => pool.clone(),
             CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
                 pool_of(dataset)
             }
@@ -429,6 +434,10 @@ impl Request {
                 recursive,
             } => {
                 copy::remove(dataset, path, *recursive)?;
+                Response::Done
+            }
+            Request::Sync { pool } => {
+                crate::host::writer_for(pool)?.sync()?;
                 Response::Done
             }
             Request::RawioWrite {
