@@ -15,6 +15,8 @@ cargo build --release --manifest-path "$here/Cargo.toml" -q
 ozfs="$here/target/release/ozfs"
 work=$(mktemp -d /var/tmp/ozfs-mbench.XXXXXX)
 export OZFS_STATE_DIR="$work/state"
+# The pool is served with `ozfs mount` below, not by the daemon.
+export OZFS_CREATE_NOMOUNT=1
 pid=""; mpid=""
 cleanup() {
   fusermount -u "$work/omnt" 2>/dev/null || true

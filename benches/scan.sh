@@ -16,6 +16,8 @@ cargo build --release --manifest-path "$here/Cargo.toml" -q
 ozfs="$here/target/release/ozfs"
 work=$(mktemp -d /var/tmp/ozfs-sbench.XXXXXX)
 export OZFS_STATE_DIR="$work/state"
+# The pool is served with `ozfs mount` below, not by the daemon.
+export OZFS_CREATE_NOMOUNT=1
 trap '"$ozfs" zpool destroy sb >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 now() { date +%s.%N; }

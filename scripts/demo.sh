@@ -25,7 +25,10 @@ work=$(mktemp -d /var/tmp/ozfs-demo.XXXXXX)
 export OZFS_STATE_DIR="$work/state"
 pid=""
 cleanup() {
-  fusermount -u "$work/own" 2>/dev/null || true
+  # The daemon lets go of a pool left imported by a failed run.
+  "$ozfs" zpool export own >/dev/null 2>&1 || true
+  fusermount -u -z "$work/own/home" 2>/dev/null || true
+  fusermount -u -z "$work/own" 2>/dev/null || true
   if [ -n "$pid" ]; then
     timeout 30 nsenter -t "$pid" -m zpool export -f demo >/dev/null 2>&1 || true
     kill "$pid" 2>/dev/null || true
@@ -73,24 +76,21 @@ echo
 echo "== ozfs zpool create: a new mirror pool on files, mounted through FUSE and used"
 Z zpool import -d "$work/dev" demo >/dev/null 2>&1 || true
 truncate -s 128M "$work/dev/n0" "$work/dev/n1"
-"$ozfs" zpool create own mirror "$work/dev/n0" "$work/dev/n1"
+# As with OpenZFS, the new pool is mounted (the ozfs daemon serves it) and so
+# is every file system created in it.
+"$ozfs" zpool create -m "$work/own" own mirror "$work/dev/n0" "$work/dev/n1"
 "$ozfs" zfs create -o compression=lzjb own/home
-mkdir -p "$work/own"
-"$ozfs" mount own/home "$work/own" &
-mpid=$!
-for _ in $(seq 100); do grep -q " $work/own " /proc/self/mountinfo && break; sleep 0.1; done
-cp -r /usr/share/doc/bash "$work/own/"
-echo "written through the mount" > "$work/own/note.txt"
-ln -s note.txt "$work/own/link"
-ls -la "$work/own"
-cat "$work/own/link"
-df -h "$work/own" | tail -1
-fusermount -u "$work/own"
-wait $mpid
+for _ in $(seq 100); do grep -q " $work/own/home " /proc/self/mountinfo && break; sleep 0.1; done
+cp -r /usr/share/doc/bash "$work/own/home/"
+echo "written through the mount" > "$work/own/home/note.txt"
+ln -s note.txt "$work/own/home/link"
+ls -la "$work/own/home"
+cat "$work/own/home/link"
+df -h "$work/own/home" | tail -1
 "$ozfs" zfs list -r own
 "$ozfs" zpool export own
 echo "== zfs-fuse checks the pool ozfs wrote: zdb -bcc, then imports it"
 Z zdb -e -p "$work/dev" -bcc own | grep -E 'leak|No leaks'
 Z zpool import -d "$work/dev" -R "$work/alt" own
-diff -r /usr/share/doc/bash "/proc/$pid/root$work/alt/own/home/bash" && echo "zfs-fuse sees what was written through the ozfs mount"
+diff -r /usr/share/doc/bash "/proc/$pid/root$work/alt$work/own/home/bash" && echo "zfs-fuse sees what was written through the ozfs mount"
 Z zpool export own

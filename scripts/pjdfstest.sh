@@ -39,6 +39,8 @@ ozfs)
     cargo build --release --bin ozfs >&2
     oz="$repo/target/release/ozfs"
     export OZFS_STATE_DIR="$work/state"
+    # The pool is served with `ozfs mount` below, not by the daemon.
+    export OZFS_CREATE_NOMOUNT=1
     mkdir -p "$work/devs" "$OZFS_STATE_DIR"
     truncate -s 256M "$work/devs/d0"
     pool="pjd$$"

@@ -785,6 +785,15 @@ fn create(argv: &[String]) -> CmdResult {
         return Ok(());
     }
     ozfs_ops::pool::create(&name, &tops, &o)?;
+    // As OpenZFS: the new pool's file system is mounted (by the daemon,
+    // which then holds the pool), unless its mountpoint says not to.
+    // OZFS_CREATE_NOMOUNT=1 keeps the pool to this process's successors
+    // (test harnesses that then serve it with `ozfs mount`).
+    let nomount = std::env::var("OZFS_CREATE_NOMOUNT").is_ok_and(|v| v.trim() == "1");
+    let mp = a.opt('m').unwrap_or("");
+    if !nomount && !matches!(mp, "none" | "legacy") {
+        ozfs_ops::client::daemon_import(&name)?;
+    }
     Ok(())
 }
 

@@ -486,3 +486,79 @@ fn weekly_verbs() {
     let r = oz.run(&["zpool", "labelclear", &dev0]);
     assert_eq!(r.code, Some(1), "{}", r.describe());
 }
+
+/// `zpool create -m DIR` mounts the new pool, as OpenZFS does (the peer
+/// harness creates a pool and uses DIR at once); `-m none` does not.
+#[test]
+fn zpool_create_mounts() {
+    let pool = new_devs("ozfhcm", Layout::Mirror, 2, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("fhcreate");
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone(), mnt.join("fs")],
+    };
+    let mut args: Vec<String> = vec![
+        "zpool".into(),
+        "create".into(),
+        "-f".into(),
+        "-m".into(),
+        mnt.to_string_lossy().into_owned(),
+        name.clone(),
+        "mirror".into(),
+    ];
+    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+    let r = oz.run_env(&[("OZFS_CREATE_NOMOUNT", "0")], &args);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        is_mounted(&mnt),
+        "zpool create -m did not mount {}",
+        mnt.display()
+    );
+    fs::write(mnt.join("first.txt"), b"right after create").unwrap();
+    oz.ok(&["zfs", "create", &format!("{name}/fs")]);
+    assert!(is_mounted(&mnt.join("fs")));
+    fs::write(mnt.join("fs/second.txt"), b"in a child").unwrap();
+    oz_export(&oz, &name);
+    assert!(!is_mounted(&mnt));
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after zpool create mounted it");
+    // The data is in the pool: import again (the daemon mounts it).
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-d",
+        &pool.dev_dir().to_string_lossy(),
+        &name,
+    ]);
+    assert_eq!(
+        fs::read(mnt.join("first.txt")).unwrap(),
+        b"right after create"
+    );
+    assert_eq!(fs::read(mnt.join("fs/second.txt")).unwrap(), b"in a child");
+    oz_export(&oz, &name);
+
+    // -m none: nothing mounted, the pool is this command's successors'.
+    let other = new_devs("ozfhcn", Layout::Stripe, 1, 96);
+    let oname = other.name().to_string();
+    let mut args: Vec<String> = vec![
+        "zpool".into(),
+        "create".into(),
+        "-f".into(),
+        "-m".into(),
+        "none".into(),
+        oname.clone(),
+    ];
+    args.extend(
+        other
+            .devs()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned()),
+    );
+    let r = oz.run_env(&[("OZFS_CREATE_NOMOUNT", "0")], &args);
+    assert!(r.success(), "{}", r.describe());
+    let m = oz.ok(&["zfs", "mount"]);
+    assert!(!m.contains(&oname), "{m}");
+    oz_export(&oz, &oname);
+}

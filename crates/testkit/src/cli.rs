@@ -82,7 +82,10 @@ impl Ozfs {
             .env("OZFS_STATE_DIR", self.state.path())
             .env("RUST_BACKTRACE", "1")
             .env("LC_ALL", "C")
-            .env(CHECK_SPACE_ENV, "1");
+            .env(CHECK_SPACE_ENV, "1")
+            // Pools stay with the commands that made them: tests serve
+            // them with `ozfs mount` or hand them to the daemon on import.
+            .env("OZFS_CREATE_NOMOUNT", "1");
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
@@ -106,7 +109,10 @@ impl Ozfs {
             .env("OZFS_STATE_DIR", self.state.path())
             .env("RUST_BACKTRACE", "1")
             .env("LC_ALL", "C")
-            .env(CHECK_SPACE_ENV, "1");
+            .env(CHECK_SPACE_ENV, "1")
+            // Pools stay with the commands that made them: tests serve
+            // them with `ozfs mount` or hand them to the daemon on import.
+            .env("OZFS_CREATE_NOMOUNT", "1");
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
