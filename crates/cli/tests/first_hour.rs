@@ -562,3 +562,68 @@ fn zpool_create_mounts() {
     assert!(!m.contains(&oname), "{m}");
     oz_export(&oz, &oname);
 }
+
+/// `zfs receive -F` of an incremental onto a target with snapshots newer
+/// than the stream's source destroys them, as OpenZFS does; without `-F`
+/// the receive is refused and names one of them.
+#[test]
+fn receive_force_destroys_newer_snapshots() {
+    let pool = new_devs("ozfhrf", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("fhrecvf");
+    oz_create(&oz, &pool, None, &[]);
+    let (src, dst) = (format!("{name}/src"), format!("{name}/dst"));
+    oz.ok(&["zfs", "create", &src]);
+    let f = work.path().join("a.txt");
+    fs::write(&f, b"version one").unwrap();
+    oz_cp_in(&oz, &f, &format!("{src}:/"));
+    oz.ok(&["zfs", "snapshot", &format!("{src}@1")]);
+    let full = work.path().join("full");
+    let s = oz.sh(&format!(
+        "\"$OZFS\" zfs send {src}@1 > '{}'",
+        full.display()
+    ));
+    assert!(s.success(), "{}", s.describe());
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive {dst} < '{}'",
+        full.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    // The target moves on by itself: a snapshot the source never had.
+    oz.ok(&["zfs", "snapshot", &format!("{dst}@local")]);
+    fs::write(&f, b"version two").unwrap();
+    oz_cp_in(&oz, &f, &format!("{src}:/"));
+    oz.ok(&["zfs", "snapshot", &format!("{src}@2")]);
+    let incr = work.path().join("incr");
+    let s = oz.sh(&format!(
+        "\"$OZFS\" zfs send -i @1 {src}@2 > '{}'",
+        incr.display()
+    ));
+    assert!(s.success(), "{}", s.describe());
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive {dst} < '{}'",
+        incr.display()
+    ));
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(
+        r.stderr.contains("must destroy them") && r.stderr.contains(&format!("{dst}@local")),
+        "{}",
+        r.describe()
+    );
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive -F {dst} < '{}'",
+        incr.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    let snaps = oz.ok(&[
+        "zfs", "list", "-H", "-t", "snapshot", "-o", "name", "-r", &dst,
+    ]);
+    let snaps: Vec<&str> = snaps.lines().collect();
+    assert_eq!(snaps, [format!("{dst}@1"), format!("{dst}@2")], "{snaps:?}");
+    let out = work.path().join("out.txt");
+    oz.ok(&["cp", &format!("{dst}:/a.txt"), &out.to_string_lossy()]);
+    assert_eq!(fs::read(&out).unwrap(), b"version two");
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after receive -F");
+}

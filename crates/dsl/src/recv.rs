@@ -322,11 +322,43 @@ fn receive_one(
                 "cannot receive incremental stream: destination '{fs}' has no snapshots"
             )));
         };
-        if latest.guid != begin.fromguid {
-            return Err(Error::Invalid(format!(
-                "cannot receive incremental stream: most recent snapshot of '{fs}' does not match incremental source"
-            )));
-        }
+        // Snapshots newer than the stream's source: `-F` destroys them (as
+        // ZFS does), newest first; without it the receive is refused.
+        let (head, latest) = if latest.guid != begin.fromguid {
+            let snaps = dsl.snapshots(&head)?;
+            let Some(from) = snaps.iter().find(|s| s.ds.guid == begin.fromguid) else {
+                return Err(Error::Invalid(format!(
+                    "cannot receive incremental stream: most recent snapshot of '{fs}' does not match incremental source"
+                )));
+            };
+            let mut newer: Vec<&crate::DatasetInfo> = snaps
+                .iter()
+                .filter(|s| s.ds.creation_txg > from.ds.creation_txg)
+                .collect();
+            newer.sort_by_key(|s| std::cmp::Reverse(s.ds.creation_txg));
+            if !opts.force {
+                return Err(Error::Invalid(format!(
+                    "cannot receive incremental stream: destination {fs} has snapshots (eg. {})\nmust destroy them to overwrite it",
+                    newer.last().map(|s| s.name.as_str()).unwrap_or("")
+                )));
+            }
+            let names: Vec<String> = newer.iter().map(|s| s.name.clone()).collect();
+            for n in &names {
+                w.destroy_snapshot(n)?;
+                w.sync()?;
+            }
+            let head = w.dsl().lookup(&fs)?;
+            let latest = w.dataset(head.ds.prev_snap_obj)?;
+            if latest.guid != begin.fromguid {
+                return Err(Error::Invalid(format!(
+                    "cannot receive incremental stream: most recent snapshot of '{fs}' does not match incremental source"
+                )));
+            }
+            (head, latest)
+        } else {
+            (head, latest)
+        };
+        let dsl = w.dsl();
         for sn in dsl.snapshots(&head)? {
             if sn.name.rsplit('@').next() == Some(snap.as_str()) {
                 return Err(Error::Exists(format!(
