@@ -257,6 +257,19 @@ fn log_err(what: &str, e: &Error) {
     eprintln!("ozfs mount: {what}: {e}");
 }
 
+/// POSIX ACLs are not kept (ZFS's `acltype=off`, its default on Linux): the
+/// `system.posix_acl_access` / `_default` attributes are refused with
+/// EOPNOTSUPP, as OpenZFS refuses them, so that tools fall back to the
+/// mode bits (`cp -a` then uses chmod instead of believing an ACL was
+/// stored).
+fn posix_acl_refused(name: &[u8]) -> Res<()> {
+    if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
+        Err(libc::EOPNOTSUPP)
+    } else {
+        Ok(())
+    }
+}
+
 /// Map an ozfs error to an errno (unexpected ones are logged).
 pub fn errno_of(what: &str, e: &Error) -> c_int {
     if matches!(
@@ -1428,6 +1441,7 @@ impl State {
     }
 
     fn get_xattr(&mut self, ino: u64, name: &[u8]) -> Res<Vec<u8>> {
+        posix_acl_refused(name)?;
         if ino >= snapdir::VIRT_MIN {
             return self
                 .v_xattrs(ino)?
@@ -1471,6 +1485,10 @@ impl State {
         }
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         for e in zap_tx::list(tx, a.xattr).map_err(|e| errno_of("listxattr", &e))? {
+            // ACLs an older ozfs stored as plain attributes are not offered.
+            if posix_acl_refused(&e.name).is_err() {
+                continue;
+            }
             out.extend_from_slice(&e.name);
             out.push(0);
         }
@@ -1478,6 +1496,7 @@ impl State {
     }
 
     fn set_xattr(&mut self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> Res<()> {
+        posix_acl_refused(name.as_bytes())?;
         snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
@@ -1515,6 +1534,7 @@ impl State {
     }
 
     fn remove_xattr(&mut self, ino: u64, name: &OsStr) -> Res<()> {
+        posix_acl_refused(name.as_bytes())?;
         snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
