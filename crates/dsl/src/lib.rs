@@ -22,6 +22,7 @@ pub mod features;
 pub mod pool;
 pub mod promote;
 pub mod props;
+pub mod quota;
 pub mod recv;
 pub mod rename;
 pub mod rollback;

@@ -215,6 +215,8 @@ pub struct PoolWriter {
     space_lag: Option<Sums>,
     /// A sync failed the space check: nothing more is committed.
     space_failed: Option<String>,
+    /// Quota charges of the open txg (`crate::quota`).
+    pub(crate) quota: crate::quota::Charges,
 }
 
 /// `x + v` for an accounting total; below zero is an error when space is
@@ -325,6 +327,7 @@ impl PoolWriter {
             reserved: 0,
             space_lag: None,
             space_failed: None,
+            quota: Default::default(),
             alloc,
             pool,
         })
@@ -365,6 +368,7 @@ impl PoolWriter {
             reserved: 0,
             space_lag: crate::space::enabled().then(Sums::default),
             space_failed: None,
+            quota: Default::default(),
         }
     }
 
@@ -934,6 +938,7 @@ impl PoolWriter {
         self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;
+        self.quota.reset();
         // Debug builds (and OZFS_CHECK_LEAKS=1): what was just committed
         // has no leaked and no doubly referenced space.
         if crate::verify::after_sync_enabled() {

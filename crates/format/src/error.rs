@@ -73,6 +73,9 @@ pub enum Error {
     /// The operation is not permitted on this object, whoever asks.
     #[error("{0}")]
     Permission(String),
+    /// A dataset's `quota` or `refquota` leaves no room for the request.
+    #[error("{0}")]
+    Quota(String),
 }
 
 /// What kind of failure an [`Error`] is, independent of its message: what
@@ -94,11 +97,12 @@ pub enum ErrorKind {
     Invalid,
     Io,
     Usage,
+    Quota,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::NotFound,
         ErrorKind::Exists,
         ErrorKind::NotEmpty,
@@ -112,6 +116,7 @@ impl ErrorKind {
         ErrorKind::Invalid,
         ErrorKind::Io,
         ErrorKind::Usage,
+        ErrorKind::Quota,
     ];
 
     /// The snake_case name of the kind (stable: it travels on a wire).
@@ -130,6 +135,7 @@ impl ErrorKind {
             ErrorKind::Invalid => "invalid",
             ErrorKind::Io => "io",
             ErrorKind::Usage => "usage",
+            ErrorKind::Quota => "quota",
         }
     }
 
@@ -154,6 +160,7 @@ impl ErrorKind {
             ErrorKind::Permission => libc::EPERM,
             ErrorKind::Invalid | ErrorKind::Usage => libc::EINVAL,
             ErrorKind::Io => libc::EIO,
+            ErrorKind::Quota => libc::EDQUOT,
         }
     }
 }
@@ -206,6 +213,7 @@ impl Error {
             Error::NoSpace(_) => ErrorKind::NoSpace,
             Error::Busy(_) => ErrorKind::Busy,
             Error::Permission(_) => ErrorKind::Permission,
+            Error::Quota(_) => ErrorKind::Quota,
         }
     }
 
@@ -302,6 +310,7 @@ impl Error {
             Error::NoSpace(s) => Error::NoSpace(format!("{ctx}: {s}")),
             Error::Busy(s) => Error::Busy(format!("{ctx}: {s}")),
             Error::Permission(s) => Error::Permission(format!("{ctx}: {s}")),
+            Error::Quota(s) => Error::Quota(format!("{ctx}: {s}")),
         }
     }
 }
@@ -364,6 +373,7 @@ mod tests {
             (Error::NoSpace(s()), ErrorKind::NoSpace, libc::ENOSPC),
             (Error::Busy(s()), ErrorKind::Busy, libc::EBUSY),
             (Error::Permission(s()), ErrorKind::Permission, libc::EPERM),
+            (Error::Quota(s()), ErrorKind::Quota, libc::EDQUOT),
         ];
         for (e, kind, errno) in cases {
             assert_eq!(e.kind(), kind, "{e:?}");

@@ -552,6 +552,12 @@ impl State {
     /// Reserve room for `n` bytes of file data, syncing once if the open
     /// txg's reservations are what stands in the way.
     fn reserve(&mut self, n: u64) -> Res<()> {
+        // Quotas first: a write past one fails with EDQUOT, whatever the
+        // pool has free.
+        let ds = self.ds_obj;
+        self.writer
+            .charge_quota(ds, n)
+            .map_err(|e| errno_of("quota", &e))?;
         if self.budget >= n {
             self.budget -= n;
             return Ok(());
@@ -1564,7 +1570,12 @@ impl State {
         let avail = if self.opts.readonly {
             0
         } else {
-            self.writer.writable_space().saturating_sub(self.budget)
+            let pool = self.writer.writable_space().saturating_sub(self.budget);
+            let ds = self.ds_obj;
+            match self.writer.quota_room(ds) {
+                Ok(Some(room)) => pool.min(room),
+                _ => pool,
+            }
         };
         let used_objs = self
             .tx()

@@ -308,6 +308,7 @@ impl CopyIn<'_> {
                 }
                 let chunk = &buf[..n];
                 if chunk.iter().any(|&b| b != 0) {
+                    self.w.charge_quota(self.ds_obj, n as u64)?;
                     self.w.reserve(n as u64)?;
                     let mut z = self.zpl()?;
                     z.write(obj, off, chunk)?;

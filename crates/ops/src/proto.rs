@@ -481,6 +481,7 @@ pub fn error_from_wire(kind: &str, msg: String) -> Error {
         Some(K::NoSpace) => Error::NoSpace(msg),
         Some(K::Busy) => Error::Busy(msg),
         Some(K::Permission) => Error::Permission(msg),
+        Some(K::Quota) => Error::Quota(msg),
         // Kinds whose variants add words of their own travel as text.
         _ => Error::Invalid(msg),
     }

@@ -80,6 +80,11 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
         let space = dsl.space()?;
         let avail = dsl.available(&space)?;
         for ds in list {
+            // AVAIL is also bounded by the quotas covering the dataset.
+            let avail = match dsl.quota_room(&ds) {
+                Ok(Some(room)) => avail.min(room),
+                _ => avail,
+            };
             let mut props = dsl
                 .properties(&ds, avail)
                 .map_err(|e| e.context(&ds.name))?;

@@ -1,0 +1,181 @@
+//! Quotas: `quota` (a DSL directory and everything below it) and
+//! `refquota` (what one dataset references), enforced on the writes of the
+//! open transaction group.
+//!
+//! Theory. The space a dataset uses is known exactly only at sync, when
+//! its blocks are allocated; between syncs a writer charges what it is
+//! about to write to every limit that covers it ([`PoolWriter::charge_quota`]):
+//! the dataset's own `refquota`, and the `quota` of its directory and of
+//! each ancestor. A charge that would take `used` (as last synced) plus
+//! what the open txg has charged past a limit fails with
+//! [`Error::Quota`] (EDQUOT through FUSE), before anything is written.
+//! Charges are what will be written, not what will be freed: overwrites
+//! and deletes in the same txg give nothing back until the sync, so a
+//! writer near its limit may be refused early (as ZFS may), never late by
+//! more than one txg's worth.
+//!
+//! Invariants: limits and used bytes are read from the open txg's MOS once
+//! per txg and dataset, and forgotten at every sync (a `zfs set quota`
+//! takes effect at the next txg); a limit of 0 is none.
+
+use crate::sync::PoolWriter;
+use ozfs_dmu::zap_tx;
+use ozfs_format::{Error, Result};
+use std::collections::HashMap;
+
+/// One limit that covers a dataset: what it counts, its value, and what
+/// was used when the txg opened.
+#[derive(Debug, Clone)]
+struct Limit {
+    /// `dir:N` (quota of directory N) or `ds:N` (refquota of dataset N).
+    key: (bool, u64),
+    limit: u64,
+    used: u64,
+    /// The property, for the message.
+    what: &'static str,
+}
+
+/// The open txg's quota charges.
+#[derive(Debug, Default)]
+pub struct Charges {
+    /// Limits covering each dataset written this txg.
+    limits: HashMap<u64, Vec<Limit>>,
+    /// Bytes charged this txg per limit key.
+    charged: HashMap<(bool, u64), u64>,
+}
+
+impl Charges {
+    /// Forget everything (a sync committed what was charged).
+    pub fn reset(&mut self) {
+        self.limits.clear();
+        self.charged.clear();
+    }
+}
+
+fn prop_u64(w: &PoolWriter, props: u64, name: &str) -> Result<u64> {
+    if props == 0 {
+        return Ok(0);
+    }
+    Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
+        .and_then(|e| e.as_u64())
+        .unwrap_or(0))
+}
+
+/// The limits covering head dataset `ds_obj`: its refquota, then the quota
+/// of its directory and of every ancestor.
+fn limits_of(w: &PoolWriter, ds_obj: u64) -> Result<Vec<Limit>> {
+    let ds = w.dataset(ds_obj)?;
+    let mut out = Vec::new();
+    let mut dir_obj = ds.dir_obj;
+    let dir = w.dir(dir_obj)?;
+    let refquota = prop_u64(w, dir.props_zapobj, "refquota")?;
+    if refquota > 0 {
+        out.push(Limit {
+            key: (false, ds_obj),
+            limit: refquota,
+            used: ds.referenced_bytes,
+            what: "refquota",
+        });
+    }
+    for _ in 0..256 {
+        let dir = w.dir(dir_obj)?;
+        let quota = prop_u64(w, dir.props_zapobj, "quota")?.max(dir.quota);
+        if quota > 0 {
+            out.push(Limit {
+                key: (true, dir_obj),
+                limit: quota,
+                used: dir.used_bytes,
+                what: "quota",
+            });
+        }
+        if dir.parent_obj == 0 {
+            break;
+        }
+        dir_obj = dir.parent_obj;
+    }
+    Ok(out)
+}
+
+impl PoolWriter {
+    /// Charge `bytes` about to be written to head dataset `ds_obj` against
+    /// every quota and refquota covering it; refused with
+    /// [`Error::Quota`] when one would be exceeded (nothing is charged then).
+    pub fn charge_quota(&mut self, ds_obj: u64, bytes: u64) -> Result<()> {
+        if !self.quota.limits.contains_key(&ds_obj) {
+            let l = limits_of(self, ds_obj)?;
+            self.quota.limits.insert(ds_obj, l);
+        }
+        let limits = &self.quota.limits[&ds_obj];
+        for l in limits {
+            let charged = self.quota.charged.get(&l.key).copied().unwrap_or(0);
+            if l.used.saturating_add(charged).saturating_add(bytes) > l.limit {
+                return Err(Error::Quota(format!(
+                    "Disk quota exceeded ({} is {} bytes, {} used, {} more needed)",
+                    l.what,
+                    l.limit,
+                    l.used.saturating_add(charged),
+                    bytes
+                )));
+            }
+        }
+        let keys: Vec<(bool, u64)> = limits.iter().map(|l| l.key).collect();
+        for k in keys {
+            *self.quota.charged.entry(k).or_default() += bytes;
+        }
+        Ok(())
+    }
+
+    /// What head dataset `ds_obj` may still write under its quotas (None:
+    /// no limit covers it), as of the open txg.
+    pub fn quota_room(&mut self, ds_obj: u64) -> Result<Option<u64>> {
+        if !self.quota.limits.contains_key(&ds_obj) {
+            let l = limits_of(self, ds_obj)?;
+            self.quota.limits.insert(ds_obj, l);
+        }
+        Ok(self.quota.limits[&ds_obj]
+            .iter()
+            .map(|l| {
+                let charged = self.quota.charged.get(&l.key).copied().unwrap_or(0);
+                l.limit.saturating_sub(l.used.saturating_add(charged))
+            })
+            .min())
+    }
+}
+
+impl crate::DslPool {
+    /// What dataset `ds` may still write under the quotas covering it, as
+    /// last synced (None: no limit covers it) — `zfs list`'s AVAIL is the
+    /// smaller of this and the pool's.
+    pub fn quota_room(&self, ds: &crate::DatasetInfo) -> Result<Option<u64>> {
+        if ds.is_snapshot {
+            return Ok(None);
+        }
+        let num = |props: u64, name: &str| -> Result<u64> {
+            if props == 0 {
+                return Ok(0);
+            }
+            Ok(ozfs_dmu::zap::lookup_obj(&self.mos, props, name)?
+                .and_then(|e| e.as_u64())
+                .unwrap_or(0))
+        };
+        let mut room: Option<u64> = None;
+        let mut take = |r: u64| room = Some(room.map_or(r, |x: u64| x.min(r)));
+        let refquota = num(ds.dir.props_zapobj, "refquota")?;
+        if refquota > 0 {
+            take(refquota.saturating_sub(ds.ds.referenced_bytes));
+        }
+        let mut dir_obj = ds.ds.dir_obj;
+        for _ in 0..256 {
+            let dir = self.dir(dir_obj)?;
+            let quota = num(dir.props_zapobj, "quota")?.max(dir.quota);
+            if quota > 0 {
+                take(quota.saturating_sub(dir.used_bytes));
+            }
+            if dir.parent_obj == 0 {
+                break;
+            }
+            dir_obj = dir.parent_obj;
+        }
+        Ok(room)
+    }
+}
