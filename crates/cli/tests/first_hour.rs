@@ -627,3 +627,61 @@ fn receive_force_destroys_newer_snapshots() {
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &pool.dev_dir(), "after receive -F");
 }
+
+/// A tree that fits, fits: 20 MiB of random data, a 48 MiB file with 2 MiB
+/// written in it, 200 small compressible files and 300 tiny random ones go
+/// into 256 MiB pools (single device, and a mirror with compression), by
+/// `ozfs cp -r`, and come back out equal.
+#[test]
+fn small_pools_take_sparse_and_compressible_trees() {
+    use ozfs_testkit::manifest::{assert_manifest_eq, Manifest};
+    use std::io::{Seek, SeekFrom, Write};
+    let work = local_dir("fhsmall");
+    let src = work.path().join("tree");
+    fs::create_dir_all(src.join("small")).unwrap();
+    fs::create_dir_all(src.join("tiny")).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    fs::write(src.join("random.bin"), rand(20 << 20)).unwrap();
+    let mut f = fs::File::create(src.join("sparse.img")).unwrap();
+    f.set_len(48 << 20).unwrap();
+    f.seek(SeekFrom::Start(20 << 20)).unwrap();
+    f.write_all(&rand(2 << 20)).unwrap();
+    drop(f);
+    for i in 0..200 {
+        fs::write(
+            src.join(format!("small/{i}.txt")),
+            vec![b'a' + (i % 26) as u8; 50_000],
+        )
+        .unwrap();
+    }
+    for i in 0..300 {
+        fs::write(src.join(format!("tiny/{i}")), rand(3000)).unwrap();
+    }
+    let want = Manifest::scan(&src).unwrap();
+    for (layout, ndev, opts) in [
+        (Layout::Stripe, 1, vec![]),
+        (Layout::Mirror, 2, vec!["-O", "compression=on"]),
+    ] {
+        let pool = new_devs("ozfhsm", layout, ndev, 256);
+        let name = pool.name().to_string();
+        let oz = ozfs();
+        oz_create(&oz, &pool, None, &opts);
+        oz_cp_in(&oz, &src, &format!("{name}:/"));
+        let out = work.path().join(format!("out-{name}"));
+        oz.ok(&["cp", "-r", &format!("{name}:/tree"), &out.to_string_lossy()]);
+        let got = Manifest::scan(&out).unwrap();
+        assert_manifest_eq(&want, &got, &format!("{layout:?} pool of 256 MiB"));
+        oz_export(&oz, &name);
+        assert_zdb_clean(&pool, &pool.dev_dir(), "after a tree into a small pool");
+    }
+}
