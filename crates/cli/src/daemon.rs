@@ -134,23 +134,34 @@ fn start_scrub(pool: &str, mode: ScanMode) -> Result<(), String> {
             },
             &|_| {},
         )
-        .and_then(|_| {
+        .and_then(|st| {
             // Commit the end of a resilver (labels without the flag).
             let mut l = sw.lease()?;
-            l.sync()
+            l.sync()?;
+            Ok(st)
         });
-        if let Err(e) = r {
-            eprintln!("ozfs daemon: {e}");
-            if let Some(mut s) = ozfs_ops::scan::ScanState::load(&name) {
-                s.state = "canceled".into();
-                s.save(&name);
+        let fin = match r {
+            Ok(st) => Some(st),
+            Err(e) => {
+                eprintln!("ozfs daemon: {e}");
+                ozfs_ops::scan::ScanState::load(&name).map(|mut s| {
+                    s.state = "canceled".into();
+                    s
+                })
+            }
+        };
+        {
+            let mut inner = lock(&d.inner);
+            if let Some(p) = inner.pools.get_mut(&name) {
+                if let Err(e) = p.rec.save_counters(&p.pool) {
+                    eprintln!("ozfs daemon: '{name}': saving error counters: {e}");
+                }
             }
         }
-        let mut inner = lock(&d.inner);
-        if let Some(p) = inner.pools.get_mut(&name) {
-            if let Err(e) = p.rec.save_counters(&p.pool) {
-                eprintln!("ozfs daemon: '{name}': saving error counters: {e}");
-            }
+        // The scan reads as ended only once the labels and the record say
+        // what it did (no "resilvered" beside a leaf still resilvering).
+        if let Some(st) = fin {
+            st.save(&name);
         }
     });
     Ok(())

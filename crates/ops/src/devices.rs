@@ -52,7 +52,7 @@ fn with_writer<T>(
     rec.save_counters(&cell.borrow().pool)
         .map_err(|e| e.context("cannot record the change"))?;
     if resilver {
-        run_scrub(
+        let st = run_scrub(
             pool,
             ScanMode::Resilver,
             &|f| {
@@ -67,6 +67,8 @@ fn with_writer<T>(
             .map_err(|e| e.context(&format!("cannot sync '{pool}'")))?;
         rec.save_counters(&cell.borrow().pool)
             .map_err(|e| e.context("cannot save counters"))?;
+        // Finished only now: the labels and the record agree first.
+        st.save(pool);
     }
     Ok(t)
 }

@@ -174,7 +174,10 @@ pub type ProgressFn<'a> = dyn Fn(&ScanState) + Sync + 'a;
 
 /// Run a scrub over the pool `w` writes (taken for as long as `lease`
 /// says: the closure is called briefly at the start and at the end).
-/// Returns the final state.
+/// Returns the final state, unsaved: the caller saves it
+/// ([`ScanState::save`]) once the end of the scan is committed and the
+/// pool's record updated, so that no reader ever sees a finished resilver
+/// while a leaf is still recorded as awaiting it.
 pub fn run_scrub(
     pool_name: &str,
     mode: ScanMode,
@@ -270,7 +273,6 @@ pub fn run_scrub(
     let mut files = Vec::new();
     with_writer(&mut |w| files = name_errors(w, &res.bad))?;
     st.files = files;
-    st.save(pool_name);
     Ok(st)
 }
 
@@ -367,7 +369,10 @@ fn start(pool: &str, progress: &ProgressFn<'_>) -> Result<Option<ScanState>> {
     let w = cell.into_inner();
     // As zpool: a scrub that found unrecoverable errors still succeeded;
     // `zpool status -v` tells what was lost. Counters are kept either way.
-    rec.save_counters(&w.pool)
-        .map_err(|e| e.context("could not save error counters"))?;
+    let saved = rec
+        .save_counters(&w.pool)
+        .map_err(|e| e.context("could not save error counters"));
+    st.save(pool);
+    saved?;
     Ok(Some(st))
 }
