@@ -120,6 +120,34 @@ fn quotas_hold_on_every_write_path() {
     );
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &dev_dir, "after writes refused by quotas");
+
+    // The quota is where every ZFS keeps it: zfs-fuse reads ozfs's, and
+    // ozfs reads one zfs-fuse set.
+    let mut pool = pool;
+    pool.import().expect("zfs-fuse imports");
+    let got = pool
+        .zfs(&["get", "-H", "-o", "value", "quota", &p])
+        .expect("zfs-fuse zfs get quota");
+    assert_eq!(got.trim(), "8M", "zfs-fuse's view of the quota ozfs set");
+    pool.zfs(&["set", "quota=5M", &c])
+        .expect("zfs-fuse zfs set quota");
+    pool.export().expect("zfs-fuse exports");
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-N",
+        "-d",
+        &dev_dir.to_string_lossy(),
+        &name,
+    ]);
+    let got = oz.ok(&["zfs", "get", "-Hp", "-o", "value,source", "quota", &c]);
+    assert_eq!(got.trim(), format!("{}\tlocal", 5u64 << 20));
+    let room = avail(&oz, &c);
+    assert!(
+        room <= 5 << 20,
+        "AVAIL {room} under a 5M quota set by zfs-fuse"
+    );
+    oz_export(&oz, &name);
 }
 
 fn nix_statvfs(p: &std::path::Path) -> u64 {

@@ -726,6 +726,17 @@ pub enum PropSetting {
 
 /// Store a property in a DSL directory's props ZAP.
 pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
+    // A quota lives in the directory itself (`dd_quota`), where every ZFS
+    // reads it; an older ozfs's copy in the properties object goes.
+    if let ("quota", PropSetting::Num(n)) = (name, v) {
+        let mut d = w.dir(dir)?;
+        d.quota = *n;
+        w.set_dir(dir, &d)?;
+        if d.props_zapobj != 0 {
+            zap_tx::remove(&mut w.mos, d.props_zapobj, b"quota")?;
+        }
+        return Ok(());
+    }
     let props = w.dir(dir)?.props_zapobj;
     match v {
         PropSetting::Num(n) => zap_tx::update(&mut w.mos, props, name, 8, &[*n]),
@@ -739,6 +750,13 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
 
 /// Remove a property (inherit).
 pub fn clear_prop_dir(w: &mut PoolWriter, dir: u64, name: &str) -> Result<bool> {
+    if name == "quota" {
+        let mut d = w.dir(dir)?;
+        if d.quota != 0 {
+            d.quota = 0;
+            w.set_dir(dir, &d)?;
+        }
+    }
     let props = w.dir(dir)?.props_zapobj;
     zap_tx::remove(&mut w.mos, props, name.as_bytes())
 }

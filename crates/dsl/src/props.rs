@@ -437,6 +437,15 @@ impl DslPool {
                 out.push(("mountpoint".into(), PropValue::Text(v), src));
                 continue;
             }
+            if *name == "quota" && !ds.is_snapshot && dir.quota > 0 {
+                // Kept in the directory (`dd_quota`), as ZFS keeps it.
+                out.push((
+                    "quota".into(),
+                    PropValue::Bytes(dir.quota),
+                    PropSource::Local,
+                ));
+                continue;
+            }
             let (stored, src) = self.resolve(&chain, name, *inh).unwrap_or_else(|| {
                 let s = match kind {
                     Kind::Text => Stored::Text(default.to_string()),
