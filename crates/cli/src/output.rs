@@ -57,3 +57,32 @@ pub fn print_table(headers: &[(&str, Align)], rows: &[Vec<String>], scripted: bo
     }
     print!("{out}");
 }
+
+/// OpenZFS's JSON output (`-j`): `{"output_version": {...}, KEY: {...}}`.
+pub fn json_doc(
+    command: &str,
+    key: &str,
+    items: serde_json::Map<String, serde_json::Value>,
+) -> String {
+    serde_json::json!({
+        "output_version": {"command": command, "vers_major": 0, "vers_minor": 1},
+        key: items,
+    })
+    .to_string()
+}
+
+/// A property's value and source as OpenZFS's JSON gives them
+/// (`{"value": …, "source": {"type": "LOCAL", "data": "-"}}`); `source` is
+/// the text form (`-`, `default`, `local`, `inherited from X`, `received`).
+pub fn json_prop(value: &str, source: &str) -> serde_json::Value {
+    let (ty, data) = match source {
+        "default" => ("DEFAULT", "-".to_string()),
+        "local" => ("LOCAL", "-".to_string()),
+        "received" => ("RECEIVED", "-".to_string()),
+        s if s.starts_with("inherited from ") => {
+            ("INHERITED", s["inherited from ".len()..].to_string())
+        }
+        _ => ("NONE", "-".to_string()),
+    };
+    serde_json::json!({"value": value, "source": {"type": ty, "data": data}})
+}

@@ -114,7 +114,7 @@ fn selection(
 }
 
 fn list(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "rHp", "odtsS")?;
+    let a = Args::parse(argv, "rHpj", "odtsS")?;
     let types = parse_types(a.opt('t'), false)?;
     // `-o space` is ZFS's shorthand for the space columns.
     let cols: Vec<String> = a
@@ -134,6 +134,21 @@ fn list(argv: &[String]) -> CmdResult {
     let sel = selection(&a, &types, a.pos.clone(), true)?;
     let mut listed = query::datasets(&sel, false)?;
     sort_listed(&a, &mut listed)?;
+    if a.flag('j') {
+        for c in &cols {
+            let k = canonical(c);
+            if k != "name" && !known(k) {
+                return Err(Fail::Usage(format!("invalid property '{c}'")));
+            }
+        }
+        let wanted: Vec<&str> = cols
+            .iter()
+            .map(|c| canonical(c))
+            .filter(|k| *k != "name")
+            .collect();
+        println!("{}", json_datasets("zfs list", &listed, &wanted, parsable));
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for l in listed {
         {
@@ -250,6 +265,49 @@ fn sort_listed(a: &Args, listed: &mut [query::Listed]) -> Result<(), Fail> {
     Ok(())
 }
 
+/// `-j`: datasets with the properties `wanted` (all when empty), as
+/// OpenZFS's JSON has them.
+fn json_datasets(
+    command: &str,
+    listed: &[query::Listed],
+    wanted: &[&str],
+    parsable: bool,
+) -> String {
+    let mut items = serde_json::Map::new();
+    for l in listed {
+        let ds = &l.info;
+        let mut props = serde_json::Map::new();
+        for (n, v, src) in &l.props {
+            if !wanted.is_empty() && !wanted.contains(&n.as_str()) {
+                continue;
+            }
+            let value = if ds.is_snapshot && matches!(n.as_str(), "available" | "mountpoint") {
+                "-".to_string()
+            } else {
+                v.render(parsable)
+            };
+            props.insert(
+                n.clone(),
+                crate::output::json_prop(&value, &src.as_string()),
+            );
+        }
+        let pool = ozfs_ops::names::pool_of(&ds.name).to_string();
+        let mut e = serde_json::json!({
+            "name": ds.name,
+            "type": if ds.is_snapshot { "SNAPSHOT" } else { "FILESYSTEM" },
+            "pool": pool,
+            "createtxg": ds.ds.creation_txg.to_string(),
+            "properties": props,
+        });
+        if let Some((fs, snap)) = ds.name.split_once('@') {
+            e["dataset"] = serde_json::json!(fs);
+            e["snapshot_name"] = serde_json::json!(format!("@{snap}"));
+        }
+        items.insert(ds.name.clone(), e);
+    }
+    crate::output::json_doc(command, "datasets", items)
+}
+
 fn canonical(c: &str) -> &str {
     match c {
         "avail" => "available",
@@ -294,7 +352,7 @@ fn known(p: &str) -> bool {
 }
 
 fn get(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "rHp", "odtsS")?;
+    let a = Args::parse(argv, "rHpj", "odtsS")?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(format!("missing property argument\n{USAGE}")));
     }
@@ -331,10 +389,12 @@ fn get(argv: &[String]) -> CmdResult {
     let parsable = a.flag('p');
     let sel = selection(&a, &types, std::mem::take(&mut rest), false)?;
     let mut rows = Vec::new();
+    let mut as_json: Vec<query::Listed> = Vec::new();
     for l in query::datasets(&sel, true)? {
         {
             let ds = &l.info;
             let mut props = l.props;
+            let mut shown = Vec::new();
             sort_props(&mut props);
             let chosen: Vec<(String, PropValue, PropSource)> = match &wanted {
                 None => props,
@@ -366,6 +426,9 @@ fn get(argv: &[String]) -> CmdResult {
                         continue;
                     }
                 }
+                if a.flag('j') {
+                    shown.push((name.clone(), v.clone(), src.clone()));
+                }
                 let row: Vec<String> = fields
                     .iter()
                     .map(|f| match f.as_str() {
@@ -379,7 +442,17 @@ fn get(argv: &[String]) -> CmdResult {
                     .collect();
                 rows.push(row);
             }
+            if a.flag('j') {
+                as_json.push(query::Listed {
+                    info: ds.clone(),
+                    props: shown,
+                });
+            }
         }
+    }
+    if a.flag('j') {
+        println!("{}", json_datasets("zfs get", &as_json, &[], parsable));
+        return Ok(());
     }
     let headers: Vec<(String, Align)> = fields
         .iter()

@@ -310,7 +310,7 @@ fn pools_from_args(a: &Args) -> Vec<String> {
 }
 
 fn list(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "HpPLgv", "oT")?;
+    let a = Args::parse(argv, "HpPLgvj", "oT")?;
     let scripted = a.flag('H');
     let parsable = a.flag('p');
     let all_cols = [
@@ -336,6 +336,30 @@ fn list(argv: &[String]) -> CmdResult {
         {
             return Err(Fail::Usage(format!("invalid property '{c}'")));
         }
+    }
+    if a.flag('j') {
+        let mut pools = Vec::new();
+        for name in pools_from_args(&a) {
+            let props = status::pool_props(&name)?;
+            let keys: Vec<&str> = cols
+                .iter()
+                .map(|c| match c.as_str() {
+                    "alloc" => "allocated",
+                    "cap" => "capacity",
+                    "frag" => "fragmentation",
+                    "dedup" => "dedupratio",
+                    "expandsz" => "expandsize",
+                    other => other,
+                })
+                .collect();
+            let chosen = props
+                .into_iter()
+                .filter(|p| keys.contains(&p.name.as_str()))
+                .collect();
+            pools.push((name, chosen));
+        }
+        println!("{}", json_pools("zpool list", &pools, a.flag('p')));
+        return Ok(());
     }
     let mut rows = Vec::new();
     let mut failed = false;
@@ -477,8 +501,50 @@ fn status(argv: &[String]) -> CmdResult {
 }
 
 /// `zpool get [-Hp] [-o field[,field]...] all|PROP[,PROP]... [POOL]...`
+/// `-j`: pools with the properties chosen, as OpenZFS's JSON has them.
+fn json_pools(command: &str, pools: &[(String, Vec<status::PoolProp>)], parsable: bool) -> String {
+    let mut items = serde_json::Map::new();
+    for (name, props) in pools {
+        let mut m = serde_json::Map::new();
+        let find = |k: &str| props.iter().find(|p| p.name == k).map(|p| p.value.clone());
+        for p in props {
+            m.insert(
+                p.name.clone(),
+                crate::output::json_prop(&prop_text(p, parsable), &p.source),
+            );
+        }
+        let all = status::pool_props(name).unwrap_or_default();
+        let get =
+            |k: &str| find(k).or_else(|| all.iter().find(|p| p.name == k).map(|p| p.value.clone()));
+        items.insert(
+            name.clone(),
+            serde_json::json!({
+                "name": name,
+                "type": "POOL",
+                "state": get("health").unwrap_or_default(),
+                "pool_guid": get("guid").unwrap_or_default(),
+                "spa_version": get("version").unwrap_or_default(),
+                "properties": m,
+            }),
+        );
+    }
+    crate::output::json_doc(command, "pools", items)
+}
+
+/// A pool property's value as printed (`-p`: exact numbers).
+fn prop_text(p: &status::PoolProp, parsable: bool) -> String {
+    match (p.bytes, parsable) {
+        (Some(b), false) => nicenum(b),
+        _ => match p.name.as_str() {
+            "capacity" if !parsable => format!("{}%", p.value),
+            "dedupratio" if !parsable => format!("{}x", p.value),
+            _ => p.value.clone(),
+        },
+    }
+}
+
 fn get(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "Hp", "o")?;
+    let a = Args::parse(argv, "Hpj", "o")?;
     let Some(which) = a.pos.first() else {
         return Err(Fail::Usage(format!("missing property argument\n{USAGE}")));
     };
@@ -500,6 +566,7 @@ fn get(argv: &[String]) -> CmdResult {
     };
     let parsable = a.flag('p');
     let mut rows = Vec::new();
+    let mut as_json = Vec::new();
     for name in names {
         let props = status::pool_props(&name)?;
         let wanted: Vec<status::PoolProp> = if which == "all" {
@@ -525,15 +592,12 @@ fn get(argv: &[String]) -> CmdResult {
             }
             v
         };
+        if a.flag('j') {
+            as_json.push((name.clone(), wanted));
+            continue;
+        }
         for p in wanted {
-            let value = match (p.bytes, parsable) {
-                (Some(b), false) => nicenum(b),
-                _ => match p.name.as_str() {
-                    "capacity" if !parsable => format!("{}%", p.value),
-                    "dedupratio" if !parsable => format!("{}x", p.value),
-                    _ => p.value.clone(),
-                },
-            };
+            let value = prop_text(&p, parsable);
             rows.push(
                 fields
                     .iter()
@@ -546,6 +610,10 @@ fn get(argv: &[String]) -> CmdResult {
                     .collect::<Vec<String>>(),
             );
         }
+    }
+    if a.flag('j') {
+        println!("{}", json_pools("zpool get", &as_json, parsable));
+        return Ok(());
     }
     let headers: Vec<String> = fields.iter().map(|f| f.to_uppercase()).collect();
     let h: Vec<(&str, Align)> = headers.iter().map(|s| (s.as_str(), Align::Left)).collect();

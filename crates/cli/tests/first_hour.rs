@@ -685,3 +685,60 @@ fn small_pools_take_sparse_and_compressible_trees() {
         assert_zdb_clean(&pool, &pool.dev_dir(), "after a tree into a small pool");
     }
 }
+
+/// `-j`: `zfs list/get` and `zpool list/get` print OpenZFS's JSON (an
+/// `output_version`, then `datasets` or `pools` keyed by name, properties
+/// as `{value, source: {type, data}}`), with the values the table shows.
+#[test]
+fn json_output() {
+    let pool = new_devs("ozfhjs", Layout::Stripe, 1, 96);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &[]);
+    let a = format!("{name}/a");
+    oz.ok(&["zfs", "create", "-o", "compression=lzjb", &a]);
+    oz.ok(&["zfs", "create", &format!("{a}/b")]);
+    oz.ok(&["zfs", "snapshot", &format!("{a}@s")]);
+    let parse = |s: &str| -> serde_json::Value {
+        serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+    };
+    let v = parse(&oz.ok(&[
+        "zfs",
+        "list",
+        "-j",
+        "-p",
+        "-t",
+        "all",
+        "-o",
+        "name,used",
+        "-r",
+        &name,
+    ]));
+    assert_eq!(v["output_version"]["command"], "zfs list");
+    let used = oz.ok(&["zfs", "list", "-Hp", "-o", "used", &a]);
+    assert_eq!(
+        v["datasets"][&a]["properties"]["used"]["value"],
+        used.trim()
+    );
+    assert_eq!(v["datasets"][&a]["type"], "FILESYSTEM");
+    let snap = format!("{a}@s");
+    assert_eq!(v["datasets"][&snap]["type"], "SNAPSHOT");
+    assert_eq!(v["datasets"][&snap]["dataset"], a.as_str());
+    assert_eq!(v["datasets"][&snap]["snapshot_name"], "@s");
+    let v = parse(&oz.ok(&["zfs", "get", "-j", "compression", &format!("{a}/b")]));
+    let c = &v["datasets"][&format!("{a}/b")]["properties"]["compression"];
+    assert_eq!(c["value"], "lzjb");
+    assert_eq!(c["source"]["type"], "INHERITED");
+    assert_eq!(c["source"]["data"], a.as_str());
+    let v = parse(&oz.ok(&["zpool", "list", "-j", &name]));
+    assert_eq!(v["output_version"]["command"], "zpool list");
+    assert_eq!(v["pools"][&name]["properties"]["health"]["value"], "ONLINE");
+    assert_eq!(v["pools"][&name]["type"], "POOL");
+    let v = parse(&oz.ok(&["zpool", "get", "-j", "-p", "size,guid", &name]));
+    let size = oz.ok(&["zpool", "get", "-Hp", "-o", "value", "size", &name]);
+    assert_eq!(
+        v["pools"][&name]["properties"]["size"]["value"],
+        size.trim()
+    );
+    oz_export(&oz, &name);
+}
