@@ -445,12 +445,15 @@ fn list(argv: &[String]) -> CmdResult {
 }
 
 fn status(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "vxDgLPpei", "T")?;
+    let a = Args::parse(argv, "vxDgLPpeij", "T")?;
     a.refuse("DgeiT", "zpool status").map_err(Fail::Err)?;
     let names = pools_from_args(&a);
     if names.is_empty() {
         println!("no pools available");
         return Ok(());
+    }
+    if a.flag('j') {
+        return status_json(&names);
     }
     let mut first = true;
     let mut failed = false;
@@ -618,6 +621,102 @@ fn get(argv: &[String]) -> CmdResult {
     let headers: Vec<String> = fields.iter().map(|f| f.to_uppercase()).collect();
     let h: Vec<(&str, Align)> = headers.iter().map(|s| (s.as_str(), Align::Left)).collect();
     print_table(&h, &rows, a.flag('H'));
+    Ok(())
+}
+
+/// One vdev of `zpool status -j`, with its children keyed by name.
+fn vdev_json(v: &VdevNode) -> serde_json::Value {
+    let mut e = serde_json::json!({
+        "name": v.name,
+        "vdev_type": v.vdev_type,
+        "guid": v.guid.to_string(),
+        "state": v.state,
+        "read_errors": v.read.to_string(),
+        "write_errors": v.write.to_string(),
+        "checksum_errors": v.cksum.to_string(),
+    });
+    if let Some(p) = &v.path {
+        e["path"] = serde_json::json!(p);
+    }
+    if v.resilvering {
+        e["resilvering"] = serde_json::json!(true);
+    }
+    if !v.children.is_empty() {
+        let mut m = serde_json::Map::new();
+        for c in &v.children {
+            m.insert(c.name.clone(), vdev_json(c));
+        }
+        e["vdevs"] = serde_json::Value::Object(m);
+    }
+    e
+}
+
+/// `zpool status -j`: OpenZFS's JSON (pools keyed by name, each with its
+/// vdev tree, spares, scan state and error count).
+fn status_json(names: &[String]) -> CmdResult {
+    let mut items = serde_json::Map::new();
+    let mut failed = false;
+    for name in names {
+        let ps = match status::status(name) {
+            Ok(x) => x,
+            Err(m) => {
+                eprintln!("{m}");
+                failed = true;
+                continue;
+            }
+        };
+        let mut root = ps.tree.clone();
+        root.vdev_type = "root".into();
+        let mut vdevs = serde_json::Map::new();
+        vdevs.insert(name.clone(), vdev_json(&root));
+        let mut e = serde_json::json!({
+            "name": name,
+            "state": ps.state,
+            "pool_guid": ps.guid.to_string(),
+            "vdevs": vdevs,
+            "error_count": ozfs_ops::scan::ScanState::load(name)
+                .map(|s| s.files.len())
+                .unwrap_or(0)
+                .to_string(),
+        });
+        if !ps.spares.is_empty() {
+            let mut m = serde_json::Map::new();
+            for (path, st) in &ps.spares {
+                let state = st.split_whitespace().next().unwrap_or("").to_string();
+                m.insert(
+                    path.clone(),
+                    serde_json::json!({"name": path, "vdev_type": "file", "state": state, "path": path}),
+                );
+            }
+            e["spares"] = serde_json::Value::Object(m);
+        }
+        if let Some(s) = ozfs_ops::scan::ScanState::load(name) {
+            e["scan_stats"] = serde_json::json!({
+                "function": s.func.to_uppercase(),
+                "state": match s.state.as_str() {
+                    "scanning" => "SCANNING",
+                    "finished" => "FINISHED",
+                    "canceled" => "CANCELED",
+                    _ => "PAUSED",
+                },
+                "start_time": s.start.to_string(),
+                "end_time": s.end.to_string(),
+                "to_examine": s.to_examine.to_string(),
+                "examined": s.examined.to_string(),
+                "issued": s.issued.to_string(),
+                "processed": s.repaired.to_string(),
+                "errors": s.errors.to_string(),
+            });
+        }
+        items.insert(name.clone(), e);
+    }
+    println!(
+        "{}",
+        crate::output::json_doc("zpool status", "pools", items)
+    );
+    if failed {
+        return Err(Fail::Err(String::new()));
+    }
     Ok(())
 }
 

@@ -742,3 +742,40 @@ fn json_output() {
     );
     oz_export(&oz, &name);
 }
+
+/// `zpool status -j`: the vdev tree as OpenZFS's JSON gives it (pools by
+/// name, nested `vdevs` by name, states and error counters as strings).
+#[test]
+fn status_json() {
+    let pool = new_devs("ozfhsj", Layout::Mirror, 2, 96);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    oz_create(&oz, &pool, None, &[]);
+    oz.ok(&["zpool", "scrub", &name]);
+    let out = oz.ok(&["zpool", "status", "-j", &name]);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    assert_eq!(v["output_version"]["command"], "zpool status");
+    let p = &v["pools"][&name];
+    assert_eq!(p["state"], "ONLINE");
+    let root = &p["vdevs"][&name];
+    assert_eq!(root["vdev_type"], "root");
+    let mirror = root["vdevs"]
+        .as_object()
+        .and_then(|m| m.values().next())
+        .expect("a mirror under the root");
+    assert_eq!(mirror["vdev_type"], "mirror");
+    let leaves = mirror["vdevs"].as_object().expect("leaves");
+    assert_eq!(leaves.len(), 2);
+    for d in pool.devs() {
+        let d = d.to_string_lossy().into_owned();
+        let leaf = &leaves[&d];
+        assert_eq!(leaf["state"], "ONLINE", "{leaf}");
+        assert_eq!(leaf["checksum_errors"], "0");
+        assert_eq!(leaf["path"], d.as_str());
+    }
+    assert_eq!(p["scan_stats"]["function"], "SCRUB");
+    assert_eq!(p["scan_stats"]["state"], "FINISHED");
+    assert_eq!(p["error_count"], "0");
+    oz_export(&oz, &name);
+}

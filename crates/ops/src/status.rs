@@ -24,6 +24,11 @@ pub struct VdevNode {
     pub cksum: u64,
     /// A leaf whose resilver has not completed.
     pub resilvering: bool,
+    /// OpenZFS's vdev type: root, mirror, raidz, file, disk, spare, hole.
+    pub vdev_type: String,
+    pub guid: u64,
+    /// The device path of a leaf.
+    pub path: Option<String>,
     pub children: Vec<VdevNode>,
 }
 
@@ -40,6 +45,13 @@ impl VdevNode {
                 && v.stats
                     .resilvering
                     .load(std::sync::atomic::Ordering::Relaxed),
+            vdev_type: match v.kind {
+                VdevKind::Root => "root".to_string(),
+                VdevKind::Raidz { .. } => "raidz".to_string(),
+                _ => v.type_name.clone(),
+            },
+            guid: v.guid,
+            path: v.path.clone(),
             children: v
                 .children
                 .iter()
