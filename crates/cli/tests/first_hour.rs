@@ -565,7 +565,8 @@ fn zpool_create_mounts() {
 
 /// `zfs receive -F` of an incremental onto a target with snapshots newer
 /// than the stream's source destroys them, as OpenZFS does; without `-F`
-/// the receive is refused and names one of them.
+/// the receive is refused and names one of them. A full stream with `-F`
+/// replaces an existing file system and keeps its properties.
 #[test]
 fn receive_force_destroys_newer_snapshots() {
     let pool = new_devs("ozfhrf", Layout::Stripe, 1, 128);
@@ -624,6 +625,36 @@ fn receive_force_destroys_newer_snapshots() {
     let out = work.path().join("out.txt");
     oz.ok(&["cp", &format!("{dst}:/a.txt"), &out.to_string_lossy()]);
     assert_eq!(fs::read(&out).unwrap(), b"version two");
+
+    // A full stream onto an existing file system: refused without -F;
+    // with it, the stream replaces snapshots and contents, and the file
+    // system's own properties stay.
+    oz.ok(&["zfs", "set", "compression=lzjb", &dst]);
+    oz.ok(&["zfs", "set", "quota=50M", &dst]);
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive {dst} < '{}'",
+        full.display()
+    ));
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("must specify -F"), "{}", r.describe());
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive -F {dst} < '{}'",
+        full.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    let snaps = oz.ok(&[
+        "zfs", "list", "-H", "-t", "snapshot", "-o", "name", "-r", &dst,
+    ]);
+    assert_eq!(snaps.lines().collect::<Vec<_>>(), [format!("{dst}@1")]);
+    let out1 = work.path().join("out1.txt");
+    oz.ok(&["cp", &format!("{dst}:/a.txt"), &out1.to_string_lossy()]);
+    assert_eq!(fs::read(&out1).unwrap(), b"version one");
+    let props = oz.ok(&["zfs", "get", "-H", "-o", "value", "compression,quota", &dst]);
+    assert_eq!(
+        props.lines().collect::<Vec<_>>(),
+        ["lzjb", "50M"],
+        "{props}"
+    );
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &pool.dev_dir(), "after receive -F");
 }

@@ -379,12 +379,53 @@ fn receive_one(
         }
         head.ds_obj
     } else {
-        if existing.is_some() {
-            return Err(Error::Exists(format!(
-                "cannot receive new filesystem stream: destination '{fs}' exists\nmust specify -F to overwrite it"
-            )));
+        // With -F a full stream replaces an existing file system (without
+        // children): its snapshots go (newest first), then its contents;
+        // its own properties stay, as ZFS keeps the directory they live in.
+        let mut keep: Vec<(String, crate::create::PropSetting)> = Vec::new();
+        if let Some(ex) = existing {
+            if !opts.force {
+                return Err(Error::Exists(format!(
+                    "cannot receive new filesystem stream: destination '{fs}' exists\nmust specify -F to overwrite it"
+                )));
+            }
+            if ex.is_snapshot || !dsl.child_dirs(&ex.dir)?.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "cannot receive new filesystem stream: destination '{fs}' has child file systems; destroy them first"
+                )));
+            }
+            if ex.dir.props_zapobj != 0 {
+                for e in ozfs_dmu::zap_tx::list(&w.mos, ex.dir.props_zapobj)? {
+                    let v = match (e.int_len, e.as_u64(), e.as_string()) {
+                        (8, Some(n), _) => crate::create::PropSetting::Num(n),
+                        (1, _, Some(s)) => crate::create::PropSetting::Text(s),
+                        _ => continue,
+                    };
+                    keep.push((e.name_str(), v));
+                }
+            }
+            if ex.dir.quota != 0 {
+                keep.push((
+                    "quota".into(),
+                    crate::create::PropSetting::Num(ex.dir.quota),
+                ));
+            }
+            let mut snaps = dsl.snapshots(&ex)?;
+            snaps.sort_by_key(|s| std::cmp::Reverse(s.ds.creation_txg));
+            for s in &snaps {
+                w.destroy_snapshot(&s.name)?;
+                w.sync()?;
+            }
+            w.destroy_filesystem(&fs)?;
+            w.sync()?;
         }
         let ds = crate::create::create_filesystem(w, &fs, &[])?;
+        if !keep.is_empty() {
+            let dir = w.dataset(ds)?.dir_obj;
+            for (k, v) in &keep {
+                crate::create::set_prop_dir(w, dir, k, v)?;
+            }
+        }
         // The stream brings every object: start from an empty objset.
         let fresh = w.fs.remove(&ds).map(|t| t.os.phys.clone());
         if let Some(mut phys) = fresh {
