@@ -77,6 +77,16 @@ impl Args {
         self.opts.get(&c).cloned().unwrap_or_default()
     }
 
+    /// The `-o` field list of a `get` (`name,property,value,source` by
+    /// default), lower-cased.
+    pub fn fields(&self) -> Vec<String> {
+        self.opt('o')
+            .unwrap_or("name,property,value,source")
+            .split(',')
+            .map(|s| s.trim().to_lowercase())
+            .collect()
+    }
+
     /// Refuse the flags and options of `letters` that were given: OpenZFS
     /// has them, ozfs does not implement them yet, and a script must not
     /// believe they worked. `what` names the command ("cannot receive").

@@ -378,12 +378,7 @@ fn get(argv: &[String]) -> CmdResult {
             }
         }
     }
-    let fields: Vec<String> = a
-        .opt('o')
-        .unwrap_or("name,property,value,source")
-        .split(',')
-        .map(|s| s.trim().to_lowercase())
-        .collect();
+    let fields = a.fields();
     let sources: Option<Vec<String>> = a.opt('s').map(|s| s.split(',').map(String::from).collect());
     let scripted = a.flag('H');
     let parsable = a.flag('p');

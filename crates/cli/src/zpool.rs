@@ -551,12 +551,7 @@ fn get(argv: &[String]) -> CmdResult {
     let Some(which) = a.pos.first() else {
         return Err(Fail::Usage(format!("missing property argument\n{USAGE}")));
     };
-    let fields: Vec<String> = a
-        .opt('o')
-        .unwrap_or("name,property,value,source")
-        .split(',')
-        .map(|s| s.trim().to_lowercase())
-        .collect();
+    let fields = a.fields();
     for f in &fields {
         if !["name", "property", "value", "source"].contains(&f.as_str()) {
             return Err(Fail::Usage(format!("invalid field '{f}'")));

@@ -52,23 +52,19 @@ impl Charges {
     }
 }
 
-fn prop_u64(w: &PoolWriter, props: u64, name: &str) -> Result<u64> {
-    if props == 0 {
-        return Ok(0);
-    }
-    Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
-        .and_then(|e| e.as_u64())
-        .unwrap_or(0))
-}
-
-/// The limits covering head dataset `ds_obj`: its refquota, then the quota
-/// of its directory and of every ancestor.
-fn limits_of(w: &PoolWriter, ds_obj: u64) -> Result<Vec<Limit>> {
-    let ds = w.dataset(ds_obj)?;
+/// The limits covering head dataset `ds_obj` (bonus `ds`): its refquota,
+/// then the quota of its directory and of every ancestor. `dir` reads a
+/// DSL directory, `num` a numeric property from a properties object (both
+/// from the open txg for a writer, from the synced state for a reader).
+fn limits_with(
+    ds_obj: u64,
+    ds: &ozfs_format::dsl::DslDatasetPhys,
+    dir: &dyn Fn(u64) -> Result<ozfs_format::dsl::DslDirPhys>,
+    num: &dyn Fn(u64, &str) -> Result<u64>,
+) -> Result<Vec<Limit>> {
     let mut out = Vec::new();
     let mut dir_obj = ds.dir_obj;
-    let dir = w.dir(dir_obj)?;
-    let refquota = prop_u64(w, dir.props_zapobj, "refquota")?;
+    let refquota = num(dir(dir_obj)?.props_zapobj, "refquota")?;
     if refquota > 0 {
         out.push(Limit {
             key: (false, ds_obj),
@@ -78,22 +74,35 @@ fn limits_of(w: &PoolWriter, ds_obj: u64) -> Result<Vec<Limit>> {
         });
     }
     for _ in 0..256 {
-        let dir = w.dir(dir_obj)?;
-        let quota = prop_u64(w, dir.props_zapobj, "quota")?.max(dir.quota);
+        let d = dir(dir_obj)?;
+        let quota = num(d.props_zapobj, "quota")?.max(d.quota);
         if quota > 0 {
             out.push(Limit {
                 key: (true, dir_obj),
                 limit: quota,
-                used: dir.used_bytes,
+                used: d.used_bytes,
                 what: "quota",
             });
         }
-        if dir.parent_obj == 0 {
+        if d.parent_obj == 0 {
             break;
         }
-        dir_obj = dir.parent_obj;
+        dir_obj = d.parent_obj;
     }
     Ok(out)
+}
+
+/// The limits covering head dataset `ds_obj` as the open txg has them.
+fn limits_of(w: &PoolWriter, ds_obj: u64) -> Result<Vec<Limit>> {
+    let num = |props: u64, name: &str| -> Result<u64> {
+        if props == 0 {
+            return Ok(0);
+        }
+        Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0))
+    };
+    limits_with(ds_obj, &w.dataset(ds_obj)?, &|o| w.dir(o), &num)
 }
 
 impl PoolWriter {
@@ -158,24 +167,7 @@ impl crate::DslPool {
                 .and_then(|e| e.as_u64())
                 .unwrap_or(0))
         };
-        let mut room: Option<u64> = None;
-        let mut take = |r: u64| room = Some(room.map_or(r, |x: u64| x.min(r)));
-        let refquota = num(ds.dir.props_zapobj, "refquota")?;
-        if refquota > 0 {
-            take(refquota.saturating_sub(ds.ds.referenced_bytes));
-        }
-        let mut dir_obj = ds.ds.dir_obj;
-        for _ in 0..256 {
-            let dir = self.dir(dir_obj)?;
-            let quota = num(dir.props_zapobj, "quota")?.max(dir.quota);
-            if quota > 0 {
-                take(quota.saturating_sub(dir.used_bytes));
-            }
-            if dir.parent_obj == 0 {
-                break;
-            }
-            dir_obj = dir.parent_obj;
-        }
-        Ok(room)
+        let limits = limits_with(ds.ds_obj, &ds.ds, &|o| self.dir(o), &num)?;
+        Ok(limits.iter().map(|l| l.limit.saturating_sub(l.used)).min())
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::error::{invalid, Error, Result};
 use crate::host::{holder, writer_for, Record};
-use crate::scan::{run_scrub, ProgressFn, ScanState};
+use crate::scan::{ProgressFn, ScanState};
 use ozfs_dsl::scrub::ScanMode;
 use ozfs_dsl::sync::PoolWriter;
 
@@ -52,16 +52,7 @@ fn with_writer<T>(
     rec.save_counters(&cell.borrow().pool)
         .map_err(|e| e.context("cannot record the change"))?;
     if resilver {
-        let st = run_scrub(
-            pool,
-            ScanMode::Resilver,
-            &|f| {
-                let mut g = cell.borrow_mut();
-                f(&mut g);
-                Ok(())
-            },
-            progress,
-        )?;
+        let st = crate::scan::run_here(pool, ScanMode::Resilver, &cell, progress)?;
         cell.borrow_mut()
             .sync()
             .map_err(|e| e.context(&format!("cannot sync '{pool}'")))?;

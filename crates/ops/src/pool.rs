@@ -217,6 +217,12 @@ pub fn import(
     Ok(rec)
 }
 
+/// The writer of a recorded pool no daemon holds, under its lock.
+fn own_writer(rec: &Record) -> Result<ozfs_dsl::sync::PoolWriter> {
+    crate::host::lock_pool(&rec.name)?;
+    ozfs_dsl::sync::PoolWriter::open(rec.open_rw()?)
+}
+
 /// `zpool export POOL`: the daemon unmounts, syncs and lets go of it when
 /// it holds it; the pool is marked exported in its labels and forgotten.
 pub fn export(name: &str) -> Result<()> {
@@ -229,10 +235,9 @@ pub fn export(name: &str) -> Result<()> {
         .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
     if !rec.readonly {
         let fail = |e: Error| e.context(&format!("cannot export '{name}'"));
-        crate::host::lock_pool(name).map_err(fail)?;
-        let pool = rec.open_rw().map_err(fail)?;
-        let mut w = ozfs_dsl::sync::PoolWriter::open(pool).map_err(fail)?;
-        w.export().map_err(fail)?;
+        own_writer(&rec)
+            .and_then(|mut w| w.export())
+            .map_err(fail)?;
     }
     Record::remove(name).map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))
 }
@@ -252,9 +257,7 @@ pub fn destroy(name: &str) -> Result<()> {
     }
     if !rec.readonly {
         let fail = |e: Error| e.context(&format!("cannot destroy '{name}'"));
-        crate::host::lock_pool(name).map_err(fail)?;
-        let pool = rec.open_rw().map_err(fail)?;
-        let mut w = ozfs_dsl::sync::PoolWriter::open(pool).map_err(fail)?;
+        let mut w = own_writer(&rec).map_err(fail)?;
         w.sync().map_err(fail)?;
         w.state = ozfs_spa::label_write::POOL_STATE_DESTROYED;
         w.config_dirty = true;

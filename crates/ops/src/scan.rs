@@ -276,6 +276,27 @@ pub fn run_scrub(
     Ok(st)
 }
 
+/// Run a scan in this process, on the writer in `cell` (borrowed briefly
+/// at the scan's start and end). The final state is returned unsaved, as
+/// from [`run_scrub`].
+pub fn run_here(
+    pool: &str,
+    mode: ScanMode,
+    cell: &std::cell::RefCell<crate::Writer>,
+    progress: &ProgressFn<'_>,
+) -> Result<ScanState> {
+    run_scrub(
+        pool,
+        mode,
+        &|f| {
+            let mut g = cell.borrow_mut();
+            f(&mut g);
+            Ok(())
+        },
+        progress,
+    )
+}
+
 /// What `zpool scrub` asks of one pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ScrubAction {
@@ -354,18 +375,8 @@ fn start(pool: &str, progress: &ProgressFn<'_>) -> Result<Option<ScanState>> {
         return h.start_scan(pool, ScanMode::Scrub).map(|()| None);
     }
     // No daemon holds the pool: this process is its writer.
-    let w = crate::host::writer_for(pool)?;
-    let cell = std::cell::RefCell::new(w);
-    let st = run_scrub(
-        pool,
-        ScanMode::Scrub,
-        &|f| {
-            let mut g = cell.borrow_mut();
-            f(&mut g);
-            Ok(())
-        },
-        progress,
-    )?;
+    let cell = std::cell::RefCell::new(crate::host::writer_for(pool)?);
+    let st = run_here(pool, ScanMode::Scrub, &cell, progress)?;
     let w = cell.into_inner();
     // As zpool: a scrub that found unrecoverable errors still succeeded;
     // `zpool status -v` tells what was lost. Counters are kept either way.
