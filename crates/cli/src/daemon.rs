@@ -34,6 +34,7 @@ use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
 use ozfs_ops::client::socket_path;
 use ozfs_ops::devices::SpareEvent;
 use ozfs_ops::host::{state_dir, Record};
+use ozfs_ops::names::pool_of;
 use ozfs_ops::proto::{Request, Response};
 use ozfs_ops::scan::ScanMode;
 use ozfs_ops::{Error, Pool};
@@ -442,10 +443,6 @@ fn op_err(e: &Error) -> Value {
 /// What to do when an export finds a dataset that will not unmount.
 fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
-}
-
-fn pool_of(ds: &str) -> &str {
-    ozfs_ops::names::pool_of(ds)
 }
 
 impl Daemon {

@@ -353,10 +353,11 @@ fn list(argv: &[String]) -> CmdResult {
                 })
                 .collect();
             let chosen = props
-                .into_iter()
+                .iter()
                 .filter(|p| keys.contains(&p.name.as_str()))
+                .cloned()
                 .collect();
-            pools.push((name, chosen));
+            pools.push((name, props, chosen));
         }
         println!("{}", json_pools("zpool list", &pools, a.flag('p')));
         return Ok(());
@@ -505,20 +506,21 @@ fn status(argv: &[String]) -> CmdResult {
 
 /// `zpool get [-Hp] [-o field[,field]...] all|PROP[,PROP]... [POOL]...`
 /// `-j`: pools with the properties chosen, as OpenZFS's JSON has them.
-fn json_pools(command: &str, pools: &[(String, Vec<status::PoolProp>)], parsable: bool) -> String {
+/// Each pool comes with all its properties (for the pool's own fields)
+/// and those chosen for `properties`.
+type JsonPool = (String, Vec<status::PoolProp>, Vec<status::PoolProp>);
+
+fn json_pools(command: &str, pools: &[JsonPool], parsable: bool) -> String {
     let mut items = serde_json::Map::new();
-    for (name, props) in pools {
+    for (name, all, chosen) in pools {
         let mut m = serde_json::Map::new();
-        let find = |k: &str| props.iter().find(|p| p.name == k).map(|p| p.value.clone());
-        for p in props {
+        for p in chosen {
             m.insert(
                 p.name.clone(),
                 crate::output::json_prop(&prop_text(p, parsable), &p.source),
             );
         }
-        let all = status::pool_props(name).unwrap_or_default();
-        let get =
-            |k: &str| find(k).or_else(|| all.iter().find(|p| p.name == k).map(|p| p.value.clone()));
+        let get = |k: &str| all.iter().find(|p| p.name == k).map(|p| p.value.clone());
         items.insert(
             name.clone(),
             serde_json::json!({
@@ -568,7 +570,7 @@ fn get(argv: &[String]) -> CmdResult {
     for name in names {
         let props = status::pool_props(&name)?;
         let wanted: Vec<status::PoolProp> = if which == "all" {
-            props
+            props.clone()
         } else {
             let mut v = Vec::new();
             for w in which.split(',') {
@@ -591,7 +593,7 @@ fn get(argv: &[String]) -> CmdResult {
             v
         };
         if a.flag('j') {
-            as_json.push((name.clone(), wanted));
+            as_json.push((name.clone(), props, wanted));
             continue;
         }
         for p in wanted {
@@ -664,15 +666,13 @@ fn status_json(names: &[String]) -> CmdResult {
         root.vdev_type = "root".into();
         let mut vdevs = serde_json::Map::new();
         vdevs.insert(name.clone(), vdev_json(&root));
+        let scan = ozfs_ops::scan::ScanState::load(name);
         let mut e = serde_json::json!({
             "name": name,
             "state": ps.state,
             "pool_guid": ps.guid.to_string(),
             "vdevs": vdevs,
-            "error_count": ozfs_ops::scan::ScanState::load(name)
-                .map(|s| s.files.len())
-                .unwrap_or(0)
-                .to_string(),
+            "error_count": scan.as_ref().map_or(0, |s| s.files.len()).to_string(),
         });
         if !ps.spares.is_empty() {
             let mut m = serde_json::Map::new();
@@ -685,7 +685,7 @@ fn status_json(names: &[String]) -> CmdResult {
             }
             e["spares"] = serde_json::Value::Object(m);
         }
-        if let Some(s) = ozfs_ops::scan::ScanState::load(name) {
+        if let Some(s) = scan {
             e["scan_stats"] = serde_json::json!({
                 "function": s.func.to_uppercase(),
                 "state": match s.state.as_str() {
@@ -871,15 +871,8 @@ fn remove(argv: &[String]) -> CmdResult {
     }
     if a.flag('n') {
         // A dry run names what would go and changes nothing.
-        let st = status::status(&a.pos[0])?;
+        ozfs_ops::devices::remove_dry_run(&a.pos[0], &a.pos[1..])?;
         for d in &a.pos[1..] {
-            if !st.spares.iter().any(|(p, _)| {
-                p == d || std::path::Path::new(p).file_name().and_then(|f| f.to_str()) == Some(d)
-            }) {
-                return Err(Fail::Err(format!(
-                    "cannot remove {d}: only inactive hot spares can be removed"
-                )));
-            }
             println!("would remove {d}");
         }
         return Ok(());

@@ -671,17 +671,8 @@ fn small_pools_take_sparse_and_compressible_trees() {
     let src = work.path().join("tree");
     fs::create_dir_all(src.join("small")).unwrap();
     fs::create_dir_all(src.join("tiny")).unwrap();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rand = |n: usize| -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    };
+    let mut rng = ozfs_testkit::rng::XorShift::new(15);
+    let mut rand = |n: usize| rng.bytes(n);
     fs::write(src.join("random.bin"), rand(20 << 20)).unwrap();
     let mut f = fs::File::create(src.join("sparse.img")).unwrap();
     f.set_len(48 << 20).unwrap();

@@ -21,15 +21,7 @@ fn avail(oz: &ozfs_testkit::cli::Ozfs, ds: &str) -> u64 {
 
 /// Incompressible bytes.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    ozfs_testkit::rng::XorShift::new(seed).bytes(n)
 }
 
 #[test]

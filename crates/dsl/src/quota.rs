@@ -92,15 +92,22 @@ fn limits_with(
     Ok(out)
 }
 
+/// A numeric property found by `look` in properties object `props` (0:
+/// none, or no such object).
+fn num_or_zero(
+    props: u64,
+    look: impl FnOnce() -> Result<Option<ozfs_format::zap::ZapEntry>>,
+) -> Result<u64> {
+    if props == 0 {
+        return Ok(0);
+    }
+    Ok(look()?.and_then(|e| e.as_u64()).unwrap_or(0))
+}
+
 /// The limits covering head dataset `ds_obj` as the open txg has them.
 fn limits_of(w: &PoolWriter, ds_obj: u64) -> Result<Vec<Limit>> {
-    let num = |props: u64, name: &str| -> Result<u64> {
-        if props == 0 {
-            return Ok(0);
-        }
-        Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
-            .and_then(|e| e.as_u64())
-            .unwrap_or(0))
+    let num = |props: u64, name: &str| {
+        num_or_zero(props, || zap_tx::lookup(&w.mos, props, name.as_bytes()))
     };
     limits_with(ds_obj, &w.dataset(ds_obj)?, &|o| w.dir(o), &num)
 }
@@ -159,13 +166,8 @@ impl crate::DslPool {
         if ds.is_snapshot {
             return Ok(None);
         }
-        let num = |props: u64, name: &str| -> Result<u64> {
-            if props == 0 {
-                return Ok(0);
-            }
-            Ok(ozfs_dmu::zap::lookup_obj(&self.mos, props, name)?
-                .and_then(|e| e.as_u64())
-                .unwrap_or(0))
+        let num = |props: u64, name: &str| {
+            num_or_zero(props, || ozfs_dmu::zap::lookup_obj(&self.mos, props, name))
         };
         let limits = limits_with(ds.ds_obj, &ds.ds, &|o| self.dir(o), &num)?;
         Ok(limits.iter().map(|l| l.limit.saturating_sub(l.used)).min())

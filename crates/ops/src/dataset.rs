@@ -29,7 +29,6 @@ pub fn create(name: &str, parents: bool, props: &[(String, String)]) -> Result<V
     let mut w = writer_for(name)?;
     let mut settings = Vec::new();
     for (k, v) in props {
-        check_settable(w.version, k, v, &format!("cannot create '{name}'"))?;
         settings.push((
             k.clone(),
             ozfs_dsl::props::parse_setting(k, v)
@@ -197,21 +196,6 @@ pub fn destroy(name: &str, o: &DestroyOpts) -> Result<DestroyPlan> {
     Ok(plan)
 }
 
-/// Refuse a property value the pool cannot honour: ozfs does not write
-/// zstd yet (accepting it would make every later write of the dataset
-/// fail). `what` is the refused action. (`compression=lz4` on a pool of
-/// version 23 is still accepted: ozfs reads and writes it, zfs-fuse does
-/// not read it.)
-pub fn check_settable(_version: u64, key: &str, value: &str, what: &str) -> Result<()> {
-    if key == "compression" && value.starts_with("zstd") {
-        return Err(Error::Unsupported {
-            what: what.to_string(),
-            detail: format!("compression={value}: ozfs does not write zstd yet"),
-        });
-    }
-    Ok(())
-}
-
 /// Properties fixed at creation.
 const READONLY_AFTER_CREATE: &[&str] = &["version", "utf8only", "normalization", "casesensitivity"];
 
@@ -233,12 +217,6 @@ pub fn set(assigns: &[(String, String)], datasets: &[String]) -> Result<()> {
                     "cannot set property for '{ds_name}': '{k}' is readonly"
                 )));
             }
-            check_settable(
-                w.version,
-                k,
-                v,
-                &format!("cannot set property for '{ds_name}'"),
-            )?;
             let setting = ozfs_dsl::props::parse_setting(k, v).map_err(fail)?;
             ozfs_dsl::create::set_prop_dir(&mut w, ds.dir_obj, k, &setting)?;
         }

@@ -383,21 +383,41 @@ pub fn detach_in(w: &mut PoolWriter, dev: &str) -> Result<Option<String>> {
     Ok(Some(path))
 }
 
-/// `zpool remove POOL SPARE` on the pool `w` writes: an available hot spare
-/// leaves the spares list and its labels are cleared; synced. Returns its path.
-pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String> {
-    let pool = w.pool.clone();
-    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot remove {dev}: {m}"));
+/// The hot spare `dev` names if `zpool remove` may take it out of `pool`
+/// (an available spare), else why not.
+fn removable_spare(pool: &ozfs_spa::Pool, dev: &str) -> Result<ozfs_spa::spares::Spare> {
+    let fail = |m: &str| invalid(format!("cannot remove {dev}: {m}"));
     let Some(spare) = pool.find_spare(dev) else {
-        return Err(fail(&if pool.find_leaf(dev).is_some() {
+        return Err(fail(if pool.find_leaf(dev).is_some() {
             "only inactive hot spares can be removed"
         } else {
             "no such device in pool"
         }));
     };
     if pool.spare_state(&spare) == ozfs_spa::spares::SpareState::InUse {
-        return Err(fail(&"it is a hot spare in use; detach it first"));
+        return Err(fail("it is a hot spare in use; detach it first"));
     }
+    Ok(spare)
+}
+
+/// `zpool remove -n POOL DEV...`: check that each could be removed,
+/// change nothing.
+pub fn remove_dry_run(pool: &str, devs: &[String]) -> Result<()> {
+    let (_, p) = crate::host::open_imported(pool)?;
+    if p.spares_unloaded() {
+        // Opening the DSL reads the MOS list of spares.
+        ozfs_dsl::DslPool::open(p.clone())?;
+    }
+    devs.iter()
+        .try_for_each(|d| removable_spare(&p, d).map(|_| ()))
+}
+
+/// `zpool remove POOL SPARE` on the pool `w` writes: an available hot spare
+/// leaves the spares list and its labels are cleared; synced. Returns its path.
+pub fn remove_spare_in(w: &mut PoolWriter, dev: &str) -> Result<String> {
+    let pool = w.pool.clone();
+    let fail = |m: &dyn std::fmt::Display| invalid(format!("cannot remove {dev}: {m}"));
+    let spare = removable_spare(&pool, dev)?;
     let mut spares = pool.spares();
     spares.retain(|s| s.guid != spare.guid);
     pool.set_spares(spares);

@@ -54,7 +54,6 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     }
     let mut settings = Vec::new();
     for (k, v) in &o.fs_props {
-        crate::dataset::check_settable(o.version, k, v, &format!("cannot create '{name}'"))?;
         settings.push((
             k.clone(),
             ozfs_dsl::props::parse_setting(k, v).map_err(fail)?,

@@ -244,26 +244,21 @@ impl From<&ScanState> for ScanStateData {
     }
 }
 
-fn pool_of(name: &str) -> String {
-    crate::names::pool_of(name).to_string()
-}
-
 impl Request {
     /// The pool this request changes.
     pub fn pool(&self) -> String {
         use Request::*;
-        match self {
-            Create { name, .. } | Destroy { name, .. } => pool_of(name),
-            Set { datasets, .. } | Inherit { datasets, .. } => {
-                datasets.first().map(|d| pool_of(d)).unwrap_or_default()
-            }
-            Snapshot { names, .. } => names.first().map(|d| pool_of(d)).unwrap_or_default(),
-            Rollback { snapshot, .. } => pool_of(snapshot),
-            Clone { target, .. } => pool_of(target),
-            Rename { from, .. } => pool_of(from),
-            Promote { clone } => pool_of(clone),
-            Hold { snapshots, .. } => snapshots.first().map(|d| pool_of(d)).unwrap_or_default(),
-            Receive { target, .. } => pool_of(target),
+        let first = |v: &[String]| v.first().cloned().unwrap_or_default();
+        let name = match self {
+            Create { name, .. } | Destroy { name, .. } => name.clone(),
+            Set { datasets, .. } | Inherit { datasets, .. } => first(datasets),
+            Snapshot { names, .. } => first(names),
+            Hold { snapshots, .. } => first(snapshots),
+            Rollback { snapshot, .. } => snapshot.clone(),
+            Clone { target, .. } => target.clone(),
+            Rename { from, .. } => from.clone(),
+            Promote { clone } => clone.clone(),
+            Receive { target, .. } => target.clone(),
             Scrub { pool, .. }
             | Clear { pool, .. }
             | Replace { pool, .. }
@@ -272,11 +267,12 @@ impl Request {
             | Detach { pool, .. }
             | Add { pool, .. }
             | Remove { pool, .. }
-            | Sync { pool } => pool.clone(),
+            | Sync { pool } => return pool.clone(),
             CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
-                pool_of(dataset)
+                dataset.clone()
             }
-        }
+        };
+        crate::names::pool_of(&name).to_string()
     }
 
     /// Every pool this request names must be the one it changes: a
@@ -295,7 +291,7 @@ impl Request {
             Rename { from, to, .. } => vec![from, to],
             _ => Vec::new(),
         };
-        match names.iter().find(|n| pool_of(n) != pool) {
+        match names.iter().find(|n| crate::names::pool_of(n) != pool) {
             Some(n) => Err(Error::Invalid(format!(
                 "'{n}' is not in pool '{pool}': one request changes one pool"
             ))),

@@ -521,6 +521,25 @@ impl SimDevice {
     }
 }
 
+/// An injected I/O error for a `kind` access of `len` bytes at `offset`:
+/// on one of the chosen `ranges`, or at random with probability `p`.
+fn injected_error(
+    ranges: &[Range<u64>],
+    p: f64,
+    rng: &mut SplitMix64,
+    offset: u64,
+    len: u64,
+    kind: &str,
+) -> Option<String> {
+    if overlaps(ranges, offset, len).is_some() {
+        Some(format!("{kind} error on a chosen range"))
+    } else if rng.chance(p) {
+        Some(format!("random {kind} error"))
+    } else {
+        None
+    }
+}
+
 impl BlockDevice for SimDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.check_range(buf.len(), offset, "read")?;
@@ -529,14 +548,11 @@ impl BlockDevice for SimDevice {
         st.stats.bytes_read += buf.len() as u64;
         let len = buf.len() as u64;
         let what = || format!("{}: read of {len} bytes at offset {offset:#x}", self.name);
-        if overlaps(&st.faults.read_error_ranges, offset, len).is_some() {
+        let s = &mut *st;
+        let (ranges, p) = (&s.faults.read_error_ranges, s.faults.read_error_prob);
+        if let Some(why) = injected_error(ranges, p, &mut s.rng, offset, len, "read") {
             st.stats.read_errors += 1;
-            return Err(eio(what(), "read error on a chosen range"));
-        }
-        let p = st.faults.read_error_prob;
-        if st.rng.chance(p) {
-            st.stats.read_errors += 1;
-            return Err(eio(what(), "random read error"));
+            return Err(eio(what(), &why));
         }
         st.current.read(buf, offset);
         if buf.is_empty() {
@@ -589,14 +605,11 @@ impl BlockDevice for SimDevice {
                 return Ok(());
             }
         }
-        if overlaps(&st.faults.write_error_ranges, offset, len).is_some() {
+        let s = &mut *st;
+        let (ranges, p) = (&s.faults.write_error_ranges, s.faults.write_error_prob);
+        if let Some(why) = injected_error(ranges, p, &mut s.rng, offset, len, "write") {
             st.stats.write_errors += 1;
-            return Err(eio(what(), "write error on a chosen range"));
-        }
-        let p = st.faults.write_error_prob;
-        if st.rng.chance(p) {
-            st.stats.write_errors += 1;
-            return Err(eio(what(), "random write error"));
+            return Err(eio(what(), &why));
         }
         st.current.write(buf, offset);
         st.pending.push((offset, buf.to_vec()));
