@@ -106,5 +106,6 @@ fn options(i: &DsMount, readonly: bool) -> Options {
         i.setuid,
         i.devices,
         i.exec,
+        i.posix_acl,
     )
 }

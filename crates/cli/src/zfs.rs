@@ -510,6 +510,7 @@ const GET_ORDER: &[&str] = &[
     "userrefs",
     "guid",
     "createtxg",
+    "acltype",
 ];
 
 fn sort_props(props: &mut [(String, PropValue, PropSource)]) {

@@ -10,7 +10,9 @@
 //! GNU cp and rsync set modes by writing the `system.posix_acl_access`
 //! attribute when the file system accepts it; ozfs (as ZFS with
 //! `acltype=off`) refuses it with EOPNOTSUPP so they fall back to chmod —
-//! the copy used to come out 0700/0600 everywhere.
+//! the copy used to come out 0700/0600 everywhere. With `acltype=posix`
+//! the ACLs themselves are kept: the second test compares `getfacl -R`,
+//! inheritance, chmod and what user `nobody` may read against the host.
 
 mod common;
 mod wcommon;
@@ -146,4 +148,155 @@ fn cp_tar_rsync_through_a_mount_as_on_the_host() {
         &pool.dev_dir(),
         "after cp/tar/rsync through the mount",
     );
+}
+
+/// The tree of ACLs: named users and groups with a mask, a directory with a
+/// default ACL (and a file and directory made in it after it was set), a
+/// plain file beside them.
+fn acl_tree(root: &Path) {
+    fs::create_dir_all(root.join("inherit")).unwrap();
+    fs::create_dir_all(root.join("plain")).unwrap();
+    fs::write(root.join("user"), b"nobody may write\n").unwrap();
+    fs::write(root.join("group"), b"daemon may read\n").unwrap();
+    fs::write(root.join("plain/f"), b"no ACL\n").unwrap();
+    let s = root.display();
+    run(&format!(
+        "cd {s} && chmod 0640 user group plain/f && \
+         setfacl -m u:nobody:rw user && \
+         setfacl -m g:daemon:r,m::r group && \
+         setfacl -d -m u:nobody:rwx,g::rx,o::- inherit && \
+         setfacl -m u:nobody:rx inherit && \
+         (umask 022 && echo inherited > inherit/file && mkdir inherit/sub) && \
+         find . -depth -exec touch -h -d @1600000000 {{}} +"
+    ));
+}
+
+/// `getfacl -R` of `dir`, with paths relative to it, one block per file in
+/// path order (directory order is the file system's own).
+fn getfacl(dir: &Path) -> String {
+    let out = Command::new("getfacl")
+        .args(["-R", "-p", "."])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "getfacl in {}", dir.display());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut blocks: Vec<&str> = text.split("\n\n").filter(|b| !b.is_empty()).collect();
+    blocks.sort();
+    blocks.join("\n\n")
+}
+
+/// Whether user `nobody` can read `path`.
+fn nobody_reads(path: &Path) -> bool {
+    Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat"])
+        .arg(path)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// `acltype=posix`: cp -a, rsync -aAX and tar --acls carry POSIX ACLs into
+/// an ozfs mount exactly as into the host's ext4 (`getfacl -R` and the
+/// manifest, modes included); default ACLs are inherited by new files and
+/// directories, chmod moves the mask, `setfacl -b` drops the ACL, and the
+/// kernel enforces what the ACL grants and denies — each compared with the
+/// host doing the same.
+#[test]
+fn posix_acls_through_a_mount_as_on_the_host() {
+    let pool = new_devs("ozposixacl", Layout::Stripe, 1, 256);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("posixacl");
+    let root = work.path().canonicalize().unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = root.join("mnt");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone()],
+    };
+    oz_create_at(&oz, &pool, &mnt, None, &["-O", "acltype=posix"]);
+    let dev_dir = pool.dev_dir().to_string_lossy().into_owned();
+    // The test kit creates without mounting; an import mounts.
+    oz_export(&oz, &name);
+    oz.ok(&["zpool", "import", "-d", &dev_dir, &name]);
+    assert!(is_mounted(&mnt));
+    let got = oz.ok(&["zfs", "get", "-H", "-o", "value", "acltype", &name]);
+    assert_eq!(got.trim(), "posix");
+
+    let src = root.join("src");
+    acl_tree(&src);
+    let host = root.join("host");
+    fs::create_dir_all(&host).unwrap();
+    let s = src.display();
+    for (tool, cmd) in [
+        ("cp", "cp -a {SRC} {DST}/cp"),
+        (
+            "tar",
+            "mkdir {DST}/tar && tar -C {SRC} --acls --xattrs -cpf - . | tar -C {DST}/tar --acls --xattrs -xpf -",
+        ),
+        ("rsync", "rsync -aAX {SRC}/ {DST}/rsync/"),
+    ] {
+        for dst in [&host, &mnt] {
+            run(&cmd
+                .replace("{SRC}", &s.to_string())
+                .replace("{DST}", &dst.display().to_string()));
+        }
+        let want = getfacl(&host.join(tool));
+        assert!(want.contains("user:nobody:rw-"), "{tool}: {want}");
+        assert!(want.contains("default:user:nobody:rwx"), "{tool}: {want}");
+        assert_eq!(
+            getfacl(&mnt.join(tool)),
+            want,
+            "{tool}: ACLs into ozfs vs into the host's fs"
+        );
+        assert_manifest_eq(
+            &Manifest::scan(host.join(tool)).unwrap(),
+            &Manifest::scan(mnt.join(tool)).unwrap(),
+            &format!("{tool} into the host's fs vs into ozfs"),
+        );
+    }
+
+    // Inheritance, chmod, removal: the same steps on both sides.
+    for dst in [&host, &mnt] {
+        run(&format!(
+            "cd {}/cp && (umask 077 && echo new > inherit/new && mkdir inherit/newdir && \
+             mkdir inherit/newdir/deeper) && chmod 0604 user && chmod 0750 group && \
+             setfacl -b plain/f && setfacl -k inherit/sub && \
+             setfacl -m u:nobody:- plain && \
+             find . -depth -exec touch -h -d @1600000000 {{}} +",
+            dst.display()
+        ));
+    }
+    let want = getfacl(&host.join("cp"));
+    assert!(want.contains("# file: ./inherit/newdir/deeper"), "{want}");
+    assert_eq!(
+        getfacl(&mnt.join("cp")),
+        want,
+        "after inheritance, chmod and removal"
+    );
+    assert_manifest_eq(
+        &Manifest::scan(host.join("cp")).unwrap(),
+        &Manifest::scan(mnt.join("cp")).unwrap(),
+        "after inheritance, chmod and removal",
+    );
+
+    // Enforcement by the kernel, as on the host: nobody reads `user`
+    // (other r after chmod 0604) and `inherit/file` (its inherited named
+    // entry), not `group` (0750, no entry for nobody) nor `plain/f` (its
+    // directory's ACL denies nobody).
+    for f in ["user", "inherit/file", "group", "plain/f"] {
+        let h = nobody_reads(&host.join("cp").join(f));
+        let o = nobody_reads(&mnt.join("cp").join(f));
+        assert_eq!(o, h, "nobody reading {f}: ozfs {o}, host {h}");
+    }
+    assert!(nobody_reads(&mnt.join("cp/inherit/file")));
+    assert!(!nobody_reads(&mnt.join("cp/plain/f")));
+
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after ACLs through the mount");
+    // Imported again, the ACLs are read back from the pool.
+    oz.ok(&["zpool", "import", "-d", &dev_dir, &name]);
+    assert_eq!(getfacl(&mnt.join("cp")), want, "after export and import");
 }

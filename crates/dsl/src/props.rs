@@ -201,6 +201,16 @@ const ACLINHERIT: &[(&str, u64)] = &[
     ("secure", 4),
     ("passthrough-x", 5),
 ];
+/// `acltype` (OpenZFS's ZFS_ACLTYPE_*): the first spelling of a value is
+/// the one shown; `noacl`, `disabled` and `posixacl` are accepted aliases.
+const ACLTYPE: &[(&str, u64)] = &[
+    ("off", 0),
+    ("posix", 1),
+    ("nfsv4", 2),
+    ("noacl", 0),
+    ("disabled", 0),
+    ("posixacl", 1),
+];
 const COPIES: &[(&str, u64)] = &[("1", 1), ("2", 2), ("3", 3)];
 
 /// (name, kind, inheritable, default as stored value or text)
@@ -235,6 +245,7 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
     ("sync", Kind::Index(SYNC), true, "0"),
     ("vscan", Kind::Index(ONOFF), true, "0"),
     ("nbmand", Kind::Index(ONOFF), true, "0"),
+    ("acltype", Kind::Index(ACLTYPE), true, "0"),
 ];
 
 fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
@@ -547,6 +558,13 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
                 return Err(Error::Unsupported {
                     what: "compression=zstd".into(),
                     detail: "ozfs does not write zstd yet".into(),
+                });
+            }
+            // NFSv4 ACLs have no Linux interface to serve them through.
+            if name == "acltype" && value == "nfsv4" {
+                return Err(Error::Unsupported {
+                    what: "acltype=nfsv4".into(),
+                    detail: "NFSv4 ACLs are not supported on Linux; use 'posix' or 'off'".into(),
                 });
             }
             let v = if name == "compression" && value == "gzip-6" {

@@ -85,6 +85,7 @@ use ozfs_format::znode::{
     ZplAttrs, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
 };
 use ozfs_format::{Error, ErrorKind};
+use ozfs_zpl::acl::{self, Acl};
 use ozfs_zpl::write::ZplTx;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -105,6 +106,10 @@ const ENODATA: c_int = libc::ENODATA;
 
 /// Result of a file system operation: errno on failure.
 type Res<T> = Result<T, c_int>;
+
+/// A new object's permission bits and the access and default ACL values
+/// it inherits (see `State::inherit`).
+type Inherited = (u64, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// How a dataset is mounted.
 #[derive(Debug, Clone)]
@@ -129,12 +134,16 @@ pub struct Options {
     pub devices: bool,
     /// The `exec` property: off mounts `noexec`.
     pub exec: bool,
+    /// `acltype=posix`: POSIX ACLs are stored, inherited and kept in step
+    /// with the mode, and the kernel enforces them (FUSE_POSIX_ACL). Off:
+    /// the ACL attributes are refused with EOPNOTSUPP.
+    pub posix_acl: bool,
 }
 
 impl Options {
     /// Defaults: read-write, 64 MiB (or `OZFS_TXG_BYTES`), 5 s.
     /// The options of a dataset's mount from its properties (`readonly`,
-    /// `atime`, `setuid`, `devices`, `exec`).
+    /// `atime`, `setuid`, `devices`, `exec`, `acltype`).
     pub fn dataset(
         fsname: &str,
         readonly: bool,
@@ -142,6 +151,7 @@ impl Options {
         setuid: bool,
         devices: bool,
         exec: bool,
+        posix_acl: bool,
     ) -> Options {
         Options {
             readonly,
@@ -149,6 +159,7 @@ impl Options {
             setuid,
             devices,
             exec,
+            posix_acl,
             ..Options::new(fsname)
         }
     }
@@ -167,6 +178,7 @@ impl Options {
             setuid: true,
             devices: true,
             exec: true,
+            posix_acl: false,
         }
     }
 
@@ -257,13 +269,14 @@ fn log_err(what: &str, e: &Error) {
     eprintln!("ozfs mount: {what}: {e}");
 }
 
-/// POSIX ACLs are not kept (ZFS's `acltype=off`, its default on Linux): the
-/// `system.posix_acl_access` / `_default` attributes are refused with
-/// EOPNOTSUPP, as OpenZFS refuses them, so that tools fall back to the
-/// mode bits (`cp -a` then uses chmod instead of believing an ACL was
-/// stored).
-fn posix_acl_refused(name: &[u8]) -> Res<()> {
-    if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
+/// Without `acltype=posix` (ZFS's default on Linux is `off`) POSIX ACLs
+/// are not kept: the `system.posix_acl_access` / `_default` attributes are
+/// refused with EOPNOTSUPP, as OpenZFS refuses them, so that tools fall
+/// back to the mode bits (`cp -a` then uses chmod instead of believing an
+/// ACL was stored). With `acltype=posix` they are stored as OpenZFS on
+/// Linux stores them (see [`ozfs_zpl::acl`]).
+fn posix_acl_refused(posix_acl: bool, name: &[u8]) -> Res<()> {
+    if !posix_acl && acl::is_acl_name(name) {
         Err(libc::EOPNOTSUPP)
     } else {
         Ok(())
@@ -909,6 +922,13 @@ impl State {
         let now = ozfs_zpl::write::now();
         if let Some(m) = mode {
             a.mode = (a.mode & S_IFMT) | (m as u64 & 0o7777);
+            // A chmod rewrites the base entries of a stored access ACL.
+            if let Some(mut acl) = self.access_acl(obj)? {
+                acl.chmod(a.mode);
+                let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+                z.set_xattr(obj, acl::ACCESS, &acl.encode())
+                    .map_err(|e| errno_of("chmod", &e))?;
+            }
         }
         if let Some(u) = uid {
             a.uid = u as u64;
@@ -970,7 +990,7 @@ impl State {
         self.writable()?;
         let dir = self.obj(parent);
         let name = check_name(name)?;
-        let mut mode = mode as u64 & !(umask as u64 & 0o777);
+        let (mut mode, acl_access, acl_default) = self.inherit(dir, mode as u64, umask, false)?;
         if mode & S_IFMT == 0 {
             mode |= S_IFREG;
         }
@@ -989,6 +1009,7 @@ impl State {
         let obj = z
             .create(dir, name, mode, uid, gid, zrdev)
             .map_err(|e| errno_of("create", &e))?;
+        self.store_inherited(obj, acl_access, acl_default)?;
         self.changed();
         self.fattr(obj)
     }
@@ -1006,7 +1027,9 @@ impl State {
         self.writable()?;
         let dir = self.obj(parent);
         let name = check_name(name)?;
-        let mut mode = mode as u64 & 0o7777 & !(umask as u64 & 0o777);
+        let (mode, acl_access, acl_default) =
+            self.inherit(dir, mode as u64 & 0o7777, umask, true)?;
+        let mut mode = mode & 0o7777;
         let (uid, gid) = self.new_owner(dir, req_uid, req_gid)?;
         if self.dir_attrs(dir)?.mode & 0o2000 != 0 {
             mode |= 0o2000;
@@ -1024,6 +1047,7 @@ impl State {
                 z.set_attrs(obj, &a).map_err(|e| errno_of("mkdir", &e))?;
             }
         }
+        self.store_inherited(obj, acl_access, acl_default)?;
         self.changed();
         self.fattr(obj)
     }
@@ -1447,7 +1471,7 @@ impl State {
     }
 
     fn get_xattr(&mut self, ino: u64, name: &[u8]) -> Res<Vec<u8>> {
-        posix_acl_refused(name)?;
+        posix_acl_refused(self.opts.posix_acl, name)?;
         if ino >= snapdir::VIRT_MIN {
             return self
                 .v_xattrs(ino)?
@@ -1491,8 +1515,8 @@ impl State {
         }
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
         for e in zap_tx::list(tx, a.xattr).map_err(|e| errno_of("listxattr", &e))? {
-            // ACLs an older ozfs stored as plain attributes are not offered.
-            if posix_acl_refused(&e.name).is_err() {
+            // ACL attributes are offered only where ACLs are kept.
+            if posix_acl_refused(self.opts.posix_acl, &e.name).is_err() {
                 continue;
             }
             out.extend_from_slice(&e.name);
@@ -1502,7 +1526,7 @@ impl State {
     }
 
     fn set_xattr(&mut self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> Res<()> {
-        posix_acl_refused(name.as_bytes())?;
+        posix_acl_refused(self.opts.posix_acl, name.as_bytes())?;
         snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
@@ -1528,6 +1552,9 @@ impl State {
             return Err(ENODATA);
         }
         self.reserve(value.len() as u64)?;
+        if acl::is_acl_name(name) {
+            return self.set_acl(ino, name, value, exists);
+        }
         let obj = self.obj(ino);
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.set_xattr(obj, name, value)
@@ -1539,8 +1566,94 @@ impl State {
         Ok(())
     }
 
+    /// Sets a POSIX ACL (`acltype=posix`): the access ACL sets the mode and
+    /// is stored only when it says more than the mode; a default ACL only
+    /// on a directory. `exists`: the attribute is stored now.
+    fn set_acl(&mut self, ino: u64, name: &[u8], value: &[u8], exists: bool) -> Res<()> {
+        let obj = self.obj(ino);
+        let parsed = Acl::parse(value, &format!("object {obj}")).map_err(|_| EINVAL)?;
+        let a = self.attrs(obj)?;
+        let (store, bits) = if name == acl::ACCESS {
+            let (bits, equiv) = parsed.equiv_mode();
+            (!equiv, Some(bits))
+        } else {
+            if a.mode & S_IFMT != S_IFDIR {
+                return Err(libc::EACCES);
+            }
+            (true, None)
+        };
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        if store {
+            z.set_xattr(obj, name, &parsed.encode())
+                .map_err(|e| errno_of("setxattr", &e))?;
+        } else if exists {
+            z.unlink(a.xattr, name)
+                .map_err(|e| errno_of("setxattr", &e))?;
+        }
+        // Read again: storing may have given the object its xattr directory.
+        let mut a = z.attrs(obj).map_err(|e| errno_of("setxattr", &e))?;
+        if let Some(bits) = bits {
+            a.mode = (a.mode & !0o777) | bits;
+        }
+        a.ctime = ozfs_zpl::write::now();
+        z.set_attrs(obj, &a).map_err(|e| errno_of("setxattr", &e))?;
+        self.changed();
+        Ok(())
+    }
+
+    /// The stored access ACL of `obj`, if any (`acltype=posix` only).
+    fn access_acl(&mut self, obj: u64) -> Res<Option<Acl>> {
+        if !self.opts.posix_acl {
+            return Ok(None);
+        }
+        match self.get_xattr(self.ino(obj), acl::ACCESS) {
+            Ok(v) => Acl::parse(&v, &format!("object {obj}"))
+                .map(Some)
+                .map_err(|e| errno_of("ACL", &e)),
+            Err(ENODATA) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What a new object in directory `dir` of requested mode `mode` gets:
+    /// its permission bits, and the access and default ACLs to store. With
+    /// a default ACL on `dir` the umask does not apply (POSIX 1003.1e).
+    fn inherit(&mut self, dir: u64, mode: u64, umask: u32, is_dir: bool) -> Res<Inherited> {
+        let masked = mode & !(umask as u64 & 0o777);
+        if !self.opts.posix_acl {
+            return Ok((masked, None, None));
+        }
+        let def = match self.get_xattr(self.ino(dir), acl::DEFAULT) {
+            Ok(v) => v,
+            Err(ENODATA) => return Ok((masked, None, None)),
+            Err(e) => return Err(e),
+        };
+        let d = Acl::parse(&def, &format!("default ACL of directory {dir}"))
+            .map_err(|e| errno_of("ACL", &e))?;
+        let (access, bits) = d.create_masq(mode & 0o7777);
+        let mode = (mode & !0o7777) | bits;
+        Ok((mode, access.map(|a| a.encode()), is_dir.then(|| d.encode())))
+    }
+
+    /// Stores the ACLs [`State::inherit`] gave a new object.
+    fn store_inherited(
+        &mut self,
+        obj: u64,
+        access: Option<Vec<u8>>,
+        def: Option<Vec<u8>>,
+    ) -> Res<()> {
+        let mut z = self.z().map_err(|e| errno_of("open", &e))?;
+        for (name, v) in [(acl::ACCESS, access), (acl::DEFAULT, def)] {
+            if let Some(v) = v {
+                z.set_xattr(obj, name, &v)
+                    .map_err(|e| errno_of("setxattr", &e))?;
+            }
+        }
+        Ok(())
+    }
+
     fn remove_xattr(&mut self, ino: u64, name: &OsStr) -> Res<()> {
-        posix_acl_refused(name.as_bytes())?;
+        posix_acl_refused(self.opts.posix_acl, name.as_bytes())?;
         snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
@@ -1719,6 +1832,15 @@ impl Filesystem for ZfsFuse {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
+        if self.lock().opts.posix_acl {
+            // The kernel checks access against the ACLs it reads with
+            // getxattr, and leaves the umask to us: it must not apply
+            // under a default ACL.
+            use fuser::consts::{FUSE_DONT_MASK, FUSE_POSIX_ACL};
+            if let Err(missing) = config.add_capabilities(FUSE_POSIX_ACL | FUSE_DONT_MASK) {
+                eprintln!("ozfs mount: the kernel lacks POSIX ACL support ({missing:#x}): acltype=posix is not enforced");
+            }
+        }
         Ok(())
     }
 

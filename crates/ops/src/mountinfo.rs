@@ -19,6 +19,8 @@ pub struct DsMount {
     pub setuid: bool,
     pub devices: bool,
     pub exec: bool,
+    /// `acltype=posix`: POSIX ACLs kept and enforced.
+    pub posix_acl: bool,
     pub recordsize: u64,
     pub is_snapshot: bool,
 }
@@ -79,6 +81,7 @@ pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMou
         setuid: crate::copy::prop_on(&props, "setuid"),
         devices: crate::copy::prop_on(&props, "devices"),
         exec: crate::copy::prop_on(&props, "exec"),
+        posix_acl: text("acltype") == "posix",
         recordsize,
         is_snapshot: ds.is_snapshot,
     })

@@ -18,6 +18,7 @@
 //! * File reads never go past `size`; directory walks are bounded in depth
 //!   and detect cycles through object identity.
 
+pub mod acl;
 pub mod copyout;
 pub mod fs;
 pub mod write;
