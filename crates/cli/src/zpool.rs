@@ -102,9 +102,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         | "split" | "upgrade" | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
             Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
         }
-        "set" => Err(Fail::Err(
-            "zpool set: changing pool properties is not supported yet".into(),
-        )),
+        "set" => set(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -546,6 +544,33 @@ fn prop_text(p: &status::PoolProp, parsable: bool) -> String {
             _ => p.value.clone(),
         },
     }
+}
+
+/// `zpool set PROPERTY=VALUE POOL` (vdev properties are refused).
+fn set(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "", "")?;
+    let usage = || Fail::Usage("usage:\n\tset <property=value> <pool>".into());
+    let (assign, pool) = match a.pos.as_slice() {
+        [assign, pool] => (assign, pool),
+        [_, _, _] => {
+            return Err(Fail::Err(
+                "zpool set: vdev properties are not supported yet".into(),
+            ))
+        }
+        _ => return Err(usage()),
+    };
+    let Some((k, v)) = assign.split_once('=') else {
+        return Err(Fail::Usage(
+            "missing value in property=value argument\nusage:\n\tset <property=value> <pool>"
+                .to_string(),
+        ));
+    };
+    Record::load(pool).map_err(|_| Fail::Err(format!("cannot open '{pool}': no such pool")))?;
+    run(Request::PoolSet {
+        pool: pool.clone(),
+        assigns: vec![(k.to_string(), v.to_string())],
+    })?;
+    Ok(())
 }
 
 fn get(argv: &[String]) -> CmdResult {

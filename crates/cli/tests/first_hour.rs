@@ -369,13 +369,37 @@ fn flags_do_what_they_say_or_are_refused() {
 
 /// `zpool get all`: the properties zfs-fuse (the pool-version-23 reference)
 /// lists for the same pool, by name, with the same identity and health;
-/// `zpool set` says it is not supported instead of pretending.
+/// what `zpool set` stored, zfs-fuse reads, and what zfs-fuse set, ozfs
+/// reads; what ozfs cannot set it refuses, naming why.
 #[test]
 fn zpool_get_matches_zfs_fuse() {
     let mut pool = new_devs("ozfhget", Layout::Mirror, 2, 128);
     let name = pool.name().to_string();
     let oz = ozfs();
     oz_create(&oz, &pool, None, &[]);
+    for (k, v) in [
+        ("autoreplace", "on"),
+        ("failmode", "continue"),
+        ("listsnapshots", "on"),
+        ("autoexpand", "on"),
+        ("bootfs", name.as_str()),
+    ] {
+        oz.ok(&["zpool", "set", &format!("{k}={v}"), &name]);
+        let got = oz.ok(&["zpool", "get", "-H", "-o", "value,source", k, &name]);
+        assert_eq!(got.trim(), format!("{v}\tlocal"), "zpool get {k}");
+    }
+    for (assign, why) in [
+        ("size=1", "'size' is readonly"),
+        ("nosuch=1", "invalid property 'nosuch'"),
+        ("failmode=sometimes", "must be one of"),
+        ("autoreplace=yes", "must be 'on' or 'off'"),
+        ("bootfs=otherpool", "invalid name"),
+        ("cachefile=none", "state directory"),
+    ] {
+        let r = oz.run(&["zpool", "set", assign, &name]);
+        assert_eq!(r.code, Some(1), "{}", r.describe());
+        assert!(r.stderr.contains(why), "{assign}: {}", r.describe());
+    }
     let ours = oz.ok(&["zpool", "get", "-Hp", "all", &name]);
     let ours: Vec<Vec<String>> = ours
         .lines()
@@ -397,6 +421,9 @@ fn zpool_get_matches_zfs_fuse() {
     let theirs = pool
         .zpool(&["get", "all", &name])
         .expect("zfs-fuse zpool get");
+    // zfs-fuse changes one; ozfs must read it.
+    pool.zpool(&["set", "delegation=off", &name])
+        .expect("zfs-fuse zpool set");
     pool.export().expect("zfs-fuse exports");
     // zfs-fuse has no -H: columns NAME PROPERTY VALUE SOURCE, by whitespace.
     let theirs: Vec<Vec<String>> = theirs
@@ -424,10 +451,33 @@ fn zpool_get_matches_zfs_fuse() {
         "bootfs",
         "failmode",
         "autoreplace",
+        "listsnapshots",
+        "autoexpand",
+        "delegation",
     ] {
         let t = theirs.iter().find(|r| r[1] == p).map(|r| r[2].clone());
         assert_eq!(value(&ours, p), t, "property {p}");
     }
+    assert_eq!(value(&ours, "failmode").as_deref(), Some("continue"));
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-d",
+        &pool.dev_dir().to_string_lossy(),
+        &name,
+    ]);
+    let d = oz.ok(&[
+        "zpool",
+        "get",
+        "-H",
+        "-o",
+        "value,source",
+        "delegation",
+        &name,
+    ]);
+    assert_eq!(d.trim(), "off\tlocal", "zfs-fuse's zpool set, read by ozfs");
+    oz_export(&oz, &name);
+    assert_zdb_clean(&pool, &pool.dev_dir(), "after zpool set");
 }
 
 /// Verbs an admin uses weekly: `zpool labelclear`, `sync`, `wait`, `zfs

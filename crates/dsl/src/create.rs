@@ -748,6 +748,30 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
     }
 }
 
+/// Store a pool property in the MOS `pool_props` ZAP (DMU_OT_POOL_PROPS,
+/// named in the object directory), made on first use as ZFS makes it:
+/// numbers and indexes as one `u64`, text as a NUL-terminated string.
+pub fn set_pool_prop(w: &mut PoolWriter, name: &str, v: &PropSetting) -> Result<()> {
+    // The MOS object directory is object 1.
+    let dir = 1;
+    let props = match zap_tx::lookup(&w.mos, dir, b"pool_props")?.and_then(|e| e.as_u64()) {
+        Some(o) => o,
+        None => {
+            let o = w.mos.create_zap(ot::POOL_PROPS, 0, Vec::new(), 0, 1)?;
+            zap_tx::add(&mut w.mos, dir, b"pool_props", 8, &[o])?;
+            o
+        }
+    };
+    match v {
+        PropSetting::Num(n) => zap_tx::update(&mut w.mos, props, name, 8, &[*n]),
+        PropSetting::Text(s) => {
+            let mut vals: Vec<u64> = s.bytes().map(|b| b as u64).collect();
+            vals.push(0);
+            zap_tx::update(&mut w.mos, props, name, 1, &vals)
+        }
+    }
+}
+
 /// Remove a property (inherit).
 pub fn clear_prop_dir(w: &mut PoolWriter, dir: u64, name: &str) -> Result<bool> {
     if name == "quota" {

@@ -73,6 +73,7 @@ pub mod ot {
     pub const UNLINKED_SET: u8 = 22;
     pub const ZVOL: u8 = 23;
     pub const ZVOL_PROP: u8 = 24;
+    pub const POOL_PROPS: u8 = 31;
     pub const SA: u8 = 44;
     pub const ZAP_METADATA_NEW: u8 = 0xC4;
 }

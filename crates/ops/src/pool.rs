@@ -266,3 +266,99 @@ pub fn destroy(name: &str) -> Result<()> {
     crate::scan::ScanState::remove(name);
     Ok(())
 }
+
+/// Pool properties `zpool set` changes, kept in the MOS `pool_props` ZAP as
+/// ZFS keeps them (name → stored value): the on/off ones, `failmode`, and
+/// `bootfs` (the dataset's object number).
+const ONOFF_PROPS: &[&str] = &["autoreplace", "autoexpand", "listsnapshots", "delegation"];
+/// Pool properties that are only ever read.
+const READONLY_PROPS: &[&str] = &[
+    "size",
+    "capacity",
+    "altroot",
+    "health",
+    "guid",
+    "load_guid",
+    "free",
+    "allocated",
+    "dedupratio",
+    "fragmentation",
+    "expandsize",
+    "freeing",
+    "leaked",
+    "checkpoint",
+    "name",
+    "ashift",
+];
+
+/// What `zpool set NAME=VALUE` stores for the pool, or why it cannot.
+fn pool_setting(
+    pool: &str,
+    w: &ozfs_dsl::sync::PoolWriter,
+    k: &str,
+    v: &str,
+) -> Result<ozfs_dsl::create::PropSetting> {
+    use ozfs_dsl::create::PropSetting;
+    let cannot = |why: String| Error::Invalid(format!("cannot set property for '{pool}': {why}"));
+    let onoff = |v: &str| match v {
+        "on" => Ok(PropSetting::Num(1)),
+        "off" => Ok(PropSetting::Num(0)),
+        _ => Err(cannot(format!("'{k}' must be 'on' or 'off', not '{v}'"))),
+    };
+    match k {
+        _ if ONOFF_PROPS.contains(&k) => onoff(v),
+        "failmode" => match v {
+            "wait" => Ok(PropSetting::Num(0)),
+            "continue" => Ok(PropSetting::Num(1)),
+            "panic" => Ok(PropSetting::Num(2)),
+            _ => Err(cannot(format!(
+                "'failmode' must be one of 'wait | continue | panic', not '{v}'"
+            ))),
+        },
+        "bootfs" => {
+            if crate::names::pool_of(v) != pool {
+                return Err(cannot(format!("'{v}' is an invalid name")));
+            }
+            let ds = w
+                .dsl()
+                .lookup(v)
+                .map_err(|_| cannot(format!("dataset '{v}' does not exist")))?;
+            if ds.is_snapshot {
+                return Err(cannot(format!("'{v}' is not a file system")));
+            }
+            Ok(PropSetting::Num(ds.ds_obj))
+        }
+        "cachefile" => Err(Error::Unsupported {
+            what: format!("cannot set property for '{pool}'"),
+            detail: "ozfs records imported pools in its state directory, not in a cache file"
+                .into(),
+        }),
+        "version" | "comment" | "compatibility" | "multihost" | "autotrim" => {
+            Err(Error::Unsupported {
+                what: format!("cannot set property for '{pool}'"),
+                detail: format!("'{k}' is not supported yet"),
+            })
+        }
+        _ if k.starts_with("feature@") => Err(Error::Unsupported {
+            what: format!("cannot set property for '{pool}'"),
+            detail: "feature flags are not supported yet".into(),
+        }),
+        _ if READONLY_PROPS.contains(&k) => Err(cannot(format!("'{k}' is readonly"))),
+        _ => Err(cannot(format!("invalid property '{k}'"))),
+    }
+}
+
+/// `zpool set NAME=VALUE... POOL`: every assignment checked first, then all
+/// stored in one txg.
+pub fn set_props(pool: &str, assigns: &[(String, String)]) -> Result<()> {
+    let mut w = crate::host::writer_for(pool)?;
+    let mut settings = Vec::with_capacity(assigns.len());
+    for (k, v) in assigns {
+        settings.push((k, pool_setting(pool, &w, k, v)?));
+    }
+    for (k, s) in &settings {
+        ozfs_dsl::create::set_pool_prop(&mut w, k, s)?;
+    }
+    w.sync()
+        .map_err(|e| e.context(&format!("cannot set property for '{pool}'")))
+}

@@ -42,6 +42,11 @@ pub enum Request {
         assigns: Vec<(String, String)>,
         datasets: Vec<String>,
     },
+    /// `zpool set`.
+    PoolSet {
+        pool: String,
+        assigns: Vec<(String, String)>,
+    },
     Inherit {
         prop: String,
         recursive: bool,
@@ -267,7 +272,8 @@ impl Request {
             | Detach { pool, .. }
             | Add { pool, .. }
             | Remove { pool, .. }
-            | Sync { pool } => return pool.clone(),
+            | Sync { pool }
+            | PoolSet { pool, .. } => return pool.clone(),
             CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
                 dataset.clone()
             }
@@ -434,6 +440,10 @@ impl Request {
             }
             Request::Sync { pool } => {
                 crate::host::writer_for(pool)?.sync()?;
+                Response::Done
+            }
+            Request::PoolSet { pool, assigns } => {
+                crate::pool::set_props(pool, assigns)?;
                 Response::Done
             }
             Request::RawioWrite {
