@@ -54,6 +54,8 @@ const USAGE: &str = "usage: ozfs daemon [-f]";
 struct PoolEntry {
     rec: Record,
     pool: Arc<Pool>,
+    /// When the daemon took the pool (its I/O counters start then).
+    since: Instant,
     sw: SharedWriter,
     /// The pool's writer lock, released when the entry drops.
     _lock: std::fs::File,
@@ -590,6 +592,7 @@ impl Daemon {
                 let mut list = Vec::new();
                 p.pool.root.walk(0, &mut |v, _| {
                     let (r, w, c) = v.stats.get();
+                    let (rops, wops, rbytes, wbytes) = v.stats.io.get();
                     let f = |b: &std::sync::atomic::AtomicBool| {
                         b.load(std::sync::atomic::Ordering::Relaxed)
                     };
@@ -601,10 +604,15 @@ impl Daemon {
                         f(&v.stats.faulted),
                         f(&v.stats.offline),
                         f(&v.stats.resilvering),
-                        f(&v.stats.removed)
+                        f(&v.stats.removed),
+                        rops,
+                        wops,
+                        rbytes,
+                        wbytes
                     ]));
                 });
-                json!({"ok": true, "out": "", "vdevs": list})
+                let secs = p.since.elapsed().as_secs_f64();
+                json!({"ok": true, "out": "", "vdevs": list, "secs": secs})
             }
             "list_mounts" => {
                 let mut inner = lock(&self.inner);
@@ -655,6 +663,7 @@ impl Daemon {
             PoolEntry {
                 rec,
                 pool,
+                since: Instant::now(),
                 sw: SharedWriter::new(w),
                 _lock: lf,
             },

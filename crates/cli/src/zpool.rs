@@ -98,8 +98,9 @@ pub fn main(argv: &[String]) -> CmdResult {
             crate::render::wait_scan(pool);
             Ok(())
         }
-        "iostat" | "history" | "events" | "reguid" | "initialize" | "trim" | "checkpoint"
-        | "split" | "upgrade" | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
+        "iostat" => iostat(rest),
+        "history" | "events" | "reguid" | "initialize" | "trim" | "checkpoint" | "split"
+        | "upgrade" | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
             Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
         }
         "set" => set(rest),
@@ -543,6 +544,163 @@ fn prop_text(p: &status::PoolProp, parsable: bool) -> String {
             "dedupratio" if !parsable => format!("{}x", p.value),
             _ => p.value.clone(),
         },
+    }
+}
+
+/// `zpool iostat [-vHpy] [pool]... [interval [count]]`: the first report
+/// covers the time since the daemon took each pool (averages per second,
+/// as OpenZFS's first report covers the time since import), each later
+/// one the last interval.
+fn iostat(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "vHpy", "")?;
+    let (verbose, scripted, parsable, skip_first) =
+        (a.flag('v'), a.flag('H'), a.flag('p'), a.flag('y'));
+    let mut pos = a.pos.clone();
+    let num = |s: &String| s.parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0);
+    let mut interval = None;
+    let mut count = None;
+    if let Some(n) = pos.last().and_then(num) {
+        pos.pop();
+        interval = Some(n);
+        if let Some(m) = pos.last().and_then(num) {
+            pos.pop();
+            count = Some(n as u64);
+            interval = Some(m);
+        }
+    }
+    if count == Some(0) {
+        return Err(Fail::Usage("count must be greater than zero".into()));
+    }
+    let pools = if pos.is_empty() { Record::all() } else { pos };
+    if pools.is_empty() {
+        println!("no pools available");
+        return Ok(());
+    }
+    let take = |pools: &[String]| -> Result<Vec<status::IoStat>, Fail> {
+        pools
+            .iter()
+            .map(|p| status::iostat(p).map_err(Fail::from))
+            .collect()
+    };
+    let mut prev = take(&pools)?;
+    let first_rates: Vec<(status::IoStat, f64)> =
+        prev.iter().map(|s| (s.clone(), s.secs)).collect();
+    let mut shown = 0u64;
+    if interval.is_none() || !skip_first {
+        print_iostat(&first_rates, verbose, scripted, parsable, true);
+        shown += 1;
+    }
+    let Some(iv) = interval else { return Ok(()) };
+    let mut last = std::time::Instant::now();
+    while count.is_none_or(|c| shown < c) {
+        std::thread::sleep(std::time::Duration::from_secs_f64(iv));
+        let now = take(&pools)?;
+        let dt = last.elapsed().as_secs_f64();
+        last = std::time::Instant::now();
+        let deltas: Vec<(status::IoStat, f64)> = now
+            .iter()
+            .zip(&prev)
+            .map(|(n, p)| (io_delta(n, p), dt))
+            .collect();
+        print_iostat(&deltas, verbose, scripted, parsable, verbose || shown == 0);
+        shown += 1;
+        prev = now;
+    }
+    Ok(())
+}
+
+/// `now`'s counters minus `before`'s, row by row (a row new since, or a
+/// daemon that restarted, counts from zero).
+fn io_delta(now: &status::IoStat, before: &status::IoStat) -> status::IoStat {
+    let mut d = now.clone();
+    for r in &mut d.rows {
+        if let Some(b) = before
+            .rows
+            .iter()
+            .find(|b| b.name == r.name && b.depth == r.depth)
+        {
+            if r.read_ops >= b.read_ops && r.write_ops >= b.write_ops {
+                r.read_ops -= b.read_ops;
+                r.write_ops -= b.write_ops;
+                r.read_bytes = r.read_bytes.saturating_sub(b.read_bytes);
+                r.write_bytes = r.write_bytes.saturating_sub(b.write_bytes);
+            }
+        }
+    }
+    d
+}
+
+/// One report: each pool's rows, counters divided by the seconds they cover.
+fn print_iostat(
+    stats: &[(status::IoStat, f64)],
+    verbose: bool,
+    scripted: bool,
+    parsable: bool,
+    header: bool,
+) {
+    let num = |n: f64| {
+        let n = n.round() as u64;
+        if parsable {
+            n.to_string()
+        } else {
+            nicenum(n)
+        }
+    };
+    let rows: Vec<(String, [String; 6])> = stats
+        .iter()
+        .flat_map(|(st, secs)| {
+            let rate = |n: u64| if *secs > 0.0 { n as f64 / secs } else { 0.0 };
+            st.rows
+                .iter()
+                .filter(|r| verbose || r.depth == 0)
+                .map(|r| {
+                    let (alloc, free) = match r.space {
+                        Some((a, f)) => (num(a as f64), num(f as f64)),
+                        None => ("-".into(), "-".into()),
+                    };
+                    let name = if scripted {
+                        r.name.clone()
+                    } else {
+                        format!("{}{}", "  ".repeat(r.depth), r.name)
+                    };
+                    (
+                        name,
+                        [
+                            alloc,
+                            free,
+                            num(rate(r.read_ops)),
+                            num(rate(r.write_ops)),
+                            num(rate(r.read_bytes)),
+                            num(rate(r.write_bytes)),
+                        ],
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if scripted {
+        for (name, c) in &rows {
+            println!("{name}\t{}", c.join("\t"));
+        }
+        return;
+    }
+    let nw = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(10);
+    let dashes = format!("{}  {}", "-".repeat(nw), ["-----"; 6].join("  "));
+    if header {
+        println!("{:nw$}    capacity     operations     bandwidth", "");
+        println!("{:<nw$}  alloc   free   read  write   read  write", "pool");
+        println!("{dashes}");
+    }
+    for (i, (name, c)) in rows.iter().enumerate() {
+        println!(
+            "{name:<nw$}  {:>5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>5}",
+            c[0], c[1], c[2], c[3], c[4], c[5]
+        );
+        // With -v a rule closes each pool (the next row is another pool).
+        let ends_pool = rows.get(i + 1).is_none_or(|(n, _)| !n.starts_with(' '));
+        if verbose && ends_pool {
+            println!("{dashes}");
+        }
     }
 }
 

@@ -26,7 +26,7 @@ pub struct DatasetInfo {
 }
 
 /// Pool-wide space figures.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SpaceInfo {
     /// Raw allocatable bytes of all top-level vdevs (what `zpool list` calls SIZE).
     pub size: u64,
@@ -34,6 +34,9 @@ pub struct SpaceInfo {
     pub alloc: u64,
     /// Deflated space (what datasets can use, before the slop reservation).
     pub dspace: u64,
+    /// (size, allocated) of each top-level vdev, in the root's order
+    /// (zeros for a hole or a vdev without metaslabs).
+    pub tops: Vec<(u64, u64)>,
 }
 
 /// The DSL view of an open pool.
@@ -402,6 +405,7 @@ impl DslPool {
     pub fn space(&self) -> Result<SpaceInfo> {
         let mut s = SpaceInfo::default();
         for top in &self.pool.root.children {
+            s.tops.push((0, 0));
             let cfg = &top.config;
             let ms_shift = cfg.get_u64("metaslab_shift").unwrap_or(0);
             let ms_array = cfg.get_u64("metaslab_array").unwrap_or(0);
@@ -411,6 +415,9 @@ impl DslPool {
             let ms_count = top.asize >> ms_shift;
             let vsize = ms_count << ms_shift;
             s.size += vsize;
+            if let Some(t) = s.tops.last_mut() {
+                t.0 = vsize;
+            }
             let ratio = match top.kind {
                 VdevKind::Raidz { nparity } if self.deflate => {
                     let a = raidz_asize(131072, top.ashift as u32, top.children.len(), nparity);
@@ -441,6 +448,9 @@ impl DslPool {
                                 "space map header",
                             )?;
                             s.alloc = s.alloc.wrapping_add(alloc);
+                            if let Some(t) = s.tops.last_mut() {
+                                t.1 = t.1.wrapping_add(alloc);
+                            }
                         }
                     }
                 }

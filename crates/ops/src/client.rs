@@ -102,18 +102,18 @@ fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
 }
 
 /// Is a daemon running and holding `pool`?
-/// When the daemon holds `pool`: apply its live device states and error
-/// counters (by guid) to `root`, a tree this process opened itself.
-pub fn apply_vdev_state(pool: &str, root: &ozfs_vdev::Vdev) {
+/// When the daemon holds `pool`: apply its live device states, error
+/// counters and I/O counters (by guid) to `root`, a tree this process
+/// opened itself; returns for how many seconds the daemon has held it (the
+/// time its I/O counters cover).
+pub fn apply_vdev_state(pool: &str, root: &ozfs_vdev::Vdev) -> Option<f64> {
     if crate::host::in_daemon() {
-        return;
+        return None;
     }
     let Some(Ok(r)) = call(&json!({"cmd": "vdev_state", "pool": pool})) else {
-        return;
+        return None;
     };
-    let Some(list) = r.v["vdevs"].as_array() else {
-        return;
-    };
+    let list = r.v["vdevs"].as_array()?;
     let mut by_guid = std::collections::HashMap::new();
     for e in list {
         if let Some(g) = e[0].as_str().and_then(|g| g.parse::<u64>().ok()) {
@@ -130,8 +130,14 @@ pub fn apply_vdev_state(pool: &str, root: &ozfs_vdev::Vdev) {
             v.stats.offline.store(b(5), o);
             v.stats.resilvering.store(b(6), o);
             v.stats.removed.store(b(7), o);
+            let io = &v.stats.io;
+            io.read_ops.store(n(8), o);
+            io.write_ops.store(n(9), o);
+            io.read_bytes.store(n(10), o);
+            io.write_bytes.store(n(11), o);
         }
     });
+    r.v["secs"].as_f64()
 }
 
 pub fn daemon_holds(pool: &str) -> bool {

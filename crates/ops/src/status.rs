@@ -323,3 +323,89 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
     push("leaked", "0".into(), Some(0), "-");
     Ok(out)
 }
+
+/// One row of `zpool iostat`: the pool, a top-level vdev or a device.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IoRow {
+    pub name: String,
+    /// 0 for the pool, 1 for a top-level vdev, 2 for a device under one.
+    pub depth: usize,
+    /// Allocated and free bytes (the pool and top-level vdevs only).
+    pub space: Option<(u64, u64)>,
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// I/O counters of an imported pool: every vdev's operations and bytes
+/// since the daemon took the pool, and how long ago that was. A pool no
+/// daemon holds has no I/O going on between commands: its counters are
+/// zero (what this process read to open it is not the pool's traffic).
+#[derive(Debug, Clone)]
+pub struct IoStat {
+    pub pool: String,
+    /// Seconds the counters cover (0 when no daemon holds the pool).
+    pub secs: f64,
+    pub rows: Vec<IoRow>,
+}
+
+/// `zpool iostat POOL`: the counters as they are now (see [`IoStat`]).
+pub fn iostat(name: &str) -> Result<IoStat> {
+    let (_, pool) = open_imported(name)?;
+    let held = crate::client::apply_vdev_state(name, &pool.root);
+    let ctx = |e: Error| e.context(&format!("cannot open '{name}'"));
+    let dsl = ozfs_dsl::DslPool::open(pool.clone()).map_err(ctx)?;
+    let sp = dsl.space().map_err(ctx)?;
+    let counts = |v: &Vdev| -> (u64, u64, u64, u64) {
+        if held.is_some() {
+            v.stats.io.get()
+        } else {
+            (0, 0, 0, 0)
+        }
+    };
+    let row = |v: &Vdev, name: String, depth: usize, space: Option<(u64, u64)>| {
+        let (read_ops, write_ops, read_bytes, write_bytes) = counts(v);
+        IoRow {
+            name,
+            depth,
+            space,
+            read_ops,
+            write_ops,
+            read_bytes,
+            write_bytes,
+        }
+    };
+    let mut rows = vec![IoRow {
+        name: name.to_string(),
+        depth: 0,
+        space: Some((sp.alloc, sp.size.saturating_sub(sp.alloc))),
+        ..IoRow::default()
+    }];
+    for (i, top) in pool.root.children.iter().enumerate() {
+        if matches!(top.kind, VdevKind::Hole) {
+            continue;
+        }
+        let (size, alloc) = sp.tops.get(i).copied().unwrap_or((0, 0));
+        let r = row(
+            top,
+            top.display_name(),
+            1,
+            Some((alloc, size.saturating_sub(alloc))),
+        );
+        // The pool's I/O is the sum of its top-level vdevs'.
+        rows[0].read_ops += r.read_ops;
+        rows[0].write_ops += r.write_ops;
+        rows[0].read_bytes += r.read_bytes;
+        rows[0].write_bytes += r.write_bytes;
+        rows.push(r);
+        for c in &top.children {
+            rows.push(row(c, c.display_name(), 2, None));
+        }
+    }
+    Ok(IoStat {
+        pool: name.to_string(),
+        secs: held.unwrap_or(0.0),
+        rows,
+    })
+}

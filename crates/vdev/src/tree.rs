@@ -29,6 +29,40 @@ pub struct VdevStats {
     /// I/O errors since this process opened the device (the fault
     /// threshold counts these, not the persisted lifetime counters).
     pub recent_errors: AtomicU64,
+    /// Completed I/O since this process opened the pool, as `zpool iostat`
+    /// counts it: a leaf counts the requests its device served, a mirror or
+    /// RAID-Z vdev the blocks read from or written to it (so a mirror's
+    /// write is one op on the mirror and one on each side).
+    pub io: IoCounters,
+}
+
+/// Operations and bytes, read and write.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    pub read_ops: AtomicU64,
+    pub write_ops: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub write_bytes: AtomicU64,
+}
+
+impl IoCounters {
+    fn read(&self, bytes: usize) {
+        self.read_ops.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+    fn wrote(&self, bytes: usize) {
+        self.write_ops.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+    /// (read ops, write ops, read bytes, write bytes)
+    pub fn get(&self) -> (u64, u64, u64, u64) {
+        (
+            self.read_ops.load(Ordering::Relaxed),
+            self.write_ops.load(Ordering::Relaxed),
+            self.read_bytes.load(Ordering::Relaxed),
+            self.write_bytes.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl VdevStats {
@@ -447,7 +481,10 @@ impl Vdev {
                     .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
                 let mut buf = vec![0u8; size as usize];
                 match dev.read_at(&mut buf, dev_off) {
-                    Ok(()) => Ok(buf),
+                    Ok(()) => {
+                        self.stats.io.read(buf.len());
+                        Ok(buf)
+                    }
                     Err(e) => {
                         self.stats.add_read();
                         self.io_failed(&e);
@@ -488,10 +525,12 @@ impl Vdev {
                 let dev_off = offset
                     .checked_add(VDEV_LABEL_START_SIZE)
                     .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
-                dev.write_at(data, dev_off).inspect_err(|e| {
-                    self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                    self.io_failed(e);
-                })
+                dev.write_at(data, dev_off)
+                    .inspect(|()| self.stats.io.wrote(data.len()))
+                    .inspect_err(|e| {
+                        self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                        self.io_failed(e);
+                    })
             }
             VdevKind::Leaf(None) | VdevKind::Hole => Err(Error::Io {
                 what: format!("vdev {}", self.display_name()),
@@ -511,6 +550,7 @@ impl Vdev {
                 if ok == 0 {
                     return Err(last.unwrap_or_else(|| Error::corrupt("mirror", "no children")));
                 }
+                self.stats.io.wrote(data.len());
                 Ok(())
             }
             VdevKind::Raidz { nparity } => {
@@ -560,6 +600,7 @@ impl Vdev {
                 if failed > nparity {
                     return Err(last.unwrap_or_else(|| Error::corrupt("raidz", "write failed")));
                 }
+                self.stats.io.wrote(data.len());
                 Ok(())
             }
             VdevKind::Root => Err(Error::Invalid("write to the root vdev".into())),
@@ -677,9 +718,12 @@ impl Vdev {
                         c.repair(offset, &good, ctx);
                     }
                 }
+                self.stats.io.read(good.len());
                 Ok(good)
             }
-            VdevKind::Raidz { nparity } => self.raidz_read(*nparity, offset, psize, verify, ctx),
+            VdevKind::Raidz { nparity } => self
+                .raidz_read(*nparity, offset, psize, verify, ctx)
+                .inspect(|b| self.stats.io.read(b.len())),
             VdevKind::Hole | VdevKind::Root => Err(Error::corrupt(
                 format!("vdev {}", self.display_name()),
                 "block pointer refers to a vdev that holds no data",
