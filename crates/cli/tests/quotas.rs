@@ -110,6 +110,13 @@ fn quotas_hold_on_every_write_path() {
         fs::read(mnt.join("q/small.bin")).unwrap(),
         fs::read(&small).unwrap()
     );
+    // Reservations are not kept yet: refused, never stored unenforced.
+    for p in ["reservation=4M", "refreservation=4M"] {
+        let r = oz.run(&["zfs", "set", p, &format!("{name}/q")]);
+        assert_eq!(r.code, Some(1), "{}", r.describe());
+        assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
+    }
+    oz.ok(&["zfs", "set", "reservation=none", &format!("{name}/q")]);
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &dev_dir, "after writes refused by quotas");
 

@@ -584,6 +584,16 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
             let n = parse_size(value).ok_or_else(|| {
                 Error::Invalid(format!("bad numeric value '{value}' for '{name}'"))
             })?;
+            // A reservation is charged to the parent directories on disk
+            // (ZFS's CHILD_RSRV / REFRSRV space); ozfs does not keep those
+            // charges yet, and a stored value nothing enforces would be a
+            // promise broken silently.
+            if matches!(name, "reservation" | "refreservation") && n != 0 {
+                return Err(Error::Unsupported {
+                    what: format!("{name}={value}"),
+                    detail: "reservations are not supported yet".into(),
+                });
+            }
             if name == "recordsize" && (!n.is_power_of_two() || !(512..=131072).contains(&n)) {
                 return Err(Error::Invalid(format!(
                     "'recordsize' must be a power of 2 from 512B to 128K, not '{value}'"
