@@ -581,6 +581,79 @@ mod tests {
         assert_eq!(escape(b""), "");
     }
 
+    /// A tree of (object, gen, mode, links, ctime seconds, names).
+    fn tree(objs: &[(u64, u64, u64, u64, u64, &[(u64, &str)])]) -> Tree {
+        let mut nodes = BTreeMap::new();
+        for &(obj, gen, mode, links, ct, names) in objs {
+            let names: Vec<(u64, Vec<u8>)> = names
+                .iter()
+                .map(|(p, n)| (*p, n.as_bytes().to_vec()))
+                .collect();
+            nodes.insert(
+                obj,
+                Node {
+                    gen,
+                    mode,
+                    links,
+                    ctime: (ct, 0),
+                    parent: names.first().map(|n| n.0).unwrap_or(obj),
+                    names,
+                },
+            );
+        }
+        Tree { root: 3, nodes }
+    }
+
+    #[test]
+    fn compare_follows_openzfs_rules() {
+        const D: u64 = S_IFDIR | 0o755;
+        const F: u64 = S_IFREG | 0o644;
+        const L: u64 = S_IFLNK | 0o777;
+        let older = tree(&[
+            (3, 1, D, 4, 10, &[]),
+            (4, 1, D, 2, 10, &[(3, "d")]),
+            (5, 1, F, 1, 10, &[(3, "reused")]),
+            (6, 1, F, 2, 10, &[(3, "two"), (4, "two-b")]),
+            (7, 1, F, 1, 10, &[(4, "same")]),
+            (8, 1, F, 1, 10, &[(3, "type")]),
+        ]);
+        let newer = tree(&[
+            (3, 1, D, 4, 20, &[]),
+            // The directory renamed: R; what is below it is not reported
+            // unless it changed.
+            (4, 1, D, 2, 20, &[(3, "e")]),
+            (5, 9, F, 1, 20, &[(3, "again")]),
+            (6, 1, F, 1, 20, &[(4, "two-b")]),
+            (7, 1, F, 1, 10, &[(4, "same")]),
+            (8, 1, L, 1, 20, &[(3, "type")]),
+        ]);
+        let got: Vec<(char, String, Option<String>, Option<i64>)> = compare(&older, &newer)
+            .into_iter()
+            .map(|c| {
+                let s = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+                (
+                    c.kind.symbol(),
+                    s(&c.path),
+                    c.new_path.as_deref().map(s),
+                    c.link_delta,
+                )
+            })
+            .collect();
+        let want: Vec<(char, String, Option<String>, Option<i64>)> = vec![
+            ('M', "/".into(), None, None),
+            ('R', "/d".into(), Some("/e".into()), None),
+            ('-', "/reused".into(), None, None),
+            ('+', "/again".into(), None, None),
+            // A link removed: the new path, with the change.
+            ('M', "/e/two-b".into(), None, Some(-1)),
+            ('-', "/type".into(), None, None),
+            ('+', "/type".into(), None, None),
+        ];
+        assert_eq!(got, want);
+        // Nothing changed: nothing reported.
+        assert!(compare(&older, &older).is_empty());
+    }
+
     #[test]
     fn names_complete_as_openzfs() {
         let ok = |f: &str, t: Option<&str>| resolve_names(f, t).expect("accepted");
