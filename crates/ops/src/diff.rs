@@ -295,7 +295,7 @@ fn descends_from(dsl: &DslPool, to: &DatasetInfo, from: &DatasetInfo) -> Result<
     let from_txg = from.ds.creation_txg;
     // (DSL directory, txgs before which a snapshot of it is earlier).
     let mut dir_obj = to.dir_obj;
-    let mut dir = to.dir.clone();
+    let mut dir = to.dir;
     let mut before = if to.is_snapshot {
         to.ds.creation_txg
     } else {
@@ -581,8 +581,10 @@ mod tests {
         assert_eq!(escape(b""), "");
     }
 
-    /// A tree of (object, gen, mode, links, ctime seconds, names).
-    fn tree(objs: &[(u64, u64, u64, u64, u64, &[(u64, &str)])]) -> Tree {
+    /// An object: (number, gen, mode, links, ctime seconds, names).
+    type Obj<'a> = (u64, u64, u64, u64, u64, &'a [(u64, &'a str)]);
+
+    fn tree(objs: &[Obj<'_>]) -> Tree {
         let mut nodes = BTreeMap::new();
         for &(obj, gen, mode, links, ct, names) in objs {
             let names: Vec<(u64, Vec<u8>)> = names
@@ -627,7 +629,8 @@ mod tests {
             (7, 1, F, 1, 10, &[(4, "same")]),
             (8, 1, L, 1, 20, &[(3, "type")]),
         ]);
-        let got: Vec<(char, String, Option<String>, Option<i64>)> = compare(&older, &newer)
+        type Line = (char, String, Option<String>, Option<i64>);
+        let got: Vec<Line> = compare(&older, &newer)
             .into_iter()
             .map(|c| {
                 let s = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
@@ -639,7 +642,7 @@ mod tests {
                 )
             })
             .collect();
-        let want: Vec<(char, String, Option<String>, Option<i64>)> = vec![
+        let want: Vec<Line> = vec![
             ('M', "/".into(), None, None),
             ('R', "/d".into(), Some("/e".into()), None),
             ('-', "/reused".into(), None, None),
