@@ -9,7 +9,8 @@
 //! created. `zfs diff` (plain, `-F`, `-H`, `-t`, `-h`) must print exactly
 //! the expected lines (compared sorted); then between two snapshots (also
 //! with the `@snap` shorthand), from a snapshot to the live file system
-//! after more changes, and OpenZFS's errors with their exit codes.
+//! after more changes, and OpenZFS's errors with their exit codes. With the
+//! daemon: its mountpoint, and a file written a moment before is listed.
 
 mod common;
 mod mcommon;
@@ -257,4 +258,41 @@ fn zfs_diff() {
         out.lines().any(|l| l == format!("-\t{mp2}/new.txt")),
         "mountpoint {mp2}:\n{out}"
     );
+}
+
+/// With the daemon: paths follow where it mounted the file system, and the
+/// live file system is its current state (the daemon's open txg is
+/// committed first), so a file written a moment ago is listed.
+#[test]
+fn zfs_diff_daemon() {
+    let pool = new_devs("ozdiffd", Layout::Stripe, 1, 128);
+    let name = pool.name().to_string();
+    let oz = ozfs();
+    let work = local_dir("diffd");
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone()],
+    };
+    let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
+    args.extend([
+        "-m".into(),
+        mnt.to_string_lossy().into_owned(),
+        name.clone(),
+    ]);
+    args.extend(pool.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+    let r = oz.run_env(&[("OZFS_CREATE_NOMOUNT", "0")], &args);
+    assert!(r.success(), "{}", r.describe());
+    assert!(is_mounted(&mnt), "zpool create -m did not mount");
+    fs::write(mnt.join("old.txt"), b"before").unwrap();
+    oz.ok(&["zfs", "snapshot", &format!("{name}@s")]);
+    fs::write(mnt.join("fresh.txt"), b"just now").unwrap();
+    let out = oz.ok(&["zfs", "diff", "-F", &format!("{name}@s")]);
+    let m = mnt.to_string_lossy();
+    assert_eq!(
+        lines(&out),
+        set(&[format!("M\t/\t{m}/"), format!("+\tF\t{m}/fresh.txt")]),
+        "{out}"
+    );
+    oz_export(&oz, &name);
 }
