@@ -1,6 +1,6 @@
 //! Rendering shared by the commands: sizes, dates and durations as zpool
 //! prints them, the `scan:` and `errors:` lines of `zpool status`, and the
-//! progress line of a running scan.
+//! progress line of a running scan, and `zfs diff`'s lines.
 
 use ozfs_ops::scan::ScanState;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -180,4 +180,50 @@ pub fn end_progress() {
 pub fn wait_scan(pool: &str) {
     ozfs_ops::scan::wait_done(pool, &scan_progress());
     end_progress();
+}
+
+/// How `zfs diff` prints its lines.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiffStyle {
+    /// `-F`: a file-type column.
+    pub file_type: bool,
+    /// `-H`: a tab instead of ` -> ` in renames.
+    pub scripted: bool,
+    /// `-t`: the change time first.
+    pub ctime: bool,
+    /// `-h`: paths as they are, not `\0ooo`-escaped.
+    pub raw: bool,
+}
+
+/// One line of `zfs diff` (with its newline), as OpenZFS prints it:
+/// `[ctime\t]KIND\t[TYPE\t]PATH[ -> NEW | \t(+N)]`, every path after
+/// the file system's mountpoint.
+pub fn diff_line(mountpoint: &str, c: &ozfs_ops::diff::Change, style: &DiffStyle) -> Vec<u8> {
+    let mut out = Vec::new();
+    let path = |out: &mut Vec<u8>, p: &[u8]| {
+        if style.raw {
+            out.extend_from_slice(mountpoint.as_bytes());
+            out.extend_from_slice(p);
+        } else {
+            out.extend_from_slice(ozfs_ops::diff::escape(mountpoint.as_bytes()).as_bytes());
+            out.extend_from_slice(ozfs_ops::diff::escape(p).as_bytes());
+        }
+    };
+    if style.ctime {
+        out.extend_from_slice(format!("{:>10}.{:09}\t", c.ctime.0, c.ctime.1).as_bytes());
+    }
+    out.extend_from_slice(format!("{}\t", c.kind.symbol()).as_bytes());
+    if style.file_type {
+        out.extend_from_slice(format!("{}\t", c.file_type.symbol()).as_bytes());
+    }
+    path(&mut out, &c.path);
+    if let Some(new) = &c.new_path {
+        out.extend_from_slice(if style.scripted { b"\t" } else { b" -> " });
+        path(&mut out, new);
+    }
+    if let Some(d) = c.link_delta {
+        out.extend_from_slice(format!("\t({d:+})").as_bytes());
+    }
+    out.push(b'\n');
+    out
 }

@@ -20,6 +20,7 @@ const USAGE: &str = "usage: zfs <command>
 	hold [-r] <tag> <snapshot> ...
 	release [-r] <tag> <snapshot> ...
 	holds [-H] <snapshot> ...
+	diff [-FHth] <snapshot> [snapshot|filesystem]
 	send [-v] [-i snapshot | -I snapshot] <snapshot>
 	receive [-vnFu] <filesystem|snapshot>
 	mount
@@ -44,6 +45,7 @@ pub fn main(argv: &[String]) -> CmdResult {
         "snapshot" | "snap" => snapshot(rest),
         "mount" => mount(rest),
         "unmount" | "umount" => unmount(rest),
+        "diff" => diff(rest),
         "version" => {
             println!("ozfs-{}", env!("CARGO_PKG_VERSION"));
             println!("zfs-kmod-none (ozfs runs in user space)");
@@ -55,13 +57,42 @@ pub fn main(argv: &[String]) -> CmdResult {
         "jail" | "unjail" | "zone" | "unzone" => Err(Fail::Err(format!(
             "zfs {cmd}: has no meaning for ozfs (a user-space file system is not attached to a jail or namespace by ZFS)"
         ))),
-        "diff" | "userspace" | "groupspace" | "projectspace" | "project" | "bookmark"
+        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark"
         | "upgrade" | "allow" | "unallow" | "load-key" | "unload-key" | "change-key"
         | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
     }
+}
+
+const DIFF_USAGE: &str = "usage:\n\tdiff [-FHth] <snapshot> [snapshot|filesystem]";
+
+/// `zfs diff [-FHth] snapshot [snapshot|filesystem]`.
+fn diff(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "FHth", "")?;
+    let usage = |m: &str| Fail::Usage(format!("{m}{DIFF_USAGE}"));
+    let (from, to) = match a.pos.as_slice() {
+        [] => return Err(usage("must provide at least one snapshot name\n")),
+        [f] if f.starts_with('@') => return Err(usage("")),
+        [f] => (f.as_str(), None),
+        [f, t] => (f.as_str(), Some(t.as_str())),
+        _ => return Err(usage("too many arguments\n")),
+    };
+    let d = ozfs_ops::diff::diff(from, to)?;
+    let style = crate::render::DiffStyle {
+        file_type: a.flag('F'),
+        scripted: a.flag('H'),
+        ctime: a.flag('t'),
+        raw: a.flag('h'),
+    };
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for c in &d.changes {
+        out.write_all(&crate::render::diff_line(&d.mountpoint, c, &style))
+            .map_err(|e| Fail::Err(format!("zfs diff: {e}")))?;
+    }
+    out.flush().map_err(|e| Fail::Err(format!("zfs diff: {e}")))
 }
 
 fn parse_types(t: Option<&str>, default_snap: bool) -> Result<Types, Fail> {

@@ -509,6 +509,7 @@ fn weekly_verbs() {
     for verb in [
         vec!["zpool", "events"],
         vec!["zpool", "reguid", &name],
+        vec!["zfs", "groupspace"],
         vec!["zfs", "bookmark"],
         vec!["zfs", "userspace"],
     ] {
@@ -516,6 +517,14 @@ fn weekly_verbs() {
         assert_eq!(r.code, Some(1), "{verb:?}:\n{}", r.describe());
         assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
     }
+    // zfs diff works now (tests/diff.rs): without a snapshot, usage.
+    let r = oz.run(&["zfs", "diff"]);
+    assert_eq!(r.code, Some(2), "{}", r.describe());
+    assert!(
+        r.stderr.contains("must provide at least one snapshot name"),
+        "{}",
+        r.describe()
+    );
     // labelclear: refused on a device of an imported pool, then, after
     // the spare leaves the pool and the pool is exported, clears labels.
     let dev0 = pool.devs()[0].to_string_lossy().into_owned();

@@ -18,8 +18,8 @@
 //!   enum; [`proto::execute`] runs one here, or in the daemon when the
 //!   daemon holds the pool, and returns the same typed result either way.
 //! * [`client`]: the daemon's socket and life cycle.
-//! * [`dataset`], [`devices`], [`scan`], [`copy`], [`rawio`], [`mountinfo`]:
-//!   the operations.
+//! * [`dataset`], [`devices`], [`scan`], [`copy`], [`rawio`], [`mountinfo`],
+//!   [`diff`]: the operations.
 //!
 //! Invariants: an operation that writes a pool holds its writer (its lock,
 //! or a lease from the holder) for its whole change and syncs before it
@@ -35,6 +35,7 @@ pub mod scan;
 pub use error::{Error, Result};
 pub mod copy;
 pub mod dataset;
+pub mod diff;
 pub mod mountinfo;
 pub mod proto;
 pub mod query;
