@@ -227,3 +227,54 @@ pub fn diff_line(mountpoint: &str, c: &ozfs_ops::diff::Change, style: &DiffStyle
     out.push(b'\n');
     out
 }
+
+/// Pool versions and what each brought (ZFS's own list, as `zpool upgrade
+/// -v` prints it for a system without feature flags).
+pub const POOL_VERSIONS: &[&str] = &[
+    "Initial ZFS version",
+    "Ditto blocks (replicated metadata)",
+    "Hot spares and double parity RAID-Z",
+    "zpool history",
+    "Compression using the gzip algorithm",
+    "bootfs pool property",
+    "Separate intent log devices",
+    "Delegated administration",
+    "refquota and refreservation properties",
+    "Cache devices",
+    "Improved scrub performance",
+    "Snapshot properties",
+    "snapused property",
+    "passthrough-x aclinherit",
+    "user/group space accounting",
+    "stmf property support",
+    "Triple-parity RAID-Z",
+    "Snapshot user holds",
+    "Log device removal",
+    "Compression using zle (zero-length encoding)",
+    "Deduplication",
+    "Received properties",
+    "Slim ZIL",
+];
+
+/// File-system (ZPL) versions, as `zfs upgrade -v` prints them.
+pub const ZPL_VERSIONS: &[&str] = &[
+    "Initial ZFS filesystem version",
+    "Enhanced directory entries",
+    "Case insensitive and filesystem user identifier (FUID)",
+    "userquota, groupquota properties",
+    "System attributes",
+];
+
+/// A `VER  DESCRIPTION` table of `versions` (numbered from 1).
+pub fn version_table(versions: &[&str]) -> String {
+    let mut out = String::from(
+        "VER  DESCRIPTION\n---  --------------------------------------------------------\n",
+    );
+    for (i, d) in versions.iter().enumerate() {
+        out.push_str(&format!("{:>2}   {d}\n", i + 1));
+    }
+    out.push_str(
+        "\nFor more information on a particular version, including supported releases,\nsee the ZFS Administration Guide.\n",
+    );
+    out
+}

@@ -57,8 +57,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "jail" | "unjail" | "zone" | "unzone" => Err(Fail::Err(format!(
             "zfs {cmd}: has no meaning for ozfs (a user-space file system is not attached to a jail or namespace by ZFS)"
         ))),
-        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark"
-        | "upgrade" | "allow" | "unallow" | "load-key" | "unload-key" | "change-key"
+        "upgrade" => upgrade(rest),
+        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark" | "allow" | "unallow" | "load-key" | "unload-key" | "change-key"
         | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
@@ -551,6 +551,61 @@ fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
             .position(|o| o == n)
             .unwrap_or(GET_ORDER.len())
     });
+}
+
+/// The file-system version ozfs writes (ZPL 4, pool version 23's).
+const ZPL_VERSION: u64 = 4;
+
+/// `zfs upgrade [-v]`: the file-system versions ozfs writes and the file
+/// systems below the current one. Upgrading (`-a`, a name) is refused.
+fn upgrade(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "varV", "")?;
+    if a.flag('a') || a.flag('r') || a.flag('V') || !a.pos.is_empty() {
+        return Err(Fail::Err(
+            "zfs upgrade: upgrading a file system is not supported yet".into(),
+        ));
+    }
+    println!("This system is currently running ZFS filesystem version {ZPL_VERSION}.\n");
+    if a.flag('v') {
+        print!(
+            "The following filesystem versions are supported:\n\n{}",
+            crate::render::version_table(&crate::render::ZPL_VERSIONS[..ZPL_VERSION as usize])
+        );
+        return Ok(());
+    }
+    let sel = query::Selection {
+        types: query::Types {
+            fs: true,
+            snap: false,
+        },
+        all_recursive: true,
+        ..Default::default()
+    };
+    let mut old = Vec::new();
+    for l in query::datasets(&sel, true)? {
+        let v = l
+            .props
+            .iter()
+            .find(|(n, _, _)| n == "version")
+            .and_then(|(_, v, _)| v.render(true).parse::<u64>().ok());
+        if let Some(v) = v.filter(|v| *v < ZPL_VERSION) {
+            old.push((v, l.info.name.clone()));
+        }
+    }
+    if old.is_empty() {
+        println!("All filesystems are formatted with the current version.");
+        return Ok(());
+    }
+    println!(
+        "The following filesystems are out of date, and can be upgraded.  After being\n\
+         upgraded, these filesystems (and any 'zfs send' streams generated from\n\
+         subsequent snapshots) will no longer be accessible by older software versions.\n\n"
+    );
+    println!("VER  FILESYSTEM\n---  ------------");
+    for (v, n) in old {
+        println!("{v:>2}   {n}");
+    }
+    Ok(())
 }
 
 /// Run a request (in the daemon when it holds the pool) and return its result.

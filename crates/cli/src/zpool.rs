@@ -99,8 +99,9 @@ pub fn main(argv: &[String]) -> CmdResult {
             Ok(())
         }
         "iostat" => iostat(rest),
+        "upgrade" => upgrade(rest),
         "history" | "events" | "reguid" | "initialize" | "trim" | "checkpoint" | "split"
-        | "upgrade" | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
+        | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
             Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
         }
         "set" => set(rest),
@@ -702,6 +703,51 @@ fn print_iostat(
             println!("{dashes}");
         }
     }
+}
+
+/// `zpool upgrade [-v]`: the pool versions ozfs writes (up to 23, as
+/// zfs-fuse) and the imported pools below it. Upgrading a pool (`POOL`,
+/// `-a`) is refused: not supported yet.
+fn upgrade(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "va", "V")?;
+    let top = ozfs_ops::pool::CreateOpts::default().version;
+    if a.flag('a') || !a.pos.is_empty() || a.opt('V').is_some() {
+        return Err(Fail::Err(
+            "zpool upgrade: upgrading a pool is not supported yet".into(),
+        ));
+    }
+    println!("This system is currently running ZFS pool version {top}.\n");
+    if a.flag('v') {
+        print!(
+            "The following versions are supported:\n\n{}",
+            crate::render::version_table(crate::render::POOL_VERSIONS)
+        );
+        return Ok(());
+    }
+    let mut old = Vec::new();
+    for p in Record::all() {
+        if let Ok(sp) = status::space(&p) {
+            if let Some(v) = sp.version.filter(|v| *v < top) {
+                old.push((v, p));
+            }
+        }
+    }
+    if old.is_empty() {
+        println!("All pools are formatted using this version.");
+        return Ok(());
+    }
+    println!(
+        "The following pools are out of date, and can be upgraded.  After being\n\
+         upgraded, these pools will no longer be accessible by older software versions.\n"
+    );
+    println!("VER  POOL\n---  ------------");
+    for (v, p) in old {
+        println!("{v:<3}  {p}");
+    }
+    println!(
+        "\nUse 'zpool upgrade -v' for a list of available versions and their associated\nfeatures."
+    );
+    Ok(())
 }
 
 /// `zpool set PROPERTY=VALUE POOL` (vdev properties are refused).

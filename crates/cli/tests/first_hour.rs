@@ -424,6 +424,16 @@ fn zpool_get_matches_zfs_fuse() {
     // zfs-fuse changes one; ozfs must read it.
     pool.zpool(&["set", "delegation=off", &name])
         .expect("zfs-fuse zpool set");
+    // `zpool upgrade -v`: the same version table as zfs-fuse (pool v23).
+    let table = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let theirs_v = table(&pool.zpool(&["upgrade", "-v"]).expect("zfs-fuse upgrade -v"));
+    assert_eq!(theirs_v.len(), 23, "{theirs_v:?}");
+    assert_eq!(table(&oz.ok(&["zpool", "upgrade", "-v"])), theirs_v);
     pool.export().expect("zfs-fuse exports");
     // zfs-fuse has no -H: columns NAME PROPERTY VALUE SOURCE, by whitespace.
     let theirs: Vec<Vec<String>> = theirs
@@ -506,6 +516,21 @@ fn weekly_verbs() {
     assert!(st.contains("scrub repaired"), "{st}");
     let v = oz.ok(&["zfs", "version"]);
     assert!(v.starts_with("ozfs-"), "{v}");
+    let up = oz.ok(&["zpool", "upgrade"]);
+    assert!(
+        up.contains("All pools are formatted using this version."),
+        "{up}"
+    );
+    let up = oz.ok(&["zfs", "upgrade"]);
+    assert!(
+        up.contains("All filesystems are formatted with the current version."),
+        "{up}"
+    );
+    let up = oz.ok(&["zfs", "upgrade", "-v"]);
+    assert!(up.contains(" 4   userquota, groupquota properties"), "{up}");
+    let r = oz.run(&["zpool", "upgrade", &name]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
     for verb in [
         vec!["zpool", "events"],
         vec!["zpool", "reguid", &name],
