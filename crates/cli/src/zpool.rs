@@ -542,7 +542,7 @@ fn prop_text(p: &status::PoolProp, parsable: bool) -> String {
         (Some(b), false) => nicenum(b),
         _ => match p.name.as_str() {
             "capacity" if !parsable => format!("{}%", p.value),
-            "dedupratio" if !parsable => format!("{}x", p.value),
+            "dedupratio" | "bcloneratio" if !parsable => format!("{}x", p.value),
             _ => p.value.clone(),
         },
     }

@@ -45,6 +45,106 @@ pub const EXTERNAL_COMPRESSION: &str = "org.ozfs:external_compression";
 pub const EXTERNAL_DESCRIPTION: &str =
     "Blocks compressed by a client (ozfs pre-compressed records).";
 
+/// The features OpenZFS 2.3 knows, in the order `zpool get all` lists them
+/// (its `spa_feature_t` order); each one's name in the feature objects is
+/// `<vendor>:<name>`.
+pub const OPENZFS_FEATURES: [&str; 44] = [
+    "async_destroy",
+    "empty_bpobj",
+    "lz4_compress",
+    "multi_vdev_crash_dump",
+    "spacemap_histogram",
+    "enabled_txg",
+    "hole_birth",
+    "extensible_dataset",
+    "embedded_data",
+    "bookmarks",
+    "filesystem_limits",
+    "large_blocks",
+    "large_dnode",
+    "sha512",
+    "skein",
+    "edonr",
+    "userobj_accounting",
+    "encryption",
+    "project_quota",
+    "device_removal",
+    "obsolete_counts",
+    "zpool_checkpoint",
+    "spacemap_v2",
+    "allocation_classes",
+    "resilver_defer",
+    "bookmark_v2",
+    "redaction_bookmarks",
+    "redacted_datasets",
+    "bookmark_written",
+    "log_spacemap",
+    "livelist",
+    "device_rebuild",
+    "zstd_compress",
+    "draid",
+    "zilsaxattr",
+    "head_errlog",
+    "blake3",
+    "block_cloning",
+    "vdev_zaps_v2",
+    "redaction_list_spill",
+    "raidz_expansion",
+    "fast_dedup",
+    "longname",
+    "large_microzap",
+];
+
+/// Every feature a pool names in `features_for_read` and
+/// `features_for_write`, with its reference count (0: enabled, not
+/// active). Empty for a pool without features.
+pub fn enabled(mos: &Objset) -> Result<Vec<(String, u64)>> {
+    let mut v = Vec::new();
+    for which in ["features_for_read", "features_for_write"] {
+        let Some(obj) = zap::lookup_obj(mos, 1, which)?.and_then(|e| e.as_u64()) else {
+            continue;
+        };
+        for e in zap::list_obj(mos, obj).map_err(|e| e.context(&format!("MOS {which}")))? {
+            let count = e.as_u64().ok_or_else(|| {
+                Error::corrupt(
+                    format!("MOS {which}"),
+                    format!(
+                        "entry '{}' is not one integer",
+                        String::from_utf8_lossy(&e.name)
+                    ),
+                )
+            })?;
+            v.push((String::from_utf8_lossy(&e.name).into_owned(), count));
+        }
+    }
+    Ok(v)
+}
+
+/// `feature@NAME` rows as `zpool get` shows them: OpenZFS's features in
+/// its order (`disabled`, `enabled` or `active`), then any other feature
+/// the pool names, under its full name.
+pub fn states(mos: &Objset) -> Result<Vec<(String, &'static str)>> {
+    let en = enabled(mos)?;
+    let state = |count: u64| if count > 0 { "active" } else { "enabled" };
+    let short = |full: &str| full.split_once(':').map_or(full, |(_, n)| n).to_string();
+    let mut out: Vec<(String, &'static str)> = OPENZFS_FEATURES
+        .iter()
+        .map(|f| {
+            let st = en
+                .iter()
+                .find(|(n, _)| short(n) == *f)
+                .map_or("disabled", |(_, c)| state(*c));
+            (f.to_string(), st)
+        })
+        .collect();
+    for (n, c) in &en {
+        if !OPENZFS_FEATURES.contains(&short(n).as_str()) {
+            out.push((n.clone(), state(*c)));
+        }
+    }
+    Ok(out)
+}
+
 /// The active features (reference count > 0) of one of the MOS feature
 /// objects: (name, count). Empty for a pool without features.
 pub fn active(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {

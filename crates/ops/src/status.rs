@@ -312,7 +312,10 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
         None,
         "-",
     );
-    push("ashift", "0".into(), None, "default");
+    match stored.iter().find(|(s, _)| s == "ashift") {
+        Some((_, v)) => push("ashift", v.clone(), None, "local"),
+        None => push("ashift", "0".into(), None, "default"),
+    }
     match stored.iter().find(|(s, _)| s == "comment") {
         Some((_, v)) => push("comment", v.clone(), None, "local"),
         None => push("comment", "-".into(), None, "default"),
@@ -321,6 +324,27 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
     push("freeing", "0".into(), Some(0), "-");
     push("fragmentation", "-".into(), None, "-");
     push("leaked", "0".into(), Some(0), "-");
+    // What OpenZFS 2.3 lists after these; ozfs uses none of them yet, so
+    // each has the value OpenZFS shows for a pool that does not either.
+    push("multihost", "off".into(), None, "default");
+    push("checkpoint", "-".into(), None, "-");
+    // OpenZFS draws a new one at every import; ozfs opens the pool per
+    // command, so it shows one derived from the pool's guid.
+    let mut z = pool.guid.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    push("load_guid", (z ^ (z >> 31)).to_string(), None, "-");
+    push("autotrim", "off".into(), None, "default");
+    push("compatibility", "off".into(), None, "default");
+    push("bcloneused", "0".into(), Some(0), "-");
+    push("bclonesaved", "0".into(), Some(0), "-");
+    push("bcloneratio", "1.00".into(), None, "-");
+    push("dedup_table_size", "0".into(), Some(0), "-");
+    push("dedup_table_quota", "auto".into(), None, "default");
+    push("last_scrubbed_txg", "0".into(), None, "-");
+    for (f, st) in ozfs_dsl::features::states(&dsl.mos).map_err(ctx)? {
+        push(&format!("feature@{f}"), st.to_string(), None, "local");
+    }
     Ok(out)
 }
 
