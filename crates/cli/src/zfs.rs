@@ -524,7 +524,11 @@ fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
 
 /// Run a request (in the daemon when it holds the pool) and return its result.
 pub fn exec(req: Request) -> Result<Response, Fail> {
-    Ok(ozfs_ops::proto::execute(req, &Progress::none())?)
+    Ok(ozfs_ops::proto::execute_as(
+        req,
+        &Progress::none(),
+        crate::invocation(),
+    )?)
 }
 
 fn create(argv: &[String]) -> CmdResult {
