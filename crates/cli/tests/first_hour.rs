@@ -458,7 +458,6 @@ fn weekly_verbs() {
     assert!(v.starts_with("ozfs-"), "{v}");
     for verb in [
         vec!["zpool", "iostat"],
-        vec!["zpool", "history"],
         vec!["zfs", "diff"],
         vec!["zfs", "bookmark"],
         vec!["zfs", "userspace"],

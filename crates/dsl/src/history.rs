@@ -1,7 +1,7 @@
 //! The pool's command history in the MOS: reading its records and
 //! appending one in the open txg, as ZFS keeps them (the ring buffer itself
-//! is [`ozfs_format::history`]; records are packed nvlists,
-//! [`ozfs_format::nvnative`]).
+//! is [`ozfs_format::history`]; records are packed nvlists, read in either
+//! encoding, written in XDR as zfs-fuse writes them).
 //!
 //! The object directory's `history` entry names the object; a pool
 //! without one (never written by a ZFS that logs, or made before version
@@ -98,13 +98,15 @@ fn pool_bytes(w: &PoolWriter) -> u64 {
 /// Append `record` to the pool's history in the open txg, creating the
 /// history object when the pool has none.
 pub fn append(w: &mut PoolWriter, record: &NvList) -> Result<()> {
-    let packed = ozfs_format::nvnative::pack(record);
+    // XDR, as zfs-fuse (pool version 23) packs its records: its reader
+    // takes no other encoding, and OpenZFS's takes both.
+    let packed = record.pack_xdr();
     let obj = match zap_tx::lookup(&w.mos, 1, b"history")? {
         Some(e) => e.as_u64().ok_or_else(|| {
             Error::corrupt("MOS object directory", "'history' entry is not one integer")
         })?,
         None => {
-            let phys = HistoryPhys::new(pool_bytes(w));
+            let phys = HistoryPhys::new(pool_bytes(w), w.version >= 5000);
             let obj = w.mos.create_object(
                 OT_SPA_HISTORY,
                 HISTORY_BLOCK,

@@ -35,8 +35,10 @@ use crate::error::{Error, Result};
 pub const HISTORY_PHYS_SIZE: usize = 40;
 /// Smallest ring ZFS makes (`phys_max_off`).
 pub const MIN_HISTORY: u64 = 128 << 10;
-/// Largest ring ZFS makes; larger values on disk are refused.
+/// Largest ring ZFS makes (OpenZFS); larger values on disk are refused.
 pub const MAX_HISTORY: u64 = 1 << 30;
+/// Largest ring the pool-version-23 ZFS (zfs-fuse) makes.
+pub const MAX_HISTORY_V23: u64 = 32 << 20;
 /// Block size of the history object.
 pub const HISTORY_BLOCK: u64 = 128 << 10;
 
@@ -51,11 +53,18 @@ pub struct HistoryPhys {
 }
 
 impl HistoryPhys {
-    /// A new, empty log for a pool of `pool_bytes` usable bytes: 1/1000 of
-    /// it, between 128 KiB and 1 GiB (what OpenZFS chooses).
-    pub fn new(pool_bytes: u64) -> HistoryPhys {
+    /// A new, empty log for a pool of `pool_bytes` usable bytes, sized as
+    /// the ZFS of its version does: feature-flag pools (OpenZFS) 1/1000 of
+    /// it between 128 KiB and 1 GiB; version-23 pools 1% of it between 128
+    /// KiB and 32 MiB (observed in zfs-fuse: 959447 bytes for a 96 MiB pool).
+    pub fn new(pool_bytes: u64, feature_flags: bool) -> HistoryPhys {
+        let phys_max_off = if feature_flags {
+            (pool_bytes / 1000).clamp(MIN_HISTORY, MAX_HISTORY)
+        } else {
+            (pool_bytes / 100).clamp(MIN_HISTORY, MAX_HISTORY_V23)
+        };
         HistoryPhys {
-            phys_max_off: (pool_bytes / 1000).clamp(MIN_HISTORY, MAX_HISTORY),
+            phys_max_off,
             ..Default::default()
         }
     }
@@ -405,8 +414,17 @@ mod tests {
 
     #[test]
     fn new_log_size_follows_the_pool() {
-        assert_eq!(HistoryPhys::new(96 << 20).phys_max_off, MIN_HISTORY);
-        assert_eq!(HistoryPhys::new(1 << 38).phys_max_off, (1u64 << 38) / 1000);
-        assert_eq!(HistoryPhys::new(u64::MAX).phys_max_off, MAX_HISTORY);
+        assert_eq!(HistoryPhys::new(96 << 20, true).phys_max_off, MIN_HISTORY);
+        assert_eq!(
+            HistoryPhys::new(1 << 38, true).phys_max_off,
+            (1u64 << 38) / 1000
+        );
+        assert_eq!(HistoryPhys::new(u64::MAX, true).phys_max_off, MAX_HISTORY);
+        assert_eq!(HistoryPhys::new(95_944_700, false).phys_max_off, 959_447);
+        assert_eq!(HistoryPhys::new(8 << 20, false).phys_max_off, MIN_HISTORY);
+        assert_eq!(
+            HistoryPhys::new(u64::MAX, false).phys_max_off,
+            MAX_HISTORY_V23
+        );
     }
 }
