@@ -33,6 +33,7 @@ use crate::{CmdResult, Fail};
 use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
 use ozfs_ops::client::socket_path;
 use ozfs_ops::devices::SpareEvent;
+use ozfs_ops::history::Invocation;
 use ozfs_ops::host::{state_dir, Record};
 use ozfs_ops::names::pool_of;
 use ozfs_ops::proto::{Request, Response};
@@ -627,14 +628,24 @@ impl Daemon {
             "export" => {
                 let pool = str_field(req, "pool");
                 let release = req["release"].as_bool().unwrap_or(false);
+                let inv = serde_json::from_value::<Option<Invocation>>(req["history"].clone())
+                    .ok()
+                    .flatten();
                 let mut inner = lock(&self.inner);
-                match self.export(&mut inner, pool, release) {
+                match self.export_as(&mut inner, pool, release, inv.as_ref()) {
                     Ok(()) => ok(String::new()),
                     Err(e) => err(e),
                 }
             }
             "op" => match serde_json::from_value::<Request>(req["op"].clone()) {
-                Ok(op) => self.op(&op),
+                Ok(op) => {
+                    // The command line to log; a request without one (a
+                    // program's) is not logged.
+                    let inv = serde_json::from_value::<Option<Invocation>>(req["history"].clone())
+                        .ok()
+                        .flatten();
+                    self.op(&op, inv.as_ref())
+                }
                 Err(e) => err(format!("ozfs daemon: bad request: {e}")),
             },
             "shutdown" => json!({"ok": true, "out": "", "then": "shutdown"}),
@@ -839,7 +850,15 @@ impl Daemon {
 
     /// Unmount a pool's datasets, then export it (or, with `release`, just
     /// sync it and let go of it, still imported).
-    fn export(&self, inner: &mut Inner, pool: &str, release: bool) -> Result<(), String> {
+    /// `inv`: the command line logged in the pool's history in the
+    /// export's txg.
+    fn export_as(
+        &self,
+        inner: &mut Inner,
+        pool: &str,
+        release: bool,
+        inv: Option<&Invocation>,
+    ) -> Result<(), String> {
         if !inner.pools.contains_key(pool) {
             return Err(format!(
                 "cannot export '{pool}': not held by the ozfs daemon"
@@ -868,6 +887,11 @@ impl Daemon {
             .sw
             .retire()
             .map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        if let Some(inv) = inv {
+            if let Err(e) = ozfs_ops::history::append(&mut w, inv) {
+                eprintln!("ozfs daemon: {pool}: {e}");
+            }
+        }
         let r = if release { w.sync() } else { w.export() };
         if let Err(e) = entry.rec.save_counters(&entry.pool) {
             eprintln!("ozfs daemon: {pool}: could not save error counters: {e}");
@@ -930,7 +954,7 @@ impl Daemon {
 
     /// An operation the CLI sent because the daemon holds its pool: run
     /// it on the daemon's writer, then follow it with the mounts it calls for.
-    fn op(&self, req: &Request) -> Value {
+    fn op(&self, req: &Request, inv: Option<&Invocation>) -> Value {
         if let Err(e) = self.refuse_busy(req) {
             return err(e);
         }
@@ -941,7 +965,14 @@ impl Daemon {
             Ok(m) => m,
             Err(e) => return err(e),
         };
-        let ran = req.run(&ozfs_ops::proto::Progress::none());
+        let ran = req
+            .run_logged(&ozfs_ops::proto::Progress::none(), inv)
+            .map(|(r, logged)| {
+                if let Some(e) = logged {
+                    eprintln!("ozfs daemon: {e}");
+                }
+                r
+            });
         let again: Vec<String> = match (&ran, req) {
             (Ok(_), Request::Destroy { .. }) => Vec::new(),
             (Ok(_), Request::Rename { from, to, .. }) => moved

@@ -96,9 +96,22 @@ fn default_sigpipe(argv: &[String]) {
     }
 }
 
+/// The command line of a `zpool`/`zfs` command, as the pool's history
+/// records it (without the program name).
+static INVOCATION: std::sync::OnceLock<ozfs_ops::history::Invocation> = std::sync::OnceLock::new();
+
+/// What a pool-changing request run by this command logs in the pool's
+/// history (None for the other verbs).
+pub fn invocation() -> Option<&'static ozfs_ops::history::Invocation> {
+    INVOCATION.get()
+}
+
 fn main() {
     tune_malloc();
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(argv.first().map(String::as_str), Some("zpool" | "zfs")) {
+        let _ = INVOCATION.set(ozfs_ops::history::Invocation::now(argv.join(" ")));
+    }
     default_sigpipe(&argv);
     let code = match run(&argv) {
         Ok(()) => 0,

@@ -34,6 +34,42 @@ pub fn date(t: u64) -> String {
     }
 }
 
+/// A history record's time as `zpool history` prints it
+/// (`YYYY-MM-DD.HH:MM:SS`, local time).
+pub fn history_date(t: u64) -> String {
+    let t = t as libc::time_t;
+    // SAFETY: localtime_r/strftime on a local buffer.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 64];
+        let fmt = c"%F.%T";
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// The name of user `uid` (None: not in the password database).
+pub fn user_name(uid: u64) -> Option<String> {
+    let uid = libc::uid_t::try_from(uid).ok()?;
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: getpwuid_r with a local passwd and buffer of the given size;
+    // pw_name points into buf when the result is non-null.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut res: *mut libc::passwd = std::ptr::null_mut();
+        let r = libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut res);
+        if r != 0 || res.is_null() || pw.pw_name.is_null() {
+            return None;
+        }
+        Some(
+            std::ffi::CStr::from_ptr(pw.pw_name)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
 /// Seconds as HH:MM:SS.
 pub fn hms(secs: u64) -> String {
     format!(

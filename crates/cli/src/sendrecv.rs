@@ -181,7 +181,7 @@ pub fn receive(argv: &[String]) -> CmdResult {
         scan: &|_| {},
         bytes: &tick,
     };
-    let r = ozfs_ops::proto::execute(
+    let r = ozfs_ops::proto::execute_as(
         Request::Receive {
             target,
             force: a.flag('F'),
@@ -190,6 +190,7 @@ pub fn receive(argv: &[String]) -> CmdResult {
             stream,
         },
         &hooks,
+        crate::invocation(),
     )?;
     if let (true, Response::Received(rs)) = (verbose, r) {
         for r in rs {
@@ -275,7 +276,7 @@ pub fn hold(argv: &[String], hold: bool) -> CmdResult {
 }
 
 fn exec(req: Request) -> CmdResult {
-    ozfs_ops::proto::execute(req, &ozfs_ops::proto::Progress::none())?;
+    ozfs_ops::proto::execute_as(req, &ozfs_ops::proto::Progress::none(), crate::invocation())?;
     Ok(())
 }
 

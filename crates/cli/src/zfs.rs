@@ -610,7 +610,11 @@ fn upgrade(argv: &[String]) -> CmdResult {
 
 /// Run a request (in the daemon when it holds the pool) and return its result.
 pub fn exec(req: Request) -> Result<Response, Fail> {
-    Ok(ozfs_ops::proto::execute(req, &Progress::none())?)
+    Ok(ozfs_ops::proto::execute_as(
+        req,
+        &Progress::none(),
+        crate::invocation(),
+    )?)
 }
 
 fn create(argv: &[String]) -> CmdResult {

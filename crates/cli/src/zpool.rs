@@ -100,8 +100,9 @@ pub fn main(argv: &[String]) -> CmdResult {
         }
         "iostat" => iostat(rest),
         "upgrade" => upgrade(rest),
-        "history" | "events" | "reguid" | "initialize" | "trim" | "checkpoint" | "split"
-        | "resilver" | "reopen" | "prefetch" | "ddtprune" => {
+        "history" => history(rest),
+        "events" | "reguid" | "initialize" | "trim" | "checkpoint" | "split" | "resilver"
+        | "reopen" | "prefetch" | "ddtprune" => {
             Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
         }
         "set" => set(rest),
@@ -153,6 +154,7 @@ fn import(argv: &[String]) -> CmdResult {
     let opts = ozfs_ops::pool::ImportOpts {
         readonly,
         dry_run: a.flag('n'),
+        history: crate::invocation().cloned(),
     };
     if a.flag('a') {
         // Every pool found that is not imported yet.
@@ -296,7 +298,7 @@ fn export(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     }
     for p in &a.pos {
-        ozfs_ops::pool::export(p)?;
+        ozfs_ops::pool::export_as(p, crate::invocation())?;
     }
     Ok(())
 }
@@ -965,7 +967,7 @@ fn run(req: Request) -> Result<Response, Fail> {
         scan: &draw,
         bytes: &|_| {},
     };
-    let r = ozfs_ops::proto::execute(req, &hooks);
+    let r = ozfs_ops::proto::execute_as(req, &hooks, crate::invocation());
     crate::render::end_progress();
     Ok(r?)
 }
@@ -1168,6 +1170,7 @@ fn create(argv: &[String]) -> CmdResult {
         print_layout(&name, &tops, &o.spares);
         return Ok(());
     }
+    o.history = crate::invocation().cloned();
     ozfs_ops::pool::create(&name, &tops, &o)?;
     // As OpenZFS: the new pool's file system is mounted (by the daemon,
     // which then holds the pool), unless its mountpoint says not to.
@@ -1241,5 +1244,115 @@ fn destroy(argv: &[String]) -> CmdResult {
         return Err(Fail::Usage(format!("missing pool argument\n{USAGE}")));
     };
     ozfs_ops::pool::destroy(name)?;
+    Ok(())
+}
+
+/// `zpool history [-il] [pool]...`: the commands (and with `-i` the
+/// internal events) each pool keeps in its history, oldest first, as
+/// OpenZFS prints them; `-l` adds who ran each and where.
+fn history(argv: &[String]) -> CmdResult {
+    use ozfs_ops::history::Event;
+    let a = Args::parse(argv, "il", "")?;
+    let (internal, long) = (a.flag('i'), a.flag('l'));
+    let pools = if a.pos.is_empty() {
+        ozfs_ops::host::Record::all()
+    } else {
+        a.pos.clone()
+    };
+    if pools.is_empty() {
+        println!("no pools available");
+        return Ok(());
+    }
+    let mut failed = false;
+    for pool in &pools {
+        let recs = match ozfs_ops::history::history(pool) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{e}");
+                failed = true;
+                continue;
+            }
+        };
+        let mut out = format!("History for '{pool}':\n");
+        for r in recs {
+            let t = crate::render::history_date(r.time);
+            let line = match &r.event {
+                Event::Command(c) => format!("{t} {c}"),
+                _ if !internal => continue,
+                Event::Internal {
+                    event,
+                    name: Some(n),
+                    txg,
+                    text,
+                } => {
+                    let _ = event;
+                    format!("{t} [internal {n} txg:{txg}] {text}")
+                }
+                Event::Named {
+                    name,
+                    txg,
+                    dataset,
+                    text,
+                } => match dataset {
+                    Some((ds, id)) => format!("{t} [txg:{txg}] {name} {ds} ({id}) {text}"),
+                    None => format!("{t} [txg:{txg}] {name} {text}"),
+                },
+                Event::Ioctl {
+                    ioctl,
+                    input,
+                    output,
+                    errno,
+                } => {
+                    let mut l = format!("{t} ioctl {ioctl}\n");
+                    if let Some(i) = input {
+                        l.push_str("    input:\n");
+                        i.dump(8, &mut l);
+                    }
+                    if let Some(o) = output {
+                        l.push_str("    output:\n");
+                        o.dump(8, &mut l);
+                    }
+                    if let Some(e) = errno {
+                        l.push_str(&format!("    errno: {e}\n"));
+                    }
+                    out.push_str(&l);
+                    continue;
+                }
+                Event::Internal { .. } | Event::Unrecognized(_) => {
+                    let mut l = format!("{t} unrecognized record:\n");
+                    let nv = match &r.event {
+                        Event::Unrecognized(nv) => nv.clone(),
+                        _ => Default::default(),
+                    };
+                    nv.dump(4, &mut l);
+                    out.push_str(&l);
+                    continue;
+                }
+            };
+            out.push_str(&line);
+            if long {
+                let mut who = String::from(" [");
+                if let Some(u) = r.who {
+                    who.push_str(&match crate::render::user_name(u) {
+                        Some(n) => format!("user {n} on"),
+                        None => format!("user {u} on"),
+                    });
+                }
+                if let Some(h) = &r.host {
+                    who.push_str(&format!(" {h}"));
+                }
+                if let Some(z) = &r.zone {
+                    who.push_str(&format!(":{z}"));
+                }
+                who.push(']');
+                out.push_str(&who);
+            }
+            out.push('\n');
+        }
+        println!("{out}");
+    }
+    if failed {
+        return Err(Fail::Err(String::new()));
+    }
     Ok(())
 }

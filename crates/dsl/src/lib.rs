@@ -19,6 +19,7 @@
 pub mod create;
 pub mod destroy;
 pub mod features;
+pub mod history;
 pub mod pool;
 pub mod promote;
 pub mod props;

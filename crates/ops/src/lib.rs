@@ -29,6 +29,7 @@
 pub mod client;
 pub mod devices;
 pub mod error;
+pub mod history;
 pub mod host;
 pub mod scan;
 

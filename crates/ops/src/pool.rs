@@ -18,6 +18,9 @@ pub struct CreateOpts {
     /// Properties of the root file system (`-O`, and `-m` as `mountpoint`).
     pub fs_props: Vec<(String, String)>,
     pub spares: Vec<PathBuf>,
+    /// The command line to record as the pool's first history record
+    /// (the creation record ZFS keeps for ever).
+    pub history: Option<crate::history::Invocation>,
 }
 
 impl Default for CreateOpts {
@@ -27,6 +30,7 @@ impl Default for CreateOpts {
             ashift: 9,
             fs_props: Vec::new(),
             spares: Vec::new(),
+            history: None,
         }
     }
 }
@@ -61,10 +65,13 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
     }
     let mut w = ozfs_dsl::create::create_pool(name, tops, o.ashift, o.version).map_err(fail)?;
     ozfs_dsl::create::add_spares(&mut w, &o.spares).map_err(fail)?;
-    if !settings.is_empty() {
+    if !settings.is_empty() || o.history.is_some() {
         let root = w.root_dir_obj;
         for (k, v) in &settings {
             ozfs_dsl::create::set_prop_dir(&mut w, root, k, v).map_err(fail)?;
+        }
+        if let Some(inv) = &o.history {
+            crate::history::append(&mut w, inv).map_err(fail)?;
         }
         w.sync().map_err(fail)?;
     }
@@ -82,12 +89,15 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
 }
 
 /// How to import a pool.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ImportOpts {
     /// `-o readonly=on`: nothing is ever written to it.
     pub readonly: bool,
     /// `-n`: check that it would import, change nothing, record nothing.
     pub dry_run: bool,
+    /// The command line to record in the pool's history (read-write
+    /// imports only), in the txg that marks the pool active.
+    pub history: Option<crate::history::Invocation>,
 }
 
 /// `zpool import [-n] [-o readonly=on] POOL|ID [NEWNAME]` from the devices
@@ -188,6 +198,10 @@ pub fn import(
         let mut w = ozfs_dsl::sync::PoolWriter::open(pool.clone()).map_err(fail)?;
         w.config_dirty = true;
         w.state = ozfs_spa::label_write::POOL_STATE_ACTIVE;
+        if let Some(inv) = &o.history {
+            // As ZFS, a history that cannot be written does not fail the import.
+            let _ = crate::history::append(&mut w, inv);
+        }
         w.sync().map_err(fail)?;
     }
     // Make sure the dataset layer opens too before declaring success.
@@ -225,9 +239,17 @@ fn own_writer(rec: &Record) -> Result<ozfs_dsl::sync::PoolWriter> {
 /// `zpool export POOL`: the daemon unmounts, syncs and lets go of it when
 /// it holds it; the pool is marked exported in its labels and forgotten.
 pub fn export(name: &str) -> Result<()> {
+    export_as(name, None)
+}
+
+/// [`export`], recording `inv` in the pool's history in the txg that
+/// marks it exported (as ZFS logs `zpool export`).
+pub fn export_as(name: &str, inv: Option<&crate::history::Invocation>) -> Result<()> {
     if crate::client::daemon_holds(name) {
-        crate::client::call_starting(&serde_json::json!({"cmd": "export", "pool": name}))?
-            .check()?;
+        crate::client::call_starting(
+            &serde_json::json!({"cmd": "export", "pool": name, "history": inv}),
+        )?
+        .check()?;
         return Ok(());
     }
     let rec = Record::load(name)
@@ -235,7 +257,13 @@ pub fn export(name: &str) -> Result<()> {
     if !rec.readonly {
         let fail = |e: Error| e.context(&format!("cannot export '{name}'"));
         own_writer(&rec)
-            .and_then(|mut w| w.export())
+            .and_then(|mut w| {
+                if let Some(inv) = inv {
+                    // A history that cannot be written does not stop the export.
+                    let _ = crate::history::append(&mut w, inv);
+                }
+                w.export()
+            })
             .map_err(fail)?;
     }
     Record::remove(name).map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))

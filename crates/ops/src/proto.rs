@@ -20,6 +20,7 @@
 use crate::dataset::{DestroyOpts, DestroyPlan, Received};
 use crate::devices::TopSpec;
 use crate::error::{Error, Result};
+use crate::history::Invocation;
 use crate::scan::{ProgressFn, ScanState, ScrubAction};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -305,6 +306,36 @@ impl Request {
         }
     }
 
+    /// Whether a successful run changed the pool, so that ZFS would
+    /// record the command in the pool's history (a dry run, a copy, a
+    /// record write or a sync is not logged).
+    pub fn logged(&self) -> bool {
+        use Request::*;
+        match self {
+            Destroy { opts, .. } => !opts.dry_run,
+            Receive { dry_run, .. } => !dry_run,
+            CopyIn { .. } | Rm { .. } | RawioWrite { .. } | Sync { .. } => false,
+            _ => true,
+        }
+    }
+
+    /// [`Request::run`], then, when it succeeded and changed the pool,
+    /// `inv` appended to the pool's history in a txg of its own. As in
+    /// ZFS, a history that cannot be written does not undo or fail the
+    /// change: the error is returned beside the response.
+    pub fn run_logged(
+        &self,
+        hooks: &Progress<'_>,
+        inv: Option<&Invocation>,
+    ) -> Result<(Response, Option<Error>)> {
+        let r = self.run(hooks)?;
+        let logged = match inv {
+            Some(inv) if self.logged() => crate::history::log(&self.pool(), inv).err(),
+            _ => None,
+        };
+        Ok((r, logged))
+    }
+
     /// Run here (this process is the pool's writer, or the daemon).
     pub fn run(&self, hooks: &Progress<'_>) -> Result<Response> {
         let progress = hooks.scan;
@@ -497,12 +528,23 @@ pub fn error_from_wire(kind: &str, msg: String) -> Error {
 /// not the daemon), here otherwise. A forwarded scan's progress is the
 /// caller's to follow ([`crate::scan::wait_done`]).
 pub fn execute(req: Request, hooks: &Progress<'_>) -> Result<Response> {
+    execute_as(req, hooks, None)
+}
+
+/// [`execute`], recording `inv` (the command line that asked for it) in
+/// the pool's history when the request changed the pool
+/// ([`Request::run_logged`]; a failure to log is not the request's).
+pub fn execute_as(
+    req: Request,
+    hooks: &Progress<'_>,
+    inv: Option<&Invocation>,
+) -> Result<Response> {
     req.check()?;
     let pool = req.pool();
     if crate::host::in_daemon() || pool.is_empty() || !crate::client::daemon_holds(&pool) {
-        return req.run(hooks);
+        return req.run_logged(hooks, inv).map(|(r, _)| r);
     }
-    forward(req)
+    forward(req, inv)
 }
 
 /// A payload larger than this is refused (and never spooled whole).
@@ -510,7 +552,7 @@ pub const MAX_PAYLOAD: u64 = 16 << 20;
 
 /// Send `req` to the daemon, spooling standard input first where the
 /// request reads it.
-fn forward(mut req: Request) -> Result<Response> {
+fn forward(mut req: Request, inv: Option<&Invocation>) -> Result<Response> {
     if let Request::CopyIn { src, .. } = &mut req {
         if let Ok(abs) = std::path::absolute(&*src) {
             *src = abs;
@@ -537,7 +579,7 @@ fn forward(mut req: Request) -> Result<Response> {
         *input = Input::File(p.clone());
         spool = Some(p);
     }
-    let v = serde_json::json!({"cmd": "op", "op": req});
+    let v = serde_json::json!({"cmd": "op", "op": req, "history": inv});
     let reply = crate::client::call(&v);
     if let Some(p) = spool {
         let _ = std::fs::remove_file(p);
