@@ -1,14 +1,18 @@
-//! Every checksum OpenZFS has, read through: the corpus pool
-//! `c6-checksums` (../shared/corpus/openzfs-2.3, made by the real OpenZFS
-//! 2.3.2 kernel module) has one file system per checksum — fletcher2,
-//! fletcher4, sha256, sha512, skein, edonr, blake3 — each with the same
-//! 400,000-byte file and a small one. Imported read-only by ozfs, every
-//! file system (and the pool's root file system, which holds their mount
-//! points) is copied out with `ozfs cp -r` and compared with what
-//! OpenZFS's own mount showed (`manifest.txt`): kinds, modes, owners,
-//! sizes, mtimes, sha256 of every file, symlink targets and `user.*`
-//! xattrs. Link counts and directory sizes are what ZFS reports, which a
-//! copy does not keep, so they are not compared.
+//! Every checksum OpenZFS has, read through, on pools the real OpenZFS
+//! 2.3.2 kernel module made (../shared/corpus/openzfs-2.3):
+//! * `c6-checksums` has one file system per checksum — fletcher2,
+//!   fletcher4, sha256, sha512, skein, edonr, blake3 — each with the same
+//!   400,000-byte file and a small one;
+//! * `c5-dedup` has `dedup=blake3` (salted blake3 on every deduplicated
+//!   block) and `dedup=on` (sha256).
+//!
+//! Imported read-only by ozfs, every file system of the pool (the root
+//! one included: it holds the others' mount points) is copied out with
+//! `ozfs cp -r` and compared with what OpenZFS's own mount showed
+//! (`manifest.txt`): kinds, modes, owners, sizes, mtimes, sha256 of every
+//! file, symlink targets and `user.*` xattrs. Link counts and directory
+//! sizes are what ZFS reports, which a copy does not keep, so they are not
+//! compared.
 
 mod common;
 use common::*;
@@ -17,18 +21,22 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const POOL: &str = "c6-checksums";
-
-/// The file systems, by the checksum each one uses for its blocks.
-const DATASETS: &[&str] = &[
-    "c6-checksums",
-    "c6-checksums/fletcher2",
-    "c6-checksums/fletcher4",
-    "c6-checksums/sha256",
-    "c6-checksums/sha512",
-    "c6-checksums/skein",
-    "c6-checksums/edonr",
-    "c6-checksums/blake3",
+/// The pools, and the checksum property ozfs must show for some of their
+/// file systems.
+const POOLS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "c6-checksums",
+        &[
+            ("c6-checksums/fletcher2", "fletcher2"),
+            ("c6-checksums/fletcher4", "fletcher4"),
+            ("c6-checksums/sha256", "sha256"),
+            ("c6-checksums/sha512", "sha512"),
+            ("c6-checksums/skein", "skein"),
+            ("c6-checksums/edonr", "edonr"),
+            ("c6-checksums/blake3", "blake3"),
+        ],
+    ),
+    ("c5-dedup", &[]),
 ];
 
 /// The corpus: `OZFS_CORPUS` when set (a checkout elsewhere, e.g. a git
@@ -202,16 +210,20 @@ fn unpack(src: &Path, devs: &Path) {
     }
 }
 
-#[test]
-fn every_checksum_reads_as_openzfs_wrote_it() {
-    let src = corpus().join(POOL);
+/// The file systems `manifest.txt` lists (`== tree NAME` sections).
+fn datasets(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("== tree "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Import `pool` read-only, copy every file system out, compare; the
+/// differences found, one string per file system.
+fn check_pool(oz: &Ozfs, work: &Path, pool: &str, checksums: &[(&str, &str)]) -> Vec<String> {
+    let src = corpus().join(pool);
     let text = std::fs::read_to_string(src.join("manifest.txt")).expect("manifest.txt");
-    let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-checksums-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    let devs = work.path().join("devs");
+    let devs = work.join(pool);
     unpack(&src, &devs);
     oz.ok(&[
         "zpool",
@@ -220,9 +232,8 @@ fn every_checksum_reads_as_openzfs_wrote_it() {
         "readonly=on",
         "-d",
         &devs.to_string_lossy(),
-        POOL,
+        pool,
     ]);
-    // Each file system's checksum, as ozfs reads the property.
     let props = oz.ok(&[
         "zfs",
         "get",
@@ -231,20 +242,20 @@ fn every_checksum_reads_as_openzfs_wrote_it() {
         "name,value",
         "-r",
         "checksum",
-        POOL,
+        pool,
     ]);
-    for ds in &DATASETS[1..] {
-        let algo = ds.rsplit('/').next().unwrap();
+    for (ds, algo) in checksums {
         assert!(
             props.lines().any(|l| l == format!("{ds}\t{algo}")),
             "{ds}: checksum property: {props}"
         );
     }
     let mut failed = Vec::new();
-    for ds in DATASETS {
+    let names = datasets(&text);
+    assert!(!names.is_empty(), "{pool}: no trees in manifest.txt");
+    for ds in &names {
         let want = theirs(&text, ds);
-        assert!(!want.is_empty(), "{ds}: not in manifest.txt");
-        let dest = work.path().join(ds.replace('/', "_"));
+        let dest = work.join(format!("copy-{}", ds.replace('/', "_")));
         let r = oz.run(&[
             "cp".as_ref(),
             "-r".as_ref(),
@@ -274,6 +285,21 @@ fn every_checksum_reads_as_openzfs_wrote_it() {
         }
         let _ = std::fs::remove_dir_all(&dest);
     }
-    oz.ok(&["zpool", "export", POOL]);
+    oz.ok(&["zpool", "export", pool]);
+    let _ = std::fs::remove_dir_all(&devs);
+    failed
+}
+
+#[test]
+fn every_checksum_reads_as_openzfs_wrote_it() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-checksums-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let mut failed = Vec::new();
+    for (pool, checksums) in POOLS {
+        failed.extend(check_pool(&oz, work.path(), pool, checksums));
+    }
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
 }
