@@ -394,19 +394,17 @@ pub fn supported(kind: u8) -> bool {
 /// Why a block with checksum function `kind` cannot be verified, or
 /// `None` when it can (`have_salt`: the pool's salt is known).
 pub fn unsupported_reason(kind: u8, have_salt: bool) -> Option<Error> {
+    let what = || match name(kind) {
+        "unknown" => format!("block checksum function {kind}"),
+        n => format!("block checksum {n}"),
+    };
     if !supported(kind) {
-        return Some(Error::unsupported(
-            "block checksum",
-            format!("checksum function {kind} ({}): unsupported", name(kind)),
-        ));
+        return Some(Error::unsupported(what(), "ozfs does not compute it"));
     }
     if salted(kind) && !have_salt {
         return Some(Error::unsupported(
-            "block checksum",
-            format!(
-                "{}: needs the pool's checksum salt ({SALT_ENTRY}), which is not known",
-                name(kind)
-            ),
+            what(),
+            format!("it is keyed with the pool's checksum salt ({SALT_ENTRY}), which is not known"),
         ));
     }
     None
@@ -435,7 +433,7 @@ pub fn compute_salted(kind: u8, data: &[u8], byteswap: bool, salt: Option<&Salt>
         (14, Some(s)) => blake3(s, data, byteswap),
         _ => {
             return Err(unsupported_reason(kind, salt.is_some()).unwrap_or_else(|| {
-                Error::unsupported("block checksum", format!("checksum function {kind}"))
+                Error::unsupported(format!("block checksum function {kind}"), "not computed")
             }))
         }
     })

@@ -606,7 +606,10 @@ fn unverifiable_checksum_is_unsupported_and_never_healed() {
             matches!(e, ozfs_format::Error::Unsupported { .. }),
             "not unsupported: {msg}"
         );
-        assert!(msg.contains("edonr"), "does not name the function: {msg}");
+        assert!(
+            msg.contains("block checksum edonr: unsupported"),
+            "does not name the function: {msg}"
+        );
         assert!(!msg.contains("passed its checksum"), "{msg}");
     }
     assert_eq!(ctx.repaired.load(std::sync::atomic::Ordering::Relaxed), 0);
