@@ -54,6 +54,10 @@ pub struct ZplAttrs {
     pub gid: u64,
     /// Symlink target if stored in the bonus / SA (ZPL<=4: bytes after the 264-byte znode when bonuslen > 264).
     pub symlink: Option<Vec<u8>>,
+    /// `ZPL_DXATTR`: the extended attributes kept in the SA (`xattr=sa`),
+    /// a packed nvlist of name → byte array, as stored (decoded by the
+    /// reader that wants them).
+    pub dxattr: Option<Vec<u8>>,
 }
 
 /// SA registry and layouts of a ZPL 5 file system: attribute number -> (name, fixed length or 0),
@@ -149,6 +153,7 @@ impl ZplAttrs {
                 }
             }
             "ZPL_SYMLINK" => self.symlink = Some(data.to_vec()),
+            "ZPL_DXATTR" => self.dxattr = Some(data.to_vec()),
             _ => {}
         }
         Ok(())
@@ -185,10 +190,21 @@ impl ZplAttrs {
             uid: w(16),
             gid: w(17),
             symlink,
+            dxattr: None,
         })
     }
     /// Decode an SA buffer (bonus of type SA or spill block) using `tables`.
     pub fn from_sa(buf: &[u8], swap: bool, tables: &SaTables) -> Result<ZplAttrs> {
+        let mut out = ZplAttrs::default();
+        out.apply_sa_buf(buf, swap, tables)?;
+        Ok(out)
+    }
+
+    /// Apply the attributes of one SA buffer on top of these: a spill
+    /// block's attributes after the bonus's (ZFS moves the ones that do not
+    /// fit the bonus, e.g. large `ZPL_DXATTR`, to the spill block, which
+    /// has its own header and layout).
+    pub fn apply_sa_buf(&mut self, buf: &[u8], swap: bool, tables: &SaTables) -> Result<()> {
         if buf.len() < 8 {
             return Err(Error::truncated("SA header", 8, buf.len()));
         }
@@ -239,7 +255,7 @@ impl ZplAttrs {
         let data_start = (SA_HDR_FIXED + 2 * nvar.max(1)).div_ceil(8) * 8;
         // The header-size field (bits 10..16 of layout_info) is redundant with the
         // layout; like OpenZFS we locate the data from the layout's variable count.
-        let mut out = ZplAttrs::default();
+        let out = self;
         let mut off = data_start;
         let mut var_idx = 0usize;
         for (name, reg_len) in resolved {
@@ -256,7 +272,7 @@ impl ZplAttrs {
             out.apply_sa(name, data, swap)?;
             off = (off + len).div_ceil(8) * 8;
         }
-        Ok(out)
+        Ok(())
     }
     /// Encode a legacy znode bonus (264 bytes + inline symlink if any), host order, trivial ACL fields zero.
     pub fn to_znode(&self) -> Vec<u8> {
@@ -317,6 +333,7 @@ mod tests {
             uid: 1000,
             gid: 100,
             symlink: None,
+            dxattr: None,
         }
     }
 

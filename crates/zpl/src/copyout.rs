@@ -615,7 +615,7 @@ impl Copier<'_> {
         shown: &Path,
         mut set: impl FnMut(&CStr, &[u8]) -> libc::c_int,
     ) -> Result<()> {
-        if !self.opts.xattrs || a.xattr == 0 {
+        if !self.opts.xattrs || (a.xattr == 0 && a.dxattr.is_none()) {
             return Ok(());
         }
         for (name, value) in self.zpl.xattrs(a)? {
@@ -676,7 +676,7 @@ impl Copier<'_> {
         fmt: u64,
         shown: &Path,
     ) -> Result<()> {
-        if self.opts.xattrs && a.xattr != 0 {
+        if self.opts.xattrs && (a.xattr != 0 || a.dxattr.is_some()) {
             // lsetxattr does not follow the last name; /proc/self/fd/N is
             // our own descriptor of the parent.
             let mut p = format!("/proc/self/fd/{parent}/").into_bytes();

@@ -76,7 +76,20 @@ impl Zpl {
                     .sa
                     .as_ref()
                     .ok_or_else(|| Error::corrupt(&what, "SA bonus but no SA tables"))?;
-                ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables)
+                ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables).and_then(|mut a| {
+                    // What did not fit the bonus is in the spill block.
+                    if let Some(bp) = dn.phys.spill.filter(|bp| !bp.is_hole()) {
+                        let buf = self
+                            .os
+                            .pool
+                            .read_bp(&bp)
+                            .map_err(|e| e.context("spill block"))?;
+                        let swap = bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+                        a.apply_sa_buf(&buf, swap, tables)
+                            .map_err(|e| e.context("spill block"))?;
+                    }
+                    Ok(a)
+                })
             }
             t => Err(Error::corrupt(
                 &what,
@@ -200,13 +213,20 @@ impl Zpl {
         self.os.read(dn, 0, a.size as usize)
     }
 
-    /// Extended attributes stored in the object's xattr directory: (name, value).
+    /// Extended attributes: those kept in the SA (`xattr=sa`, a packed
+    /// nvlist of name → byte array), then those in the object's xattr
+    /// directory (name, value).
     pub fn xattrs(&self, a: &ZplAttrs) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if let Some(packed) = &a.dxattr {
+            out.extend(
+                sa_xattrs(packed).map_err(|e| e.context(&format!("{}: SA xattrs", self.name)))?,
+            );
+        }
         if a.xattr == 0 {
-            return Ok(Vec::new());
+            return Ok(out);
         }
         let (xdn, _) = self.attrs(a.xattr)?;
-        let mut out = Vec::new();
         for e in self.readdir(&xdn)? {
             let (dn, xa) = self.attrs(e.object)?;
             if xa.mode & S_IFMT != S_IFREG {
@@ -222,6 +242,27 @@ impl Zpl {
         }
         Ok(out)
     }
+}
+
+/// The xattrs of a `ZPL_DXATTR` value: an nvlist (XDR, or native as some
+/// writers pack it) whose pairs are byte arrays; anything else in it is
+/// damage, named.
+pub fn sa_xattrs(packed: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    use ozfs_format::nvlist::{NvList, NvValue};
+    let nv = match packed.first() {
+        Some(0) => ozfs_format::nvnative::unpack(packed)?,
+        _ => NvList::unpack(packed)?,
+    };
+    nv.pairs
+        .into_iter()
+        .map(|(name, v)| match v {
+            NvValue::ByteArray(b) | NvValue::Uint8Array(b) => Ok((name.into_bytes(), b)),
+            other => Err(Error::corrupt(
+                "ZPL_DXATTR",
+                format!("xattr '{name}' holds type {}, not bytes", other.type_code()),
+            )),
+        })
+        .collect()
 }
 
 fn load_sa(os: &Objset, obj: u64) -> Result<SaTables> {
@@ -251,4 +292,31 @@ fn load_sa(os: &Objset, obj: u64) -> Result<SaTables> {
         }
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sa_xattrs;
+    use ozfs_format::nvlist::{NvList, NvValue};
+
+    #[test]
+    fn sa_xattrs_are_byte_arrays_and_nothing_else() {
+        let mut nv = NvList::new();
+        nv.set("user.a", NvValue::ByteArray(b"one".to_vec()));
+        nv.set("user.big", NvValue::ByteArray(vec![7u8; 5000]));
+        let got = sa_xattrs(&nv.pack_xdr()).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (b"user.a".to_vec(), b"one".to_vec()),
+                (b"user.big".to_vec(), vec![7u8; 5000])
+            ]
+        );
+        nv.set("user.n", NvValue::Uint64(3));
+        let e = sa_xattrs(&nv.pack_xdr()).unwrap_err().to_string();
+        assert!(e.contains("user.n"), "{e}");
+        let packed = NvList::new().pack_xdr();
+        assert!(sa_xattrs(&packed[..2]).is_err());
+        assert!(sa_xattrs(&[]).is_err());
+    }
 }

@@ -203,6 +203,7 @@ impl<'a> ZplTx<'a> {
             uid,
             gid,
             symlink: None,
+            dxattr: None,
         };
         let bonus = znode_bonus(&a, false);
         let obj = if is_dir {
