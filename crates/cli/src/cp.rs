@@ -2,6 +2,7 @@
 //! (`ozfs_ops::copy` does the work).
 //!
 //! * `ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST` copies a file or tree out;
+//! * `ozfs cp POOL/VOLUME[@SNAP] DEST` copies a volume's contents into a file;
 //! * `ozfs cp [-r] SRC POOL/DATASET:PATH` copies a local file or tree in;
 //! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
 
@@ -10,7 +11,7 @@ use crate::{CmdResult, Fail};
 use ozfs_ops::proto::{execute, Progress, Request};
 use std::path::Path;
 
-const USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST";
+const USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST\n       ozfs cp SRC POOL/DATASET:PATH\n       ozfs cp POOL/VOLUME[@SNAP] DEST";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRapv", "")?;
@@ -30,6 +31,14 @@ pub fn main(argv: &[String]) -> CmdResult {
             },
             &Progress::none(),
         )?;
+        return Ok(());
+    }
+    if !a.pos[0].contains(':') {
+        // A volume as a whole.
+        let n = ozfs_ops::copy::copy_volume_out(&a.pos[0], Path::new(&a.pos[1]))?;
+        if a.flag('v') {
+            eprintln!("copied {n} bytes");
+        }
         return Ok(());
     }
     let (ds_name, path) = split_source(&a.pos[0])?;

@@ -326,6 +326,49 @@ fn default_openzfs_pools_read_exactly() {
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
 }
 
+/// A volume (`c11-zvol-special/vol`, 24 MiB) copied out whole with `ozfs
+/// cp POOL/VOLUME DEST` has the sha256 OpenZFS gave its device
+/// (`zvols.txt`); a file system named without a path is refused.
+#[test]
+fn a_volume_reads_exactly() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-zvol-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let pool = "c11-zvol-special";
+    let src = corpus().join(pool);
+    let devs = work.path().join(pool);
+    unpack(&src, &devs);
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-o",
+        "readonly=on",
+        "-d",
+        &devs.to_string_lossy(),
+        pool,
+    ]);
+    let img = work.path().join("vol.img");
+    oz.ok(&["cp", &format!("{pool}/vol"), &img.to_string_lossy()]);
+    let r = oz.run(&["cp", pool, &work.path().join("x").to_string_lossy()]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("is not a volume"), "{}", r.describe());
+    oz.ok(&["zpool", "export", pool]);
+    let want = std::fs::read_to_string(src.join("zvols.txt")).expect("zvols.txt");
+    let want = want
+        .lines()
+        .find_map(|l| l.strip_suffix(&format!("  {pool}/vol")))
+        .expect("the volume in zvols.txt");
+    let out = Command::new("sha256sum").arg(&img).output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        got.split_whitespace().next(),
+        Some(want),
+        "sha256 of the volume"
+    );
+}
+
 /// Not a check: a survey of every corpus pool (`cargo test --release -p
 /// ozfs --test corpus_checksums -- --ignored --nocapture`), printing which
 /// file systems read exactly and why the others do not — issue 16's

@@ -70,6 +70,62 @@ pub fn copy_out(ds_name: &str, path: &str, dest: &Path, recursive: bool) -> Resu
     Ok(stats)
 }
 
+/// `ozfs cp POOL/VOLUME[@SNAP] DEST`: a volume's whole contents (its
+/// `volsize` bytes of object 1, the size in object 2's ZAP) into the file
+/// DEST, created or truncated, never through a symlink. Holes and all-zero
+/// records are left as holes, so DEST is as sparse as the volume. Returns
+/// the bytes copied.
+pub fn copy_volume_out(ds_name: &str, dest: &Path) -> Result<u64> {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let pool_name = crate::names::pool_of(ds_name);
+    let (mut rec, pool) = open_imported(pool_name)?;
+    let ctx = |e: Error| e.context(&format!("cannot copy '{ds_name}'"));
+    let result = (|| -> Result<u64> {
+        let dsl = DslPool::open(pool.clone()).map_err(ctx)?;
+        let ds = dsl.lookup(ds_name).map_err(|_| {
+            Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist"))
+        })?;
+        let os = dsl.objset(&ds).map_err(ctx)?;
+        if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZVOL {
+            return Err(invalid(format!(
+                "ozfs cp: '{ds_name}' is not a volume (name a path in a file system as {ds_name}:PATH)"
+            )));
+        }
+        let size = ozfs_dmu::zap::lookup_obj(&os, 2, "size")
+            .map_err(ctx)?
+            .and_then(|e| e.as_u64())
+            .ok_or_else(|| Error::corrupt(format!("volume '{ds_name}'"), "no size in its ZAP"))?;
+        let dn = os.dnode(1).map_err(ctx)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dest)
+            .map_err(|e| Error::io(format!("create {}", dest.display()), e))?;
+        let werr = |e| Error::io(format!("write {}", dest.display()), e);
+        const CHUNK: usize = 1 << 20;
+        let mut buf = vec![0u8; CHUNK];
+        let mut off = 0u64;
+        while off < size {
+            let n = (size - off).min(CHUNK as u64) as usize;
+            os.read_into(&dn, off, &mut buf[..n]).map_err(ctx)?;
+            if buf[..n].iter().any(|&b| b != 0) {
+                f.seek(SeekFrom::Start(off)).map_err(werr)?;
+                f.write_all(&buf[..n]).map_err(werr)?;
+            }
+            off += n as u64;
+        }
+        f.set_len(size).map_err(werr)?;
+        Ok(size)
+    })();
+    let saved = rec.save_counters(&pool);
+    let n = result?;
+    saved.map_err(|e| e.context("could not save error counters"))?;
+    Ok(n)
+}
+
 fn unsafe_is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
