@@ -156,12 +156,12 @@ impl Ring {
     }
 
     /// The queued events with an eid above `after`, oldest first; with
-    /// `pool`, only those naming it.
+    /// `pool`, without those naming another pool (as OpenZFS filters).
     pub fn list(&self, pool: Option<&str>, after: u64) -> Vec<Event> {
         self.events
             .iter()
             .filter(|e| e.eid > after)
-            .filter(|e| pool.is_none_or(|p| e.pool.as_deref() == Some(p)))
+            .filter(|e| pool.is_none_or(|p| e.pool.as_deref().is_none_or(|q| q == p)))
             .cloned()
             .collect()
     }
@@ -392,6 +392,11 @@ fn push_vdev(p: &mut Vec<(String, Value)>, leaf: &Leaf) {
     if let Some(path) = &leaf.path {
         p.push(("vdev_path".into(), Value::Str(path.clone())));
     }
+}
+
+/// Whether `name` may name a pool (OpenZFS's rules), for the pool filter.
+pub fn check_pool_name(name: &str) -> std::result::Result<(), String> {
+    ozfs_format::names::check_pool_name(name)
 }
 
 /// The daemon's events (of `pool`, when given) with an eid above `after`,
