@@ -465,6 +465,64 @@ mod tests {
     }
 
     #[test]
+    fn vdev_reports_become_ereports_and_statechanges() {
+        let q = Queue::new();
+        let r = VdevReport {
+            kind: ReportKind::Checksum,
+            vdev_guid: 0xabc,
+            vdev_type: "file".into(),
+            vdev_path: Some("/d/a".into()),
+            offset: 0x41b400,
+            size: 0x20000,
+            errors: (0, 0, 3),
+        };
+        q.on_report(&r);
+        q.on_report(&VdevReport {
+            kind: ReportKind::Faulted { removed: true },
+            ..r.clone()
+        });
+        q.on_report(&VdevReport {
+            kind: ReportKind::Io {
+                write: false,
+                errno: 5,
+            },
+            ..r
+        });
+        let evs = q.list(None, 0);
+        let classes: Vec<&str> = evs.iter().map(|e| e.class.as_str()).collect();
+        assert_eq!(
+            classes,
+            [
+                "ereport.fs.zfs.checksum",
+                "resource.fs.zfs.statechange",
+                "ereport.fs.zfs.io"
+            ]
+        );
+        let get = |e: &Event, k: &str| {
+            e.payload
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(get(&evs[0], "vdev_guid"), Some(Value::Num(0xabc)));
+        assert_eq!(get(&evs[0], "vdev_path"), Some(Value::Str("/d/a".into())));
+        assert_eq!(get(&evs[0], "vdev_cksum_errors"), Some(Value::Num(3)));
+        assert_eq!(get(&evs[0], "zio_offset"), Some(Value::Num(0x41b400)));
+        // Not in the index: no pool fields (and no pool to filter on).
+        assert_eq!(get(&evs[0], "pool"), None);
+        assert_eq!(
+            get(&evs[1], "vdev_state"),
+            Some(Value::State(state::REMOVED))
+        );
+        assert_eq!(
+            get(&evs[1], "vdev_laststate"),
+            Some(Value::State(state::HEALTHY))
+        );
+        assert_eq!(get(&evs[2], "zio_err"), Some(Value::Num(5)));
+        assert_eq!(q.clear(), 3);
+    }
+
+    #[test]
     fn default_capacity_is_openzfs_s() {
         let mut r = Ring::new(DEFAULT_LEN_MAX);
         for _ in 0..DEFAULT_LEN_MAX + 10 {
