@@ -560,7 +560,8 @@ impl Daemon {
             "import" => {
                 let pool = str_field(req, "pool");
                 let mut inner = lock(&self.inner);
-                match self.adopt(&mut inner, pool) {
+                let created = req["created"].as_bool().unwrap_or(false);
+                match self.adopt(&mut inner, pool, created) {
                     Ok(()) => match self.mount_pool(&mut inner, pool) {
                         Ok(()) => ok(String::new()),
                         Err(e) => err(e),
@@ -586,7 +587,7 @@ impl Daemon {
                     }
                     match Record::load(&name) {
                         Ok(r) if !r.readonly => {
-                            if let Err(e) = self.adopt(&mut inner, &name) {
+                            if let Err(e) = self.adopt(&mut inner, &name, false) {
                                 errs.push(format!("cannot mount '{name}': {e}"));
                             }
                         }
@@ -711,8 +712,9 @@ impl Daemon {
         }
     }
 
-    /// Take a pool imported read-write: its writer lock and writer.
-    fn adopt(&self, inner: &mut Inner, name: &str) -> Result<(), String> {
+    /// Take a pool imported read-write: its writer lock and writer
+    /// (`created`: just made by `zpool create`, for its event).
+    fn adopt(&self, inner: &mut Inner, name: &str, created: bool) -> Result<(), String> {
         if inner.pools.contains_key(name) {
             return Ok(());
         }
@@ -740,7 +742,12 @@ impl Daemon {
         eprintln!("ozfs daemon: holding pool '{name}'");
         if let Some(p) = inner.pools.get(name) {
             events().index_pool(name, &p.pool);
-            events().pool_event("pool_import", name, p.pool.guid);
+            let what = if created {
+                "pool_create"
+            } else {
+                "pool_import"
+            };
+            events().pool_event(what, name, p.pool.guid);
         }
         if inner
             .pools
@@ -824,7 +831,7 @@ impl Daemon {
     ) -> Result<(), String> {
         let fail = |m: &dyn std::fmt::Display| format!("cannot mount '{dataset}': {m}");
         let pool = pool_of(dataset).to_string();
-        self.adopt(inner, &pool).map_err(|e| fail(&e))?;
+        self.adopt(inner, &pool, false).map_err(|e| fail(&e))?;
         Self::prune(inner);
         if inner.mounts.iter().any(|m| m.dataset == dataset) {
             return Err(fail(&"filesystem already mounted"));

@@ -1179,7 +1179,7 @@ fn create(argv: &[String]) -> CmdResult {
     let nomount = std::env::var("OZFS_CREATE_NOMOUNT").is_ok_and(|v| v.trim() == "1");
     let mp = a.opt('m').unwrap_or("");
     if !nomount && !matches!(mp, "none" | "legacy") {
-        ozfs_ops::client::daemon_import(&name)?;
+        ozfs_ops::client::daemon_take(&name, true)?;
     }
     Ok(())
 }
