@@ -226,3 +226,121 @@ fn events_of_a_held_pool() {
         assert_eq!(c.last().unwrap(), "sysevent.fs.zfs.pool_export", "{c:?}");
     }
 }
+
+/// `zpool create` handing the pool to the daemon posts `pool_create`;
+/// device operations post OpenZFS's classes about the right device; a
+/// pool filter separates two held pools; `-f` prints events as they come.
+#[test]
+fn device_operations_and_follow() {
+    use std::io::BufRead;
+    let pool = new_devs("ozevd", Layout::Mirror, 2, 128);
+    let other = new_devs("ozevo", Layout::Stripe, 1, 96);
+    let (name, oname) = (pool.name().to_string(), other.name().to_string());
+    let oz = ozfs();
+    let work = local_dir("evdev");
+    let mnt = work.path().canonicalize().unwrap().join("mnt");
+    let omnt = work.path().canonicalize().unwrap().join("omnt");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone(), omnt.clone()],
+    };
+    for (p, m, kw) in [(&pool, &mnt, Some("mirror")), (&other, &omnt, None)] {
+        let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
+        args.extend(["-m".into(), m.to_string_lossy().into_owned()]);
+        args.push(p.name().to_string());
+        args.extend(kw.map(String::from));
+        args.extend(p.devs().iter().map(|d| d.to_string_lossy().into_owned()));
+        let r = oz.run_env(&[("OZFS_CREATE_NOMOUNT", "0")], &args);
+        assert!(r.success(), "{}", r.describe());
+    }
+    assert_eq!(classes(&oz, &[&name]), ["sysevent.fs.zfs.pool_create"]);
+    assert_eq!(classes(&oz, &[&oname]), ["sysevent.fs.zfs.pool_create"]);
+    assert_eq!(classes(&oz, &[]).len(), 2);
+    oz.ok(&["zpool", "events", "-c"]);
+
+    let dev1 = pool.devs()[1].to_string_lossy().into_owned();
+    let dev0 = pool.devs()[0].to_string_lossy().into_owned();
+    let extra = work.path().join("extra.img");
+    fs::File::create(&extra)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    let extra = extra.to_string_lossy().into_owned();
+    oz.ok(&["zpool", "offline", &name, &dev1]);
+    oz.ok(&["zpool", "online", &name, &dev1]);
+    oz.ok(&["zpool", "wait", "-t", "resilver", &name]);
+    oz.ok(&["zpool", "attach", "-w", &name, &dev0, &extra]);
+    oz.ok(&["zpool", "detach", &name, &extra]);
+    let out = oz.ok(&["zpool", "events", "-v", &name]);
+    let evs = parse_verbose(&out);
+    let got: Vec<(&str, Option<&str>)> = evs
+        .iter()
+        .map(|e| (e.class.as_str(), e.get("vdev_path")))
+        .collect();
+    let q = |s: &str| format!("\"{s}\"");
+    let (d1, ex) = (q(&dev1), q(&extra));
+    assert_eq!(
+        got,
+        [
+            ("resource.fs.zfs.statechange", Some(d1.as_str())),
+            ("sysevent.fs.zfs.vdev_online", Some(d1.as_str())),
+            ("sysevent.fs.zfs.resilver_start", None),
+            ("sysevent.fs.zfs.resilver_finish", None),
+            ("sysevent.fs.zfs.vdev_attach", Some(ex.as_str())),
+            ("sysevent.fs.zfs.resilver_start", None),
+            ("sysevent.fs.zfs.resilver_finish", None),
+            ("sysevent.fs.zfs.vdev_remove", Some(ex.as_str())),
+        ],
+        "{out}"
+    );
+    assert_eq!(evs[0].get("vdev_state"), Some("\"OFFLINE\" (0x2)"), "{out}");
+    assert_eq!(
+        evs[0].get("vdev_laststate"),
+        Some("\"ONLINE\" (0x7)"),
+        "{out}"
+    );
+    assert!(classes(&oz, &[&oname]).is_empty(), "other pool's events");
+
+    // -f: waits, and prints the scrub's events as they come.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ozfs"))
+        .args(["zpool", "events", "-f", "-H", &oname])
+        .env("OZFS_STATE_DIR", oz.state_dir())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(|l| l.ok())
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    oz.ok(&["zpool", "scrub", "-w", &oname]);
+    let mut seen = Vec::new();
+    let t0 = std::time::Instant::now();
+    while !seen.iter().any(|c: &String| c.ends_with("scrub_finish")) {
+        let left = std::time::Duration::from_secs(20).saturating_sub(t0.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l.rsplit('\t').next().unwrap().to_string()),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        seen,
+        [
+            "sysevent.fs.zfs.scrub_start",
+            "sysevent.fs.zfs.scrub_finish"
+        ],
+        "zpool events -f"
+    );
+    oz_export(&oz, &oname);
+    oz_export(&oz, &name);
+}
