@@ -1259,7 +1259,11 @@ impl Daemon {
     /// whose place or permission changed are unmounted, then the pool's
     /// file systems are mounted where they now say.
     fn after_props(&self, keys: &[&str], datasets: &[String]) -> Result<(), String> {
-        let touches = keys.iter().any(|k| *k == "mountpoint" || *k == "canmount");
+        // acltype is told to the kernel at FUSE init: a change needs a new
+        // mount (OpenZFS changes it live).
+        let touches = keys
+            .iter()
+            .any(|k| matches!(*k, "mountpoint" | "canmount" | "acltype"));
         let flags = keys
             .iter()
             .any(|k| matches!(*k, "setuid" | "devices" | "exec" | "readonly" | "atime"));
@@ -1278,6 +1282,12 @@ impl Daemon {
             return Ok(());
         };
         Self::prune(&mut inner);
+        // What each mount keeps now (its state lock comes before the lease).
+        let acl_now: Vec<bool> = inner
+            .mounts
+            .iter()
+            .map(|m| ozfs_fuse::shared::lock(&m.m.state).posix_acl())
+            .collect();
         // Read under the lease; compare paths as text (a mountpoint may be
         // a path inside another of our own mounts: resolving it would ask
         // that mount, whose requests wait for this very lease).
@@ -1286,18 +1296,20 @@ impl Daemon {
             inner
                 .mounts
                 .iter()
-                .filter(|m| pool_of(&m.dataset) == pool)
+                .zip(&acl_now)
+                .filter(|(m, _)| pool_of(&m.dataset) == pool)
                 .filter(
-                    |m| match ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset) {
+                    |(m, acl)| match ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset) {
                         Ok(i) => {
                             i.canmount == "off"
                                 || !i.mountpoint.starts_with('/')
                                 || Path::new(&i.mountpoint) != m.m.mountpoint
+                                || i.posix_acl != **acl
                         }
                         Err(_) => true,
                     },
                 )
-                .map(|m| m.dataset.clone())
+                .map(|(m, _)| m.dataset.clone())
                 .collect()
         };
         let mut errs = Vec::new();

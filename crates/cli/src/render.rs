@@ -330,3 +330,84 @@ pub fn version_table(versions: &[&str]) -> String {
     );
     out
 }
+
+/// One `zpool history` record as printed (with its newline; empty when
+/// `internal` is off and the record is not a command). `long` adds who,
+/// where and in which zone.
+pub fn history_record(r: &ozfs_ops::history::Record, internal: bool, long: bool) -> String {
+    use ozfs_ops::history::Event;
+    let mut out = String::new();
+    let t = crate::render::history_date(r.time);
+    let line = match &r.event {
+        Event::Command(c) => format!("{t} {c}"),
+        _ if !internal => return String::new(),
+        Event::Internal {
+            event,
+            name: Some(n),
+            txg,
+            text,
+        } => {
+            let _ = event;
+            format!("{t} [internal {n} txg:{txg}] {text}")
+        }
+        Event::Named {
+            name,
+            txg,
+            dataset,
+            text,
+        } => match dataset {
+            Some((ds, id)) => format!("{t} [txg:{txg}] {name} {ds} ({id}) {text}"),
+            None => format!("{t} [txg:{txg}] {name} {text}"),
+        },
+        Event::Ioctl {
+            ioctl,
+            input,
+            output,
+            errno,
+        } => {
+            let mut l = format!("{t} ioctl {ioctl}\n");
+            if let Some(i) = input {
+                l.push_str("    input:\n");
+                i.dump(8, &mut l);
+            }
+            if let Some(o) = output {
+                l.push_str("    output:\n");
+                o.dump(8, &mut l);
+            }
+            if let Some(e) = errno {
+                l.push_str(&format!("    errno: {e}\n"));
+            }
+            return l;
+        }
+        Event::Internal { .. } | Event::Unrecognized(_) => {
+            let mut l = format!("{t} unrecognized record:\n");
+            let nv = match &r.event {
+                Event::Unrecognized(nv) => nv.clone(),
+                _ => Default::default(),
+            };
+            nv.dump(4, &mut l);
+            return l;
+        }
+    };
+    out.push_str(&line);
+    if long {
+        let mut who = String::from(" [");
+        if let Some(u) = r.who {
+            who.push_str(&match crate::render::user_name(u) {
+                Some(n) => format!("user {n} on"),
+                None => format!("user {u} on"),
+            });
+        }
+        if let Some(h) = &r.host {
+            who.push_str(&format!(" {h}"));
+        }
+        if let Some(z) = &r.zone {
+            who.push_str(&format!(":{z}"));
+        }
+        who.push(']');
+        out.push_str(&who);
+    }
+    out.push('\n');
+
+    out
+}

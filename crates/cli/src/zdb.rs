@@ -26,7 +26,7 @@ const USAGE: &str = "Usage:	zdb [-CudAeLP] [-e [-p path ...]] poolname [object .
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "bcdhilmsuvACDFGHLMPRSXeEYrVTQOKkNBWZ", "pUIoxatq")?;
-    a.refuse("cDFGHMNOQSWXYZBEhiklsvKTLVxatqIUo", "zdb")
+    a.refuse("cDFGHMNOQSWXYZBEiklsvKTLVxatqIUo", "zdb")
         .map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(USAGE.into()));
@@ -91,9 +91,19 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
     if a.flag('b') {
         return leak_check(pool);
     }
-    let any = a.flag('C') || a.flag('u') || a.flag('d');
+    let any = a.flag('C') || a.flag('u') || a.flag('d') || a.flag('h');
     let dsl = DslPool::open(pool.clone())
         .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
+    if a.flag('h') {
+        // The pool's history, every record (internal events too).
+        let recs = ozfs_ops::history::records(&dsl)
+            .map_err(|e| Fail::Err(format!("zdb: {}: history: {e}", pool.name)))?;
+        let mut h = String::from("\nHistory:\n");
+        for r in &recs {
+            h.push_str(&crate::render::history_record(r, true, false));
+        }
+        print!("{h}");
+    }
     let mut out = String::new();
     if a.flag('C') || !any {
         let cfg = dsl.mos_config().map_err(|e| Fail::Err(e.to_string()))?;

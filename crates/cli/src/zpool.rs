@@ -1317,7 +1317,6 @@ fn events(argv: &[String]) -> CmdResult {
 /// internal events) each pool keeps in its history, oldest first, as
 /// OpenZFS prints them; `-l` adds who ran each and where.
 fn history(argv: &[String]) -> CmdResult {
-    use ozfs_ops::history::Event;
     let a = Args::parse(argv, "il", "")?;
     let (internal, long) = (a.flag('i'), a.flag('l'));
     let pools = if a.pos.is_empty() {
@@ -1340,80 +1339,8 @@ fn history(argv: &[String]) -> CmdResult {
             }
         };
         let mut out = format!("History for '{pool}':\n");
-        for r in recs {
-            let t = crate::render::history_date(r.time);
-            let line = match &r.event {
-                Event::Command(c) => format!("{t} {c}"),
-                _ if !internal => continue,
-                Event::Internal {
-                    event,
-                    name: Some(n),
-                    txg,
-                    text,
-                } => {
-                    let _ = event;
-                    format!("{t} [internal {n} txg:{txg}] {text}")
-                }
-                Event::Named {
-                    name,
-                    txg,
-                    dataset,
-                    text,
-                } => match dataset {
-                    Some((ds, id)) => format!("{t} [txg:{txg}] {name} {ds} ({id}) {text}"),
-                    None => format!("{t} [txg:{txg}] {name} {text}"),
-                },
-                Event::Ioctl {
-                    ioctl,
-                    input,
-                    output,
-                    errno,
-                } => {
-                    let mut l = format!("{t} ioctl {ioctl}\n");
-                    if let Some(i) = input {
-                        l.push_str("    input:\n");
-                        i.dump(8, &mut l);
-                    }
-                    if let Some(o) = output {
-                        l.push_str("    output:\n");
-                        o.dump(8, &mut l);
-                    }
-                    if let Some(e) = errno {
-                        l.push_str(&format!("    errno: {e}\n"));
-                    }
-                    out.push_str(&l);
-                    continue;
-                }
-                Event::Internal { .. } | Event::Unrecognized(_) => {
-                    let mut l = format!("{t} unrecognized record:\n");
-                    let nv = match &r.event {
-                        Event::Unrecognized(nv) => nv.clone(),
-                        _ => Default::default(),
-                    };
-                    nv.dump(4, &mut l);
-                    out.push_str(&l);
-                    continue;
-                }
-            };
-            out.push_str(&line);
-            if long {
-                let mut who = String::from(" [");
-                if let Some(u) = r.who {
-                    who.push_str(&match crate::render::user_name(u) {
-                        Some(n) => format!("user {n} on"),
-                        None => format!("user {u} on"),
-                    });
-                }
-                if let Some(h) = &r.host {
-                    who.push_str(&format!(" {h}"));
-                }
-                if let Some(z) = &r.zone {
-                    who.push_str(&format!(":{z}"));
-                }
-                who.push(']');
-                out.push_str(&who);
-            }
-            out.push('\n');
+        for r in &recs {
+            out.push_str(&crate::render::history_record(r, internal, long));
         }
         println!("{out}");
     }

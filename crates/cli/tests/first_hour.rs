@@ -320,7 +320,7 @@ fn flags_do_what_they_say_or_are_refused() {
     let cases: Vec<Vec<String>> = vec![
         vec!["zdb".into(), "-S".into(), name.clone()],
         vec!["zdb".into(), "-M".into(), name.clone()],
-        vec!["zdb".into(), "-h".into(), name.clone()],
+        vec!["zdb".into(), "-D".into(), name.clone()],
         vec!["zpool".into(), "status".into(), "-g".into(), name.clone()],
         vec![
             "zpool".into(),

@@ -106,6 +106,20 @@ fn ozfs_prints_zfs_fuse_history_as_zfs_fuse_does() {
     oz.ok(&["zpool", "import", "-o", "readonly=on", "-d", &dir, &name]);
     let ours_plain = oz.ok(&["zpool", "history", &name]);
     let ours_il = oz.ok(&["zpool", "history", "-il", &name]);
+    // `zdb -h`: every record, internal ones included, as `history -i`.
+    let ours_i = oz.ok(&["zpool", "history", "-i", &name]);
+    let zdb_h = oz.ok(&["zdb", "-h", &name]);
+    let body = |s: &str, head: &str| -> Vec<String> {
+        s.lines()
+            .skip_while(|l| !l.starts_with(head))
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let zdb_lines = body(&zdb_h, "History:");
+    assert!(zdb_lines.len() > 4, "{zdb_h}");
+    assert_eq!(zdb_lines, body(&ours_i, "History for"), "zdb -h:\n{zdb_h}");
     oz.ok(&["zpool", "export", &name]);
     // Ours has zfs-fuse's export record more, as the last line.
     let strip_last = |s: &str| -> (String, String) {

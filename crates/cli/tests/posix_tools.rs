@@ -299,4 +299,23 @@ fn posix_acls_through_a_mount_as_on_the_host() {
     // Imported again, the ACLs are read back from the pool.
     oz.ok(&["zpool", "import", "-d", &dev_dir, &name]);
     assert_eq!(getfacl(&mnt.join("cp")), want, "after export and import");
+    // acltype changed on a mounted file system: the daemon mounts it anew
+    // (the kernel learns ACL support only when mounting).
+    oz.ok(&["zfs", "set", "acltype=off", &name]);
+    let out = Command::new("setfacl")
+        .args(["-m", "u:nobody:r"])
+        .arg(mnt.join("cp/plain/f"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not supported"),
+        "setfacl after acltype=off: {out:?}"
+    );
+    oz.ok(&["zfs", "inherit", "acltype", &name]);
+    oz.ok(&["zfs", "set", "acltype=posix", &name]);
+    assert_eq!(
+        getfacl(&mnt.join("cp")),
+        want,
+        "after acltype off and on again"
+    );
 }

@@ -60,6 +60,19 @@ fn benches(c: &mut Criterion) {
         b.iter(|| checksum::fletcher2(black_box(&data), false))
     });
     g.bench_function("sha256", |b| b.iter(|| checksum::sha256(black_box(&data))));
+    g.bench_function("sha512", |b| {
+        b.iter(|| checksum::sha512(black_box(&data), false))
+    });
+    let salt = [0x5au8; 32];
+    g.bench_function("skein", |b| {
+        b.iter(|| checksum::skein(&salt, black_box(&data), false))
+    });
+    g.bench_function("edonr", |b| {
+        b.iter(|| checksum::edonr(&salt, black_box(&data), false))
+    });
+    g.bench_function("blake3", |b| {
+        b.iter(|| checksum::blake3(&salt, black_box(&data), false))
+    });
 
     let mut cbuf = vec![0u8; SIZE];
     let clen = compress::lzjb_compress(&data, &mut cbuf).expect("sample compresses");

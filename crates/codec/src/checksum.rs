@@ -12,6 +12,33 @@
 //! * **SHA-256** is the standard digest `D[0..32)`, stored as four words where
 //!   word *i* is the big-endian integer of `D[8i..8i+8)`.
 //!
+//! * **sha512** (11) is SHA-512/256 (FIPS 180-4: SHA-512 with its own
+//!   initial value, truncated to 32 bytes), unsalted.
+//! * **skein** (12) is Skein-512 with 256-bit output in MAC mode keyed with
+//!   the pool's checksum salt ([`crate::skein`]).
+//! * **edonr** (13) is Edon-R 512 over the salt expanded to one block and
+//!   then the data, truncated to 32 bytes ([`crate::edonr`]).
+//! * **blake3** (14) is BLAKE3's keyed hash with the salt as the key.
+//!
+//! For these four OpenZFS copies the 32 digest bytes into the checksum
+//! words as they lie in memory: word *i* is the integer of `D[8i..8i+8)`
+//! in the *writer's* byte order (unlike SHA-256, which is big-endian
+//! always). The block pointer records the writer's order, so with
+//! `byteswap` (writer's order opposite to the host's) the words are read in
+//! the other order; the values then compare equal to the BP's words.
+//!
+//! **The salt** ([`Salt`]): 32 bytes chosen at random when a pool is
+//! created, kept in the MOS object directory under
+//! `org.illumos:checksum_salt` (a ZAP entry of 32 one-byte integers). The
+//! salted functions (skein, edonr, blake3) are keyed with it, so a block
+//! cannot be verified without it: [`compute_salted`] with no salt refuses
+//! them as unsupported, never as a mismatch. [`compute`] is
+//! [`compute_salted`] without a salt.
+//!
+//! *Invariant:* every function that is not computed ([`supported`] false)
+//! is an error naming it, so a reader can tell "cannot check" from
+//! "checked and wrong" — and must never repair a copy it could not check.
+//!
 //! All arithmetic wraps modulo 2^64. `byteswap == true` means the data words
 //! are stored in the byte order opposite to the host's (the block's `B` bit
 //! differs from the host); each word is byteswapped before being summed, so the
@@ -39,7 +66,7 @@
 //! `d' = d + N·c + C(N+1,2)·b + C(N+2,3)·a + D`.
 
 use ozfs_format::{Cksum, Error, Result};
-use sha2::{Digest, Sha256};
+use sha2::{Digest, Sha256, Sha512_256};
 
 /// `true` when the data's words must be read big-endian (host order XOR byteswap).
 #[inline]
@@ -307,26 +334,107 @@ pub fn sha256(data: &[u8]) -> Cksum {
     digest_to_words(&d)
 }
 
-/// Compute checksum function `kind` (enum zio_checksum) over `data`.
-/// off/noparity (2, 10) yield zeros; label/gang_header (3, 4) = sha256; zilog (5) = fletcher2; zilog2 (9) = fletcher4;
-/// unknown or unimplemented (sha512/skein/edonr/blake3) => Error::Unsupported.
+/// A pool's checksum salt (MOS `org.illumos:checksum_salt`).
+pub type Salt = [u8; 32];
+
+/// The name of the MOS object-directory entry holding the salt.
+pub const SALT_ENTRY: &str = "org.illumos:checksum_salt";
+
+/// Convert 32 digest bytes to ZFS words as OpenZFS stores them for the
+/// newer checksums: copied in memory, so each word is in the writer's byte
+/// order (big-endian when `byteswap` differs from a big-endian host).
+pub fn digest_to_words_native(d: &[u8; 32], byteswap: bool) -> Cksum {
+    let be = read_be(byteswap);
+    let mut w = [0u64; 4];
+    for (i, x) in w.iter_mut().enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&d[8 * i..8 * i + 8]);
+        *x = if be {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        };
+    }
+    Cksum(w)
+}
+
+/// SHA-512/256 (ZFS "sha512") with ZFS's word convention for it.
+pub fn sha512(data: &[u8], byteswap: bool) -> Cksum {
+    let d: [u8; 32] = Sha512_256::digest(data).into();
+    digest_to_words_native(&d, byteswap)
+}
+
+/// Salted Skein-512-256 (ZFS "skein").
+pub fn skein(salt: &Salt, data: &[u8], byteswap: bool) -> Cksum {
+    digest_to_words_native(&crate::skein::skein512_256_mac(salt, data), byteswap)
+}
+
+/// Salted Edon-R 512 truncated to 256 bits (ZFS "edonr").
+pub fn edonr(salt: &Salt, data: &[u8], byteswap: bool) -> Cksum {
+    digest_to_words_native(&crate::edonr::zfs_edonr(salt, data), byteswap)
+}
+
+/// Keyed BLAKE3 (ZFS "blake3").
+pub fn blake3(salt: &Salt, data: &[u8], byteswap: bool) -> Cksum {
+    let h = ::blake3::Hasher::new_keyed(salt).update(data).finalize();
+    digest_to_words_native(h.as_bytes(), byteswap)
+}
+
+/// Whether checksum function `kind` is keyed with the pool's salt.
+pub fn salted(kind: u8) -> bool {
+    matches!(kind, 12..=14)
+}
+
+/// Whether ozfs computes checksum function `kind` (given the salt when
+/// [`salted`]).
+pub fn supported(kind: u8) -> bool {
+    (2..=14).contains(&kind)
+}
+
+/// Why a block with checksum function `kind` cannot be verified, or
+/// `None` when it can (`have_salt`: the pool's salt is known).
+pub fn unsupported_reason(kind: u8, have_salt: bool) -> Option<Error> {
+    let what = || match name(kind) {
+        "unknown" => format!("block checksum function {kind}"),
+        n => format!("block checksum {n}"),
+    };
+    if !supported(kind) {
+        return Some(Error::unsupported(what(), "ozfs does not compute it"));
+    }
+    if salted(kind) && !have_salt {
+        return Some(Error::unsupported(
+            what(),
+            format!("it is keyed with the pool's checksum salt ({SALT_ENTRY}), which is not known"),
+        ));
+    }
+    None
+}
+
+/// Compute checksum function `kind` (enum zio_checksum) over `data`, without
+/// a salt: the salted functions (skein, edonr, blake3) are refused.
 pub fn compute(kind: u8, data: &[u8], byteswap: bool) -> Result<Cksum> {
-    Ok(match kind {
-        2 | 10 => Cksum::default(),
-        3 | 4 | 8 => sha256(data),
-        5 | 6 => fletcher2(data, byteswap),
-        7 | 9 => fletcher4(data, byteswap),
-        11..=14 => {
-            return Err(Error::unsupported(
-                "checksum",
-                format!("checksum function {kind} ({}) not implemented", name(kind)),
-            ))
-        }
+    compute_salted(kind, data, byteswap, None)
+}
+
+/// Compute checksum function `kind` (enum zio_checksum) over `data`.
+/// off/noparity (2, 10) yield zeros; label/gang_header (3, 4) = sha256;
+/// zilog (5) = fletcher2; zilog2 (9) = fletcher4; skein, edonr and blake3
+/// need `salt`. Unknown functions, and salted ones without a salt, are
+/// [`Error::Unsupported`] naming the function.
+pub fn compute_salted(kind: u8, data: &[u8], byteswap: bool, salt: Option<&Salt>) -> Result<Cksum> {
+    Ok(match (kind, salt) {
+        (2 | 10, _) => Cksum::default(),
+        (3 | 4 | 8, _) => sha256(data),
+        (5 | 6, _) => fletcher2(data, byteswap),
+        (7 | 9, _) => fletcher4(data, byteswap),
+        (11, _) => sha512(data, byteswap),
+        (12, Some(s)) => skein(s, data, byteswap),
+        (13, Some(s)) => edonr(s, data, byteswap),
+        (14, Some(s)) => blake3(s, data, byteswap),
         _ => {
-            return Err(Error::unsupported(
-                "checksum",
-                format!("unknown checksum function {kind}"),
-            ))
+            return Err(unsupported_reason(kind, salt.is_some()).unwrap_or_else(|| {
+                Error::unsupported(format!("block checksum function {kind}"), "not computed")
+            }))
         }
     })
 }

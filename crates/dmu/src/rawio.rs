@@ -351,7 +351,10 @@ impl Objset {
                     let f = bp.checksum();
                     if f != ck::OFF && f != ck::NOPARITY {
                         let swap = bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-                        if checksum::compute(f, img, swap).ok()? != bp.cksum() {
+                        if checksum::compute_salted(f, img, swap, self.pool.checksum_salt.get())
+                            .ok()?
+                            != bp.cksum()
+                        {
                             return None;
                         }
                     }

@@ -99,6 +99,7 @@ impl TestPool {
             cache: ozfs_spa::arc::BlockCache::new(16 << 20),
             cache_data: Default::default(),
             external: Default::default(),
+            checksum_salt: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),

@@ -308,6 +308,7 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         cache: ozfs_spa::arc::BlockCache::new(ozfs_spa::arc::BlockCache::default_budget()),
         cache_data: Default::default(),
         external: Default::default(),
+        checksum_salt: Default::default(),
         io_hold: Default::default(),
         heal: Default::default(),
         repaired: Default::default(),

@@ -1,5 +1,6 @@
 //! Opening the DSL of a pool and naming its datasets.
 
+use ozfs_codec::checksum;
 use ozfs_codec::raidz::raidz_asize;
 use ozfs_dmu::{zap, Objset};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
@@ -52,6 +53,39 @@ fn bonus_swap(os: &Objset, obj: u64) -> Result<(Vec<u8>, bool, u8)> {
     Ok((dn.phys.bonus.clone(), dn.swap, dn.phys.bonustype))
 }
 
+/// Give the pool its checksum salt from the MOS object directory
+/// (`org.illumos:checksum_salt`: 32 one-byte integers), once per open
+/// pool. A pool without the entry has no salted blocks (OpenZFS writes it
+/// before the first one); an entry of another shape is corrupt.
+pub fn load_checksum_salt(pool: &Pool, mos: &Objset) -> Result<()> {
+    if pool.checksum_salt.get().is_some() {
+        return Ok(());
+    }
+    let Some(e) = zap::lookup_obj(mos, 1, checksum::SALT_ENTRY)
+        .map_err(|e| e.context("MOS object directory"))?
+    else {
+        return Ok(());
+    };
+    let mut salt: checksum::Salt = [0; 32];
+    if e.int_len != 1 || e.value.len() != salt.len() {
+        return Err(Error::corrupt(
+            "MOS object directory",
+            format!(
+                "{} is {} integers of {} bytes, not 32 bytes",
+                checksum::SALT_ENTRY,
+                e.value.len(),
+                e.int_len
+            ),
+        ));
+    }
+    for (b, v) in salt.iter_mut().zip(&e.value) {
+        *b = *v as u8;
+    }
+    // Another opener may have set it first: the same bytes.
+    let _ = pool.checksum_salt.set(salt);
+    Ok(())
+}
+
 impl DslPool {
     /// Open the MOS object directory and find the root dataset.
     pub fn open(pool: Arc<Pool>) -> Result<DslPool> {
@@ -67,6 +101,7 @@ impl DslPool {
             .unwrap_or(0)
             != 0;
         crate::features::check_read(&pool, &mos)?;
+        load_checksum_salt(&pool, &mos)?;
         let dsl = DslPool {
             pool,
             mos,
@@ -79,6 +114,9 @@ impl DslPool {
 
     /// A DSL view over a given MOS objset (e.g. the state a writer just synced).
     pub fn from_mos(pool: Arc<Pool>, mos: Objset, root_dir_obj: u64) -> DslPool {
+        if let Err(e) = load_checksum_salt(&pool, &mos) {
+            eprintln!("ozfs: pool '{}': checksum salt not loaded: {e}", pool.name);
+        }
         let deflate = zap::lookup_obj(&mos, 1, "deflate")
             .ok()
             .flatten()

@@ -80,6 +80,7 @@ impl LeakReport {
 /// Check the pool's last synced state (see the module comment).
 pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     let mos = Objset::mos(pool.clone());
+    crate::pool::load_checksum_salt(pool, &mos)?;
     let mut r = LeakReport::default();
     let mut refs: BTreeMap<u64, RangeSet> = BTreeMap::new();
     let mut bps: Vec<BlkPtr> = vec![pool.uberblock.rootbp];

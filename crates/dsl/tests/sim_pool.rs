@@ -551,6 +551,86 @@ fn mirror_reads_through_corruption_and_heals() {
     devs[1].set_faults(Faults::default());
 }
 
+/// A block whose checksum ozfs cannot compute (here: edonr, salted, in a
+/// pool without a checksum salt) is reported as unsupported, naming the
+/// function, never as "no copy passed its checksum"; and a writer's
+/// self-healing read never rewrites a copy it could not verify, even one
+/// that is in fact damaged.
+#[test]
+fn unverifiable_checksum_is_unsupported_and_never_healed() {
+    use ozfs_vdev::BlockDevice;
+    init();
+    let (devs, paths) = devices("unverif", 2, 6);
+    let (mut w, ds) = new_pool(&paths);
+    let data = pattern(9, 300_000);
+    write_file(&mut w, ds, "f", &data).unwrap();
+    w.sync().unwrap();
+    drop(w);
+
+    let z = zpl(&open_pool(&paths, false).unwrap()).unwrap();
+    let obj = z.resolve("/f").unwrap();
+    let (dn, _) = z.attrs(obj).unwrap();
+    let bp = dn.phys.blkptr[0];
+    assert!(!bp.is_hole() && !bp.is_embedded());
+    drop(z);
+    // The same block, its BP claiming edonr (13).
+    let mut raw = bp.to_bytes();
+    let mut prop = [0u8; 8];
+    prop.copy_from_slice(&raw[48..56]);
+    let prop = (u64::from_ne_bytes(prop) & !(0xff << 40)) | (13 << 40);
+    raw[48..56].copy_from_slice(&prop.to_ne_bytes());
+    let edonr_bp = ozfs_format::BlkPtr::from_bytes(&raw, false).unwrap();
+    assert_eq!(edonr_bp.checksum(), 13);
+
+    // Side 0's copy damaged: a healing read could only "repair" it by
+    // trusting side 1 without a checksum.
+    let dva = bp.dvas()[0];
+    let off = VDEV_LABEL_START_SIZE + dva.offset;
+    let garbage = pattern(77, bp.psize() as usize);
+    devs[0].poke(&garbage, off).unwrap();
+    let writes = [devs[0].stats().writes, devs[1].stats().writes];
+
+    let (w, _) = open_writer(&paths).unwrap();
+    let ctx = ozfs_vdev::ReadCtx {
+        heal: true,
+        ..Default::default()
+    };
+    for r in [
+        w.pool.read_physical_with(&edonr_bp, &ctx),
+        w.pool.read_physical(&edonr_bp),
+        w.pool.read_bp(&edonr_bp),
+    ] {
+        let e = r.expect_err("edonr without a salt cannot verify");
+        let msg = e.to_string();
+        assert!(
+            matches!(e, ozfs_format::Error::Unsupported { .. }),
+            "not unsupported: {msg}"
+        );
+        assert!(
+            msg.contains("block checksum edonr: unsupported"),
+            "does not name the function: {msg}"
+        );
+        assert!(!msg.contains("passed its checksum"), "{msg}");
+    }
+    assert_eq!(ctx.repaired.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(
+        w.pool.repaired.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    drop(w);
+    assert_eq!(
+        [devs[0].stats().writes, devs[1].stats().writes],
+        writes,
+        "a device was written"
+    );
+    let mut now = vec![0u8; garbage.len()];
+    devs[0].read_at(&mut now, off).unwrap();
+    assert_eq!(now, garbage, "the unverifiable copy was rewritten");
+    // With its real checksum the block still reads (from side 1).
+    let pool = open_pool(&paths, false).unwrap();
+    assert!(pool.read_physical(&bp).is_ok());
+}
+
 /// A sync that fails on a device write error reports it; the pool on disk
 /// is the last committed one.
 #[test]

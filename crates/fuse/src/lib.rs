@@ -493,6 +493,13 @@ impl State {
     /// devices, exec) on a live mount: going read-only first syncs what is
     /// pending, so nothing written before the change is lost. The mount's
     /// kernel flags are changed by the caller ([`remount_flags`]).
+    /// Whether this mount keeps POSIX ACLs (`acltype=posix` when it was
+    /// mounted: the kernel learns it once, at FUSE init, so a change needs
+    /// a new mount).
+    pub fn posix_acl(&self) -> bool {
+        self.opts.posix_acl
+    }
+
     pub fn set_flags(&mut self, o: &Options) -> Result<(), Error> {
         if o.readonly && !self.opts.readonly {
             self.sync()?;

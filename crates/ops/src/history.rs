@@ -214,8 +214,13 @@ pub fn history(pool: &str) -> Result<Vec<Record>> {
     let (_, p) = open_imported(pool)?;
     let dsl =
         ozfs_dsl::DslPool::open(p).map_err(|e| e.context(&format!("cannot open '{pool}'")))?;
-    let h = ozfs_dsl::history::read(&dsl)
-        .map_err(|e| e.context(&format!("cannot get history for '{pool}'")))?;
+    records(&dsl).map_err(|e| e.context(&format!("cannot get history for '{pool}'")))
+}
+
+/// The history records of an open pool, oldest first (`zdb -h` reads a
+/// pool it opened itself).
+pub fn records(dsl: &ozfs_dsl::DslPool) -> Result<Vec<Record>> {
+    let h = ozfs_dsl::history::read(dsl)?;
     Ok(h.map(|h| h.records.iter().map(record_of).collect())
         .unwrap_or_default())
 }

@@ -81,6 +81,12 @@ pub struct Pool {
     /// layer when it reads the MOS feature objects or activates the
     /// feature; while it is off such a BP is refused as corrupt.
     pub external: std::sync::atomic::AtomicBool,
+    /// The pool's checksum salt (MOS `org.illumos:checksum_salt`), keying
+    /// the skein, edonr and blake3 checksums. Set once by the DSL layer
+    /// when it opens the MOS object directory (the MOS itself never uses a
+    /// salted checksum); until then, and in pools without one, blocks with
+    /// a salted checksum are refused as unsupported, never as corrupt.
+    pub checksum_salt: std::sync::OnceLock<checksum::Salt>,
     /// Hot spares (MOS `spares`, loaded by the DSL layer).
     pub spares: std::sync::Mutex<Vec<crate::spares::Spare>>,
     /// Devices with a spare label found at open: (guid, device, path).
@@ -303,6 +309,7 @@ impl Pool {
             cache: BlockCache::new(BlockCache::default_budget()),
             cache_data: Default::default(),
             external: Default::default(),
+            checksum_salt: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
@@ -417,11 +424,19 @@ impl Pool {
         let swap = swap_of(bp);
         let ck = bp.checksum();
         let expected = bp.cksum();
+        let salt = self.checksum_salt.get();
+        // A block ozfs cannot verify is not read at all: reported as
+        // unsupported (naming the function), never as "no copy passed its
+        // checksum", and never healed (a copy that cannot be checked cannot
+        // be proven wrong).
+        if let Some(e) = checksum::unsupported_reason(ck, salt.is_some()) {
+            return Err(e);
+        }
         let verify = |d: &[u8]| -> bool {
             if ck == cksum::OFF || ck == cksum::NOPARITY {
                 return true;
             }
-            matches!(checksum::compute(ck, d, swap), Ok(c) if c == expected)
+            matches!(checksum::compute_salted(ck, d, swap, salt), Ok(c) if c == expected)
         };
         let mut last: Option<Error> = None;
         let mut good: Option<Vec<u8>> = None;
