@@ -1286,7 +1286,14 @@ fn events(argv: &[String]) -> CmdResult {
     }
     let mut last = 0;
     loop {
-        for e in ozfs_ops::events::list(pool, last)? {
+        // Following, a daemon that went away (or is not there yet) is
+        // waited for, not an error.
+        let batch = match ozfs_ops::events::list(pool, last) {
+            Ok(b) => b,
+            Err(_) if follow => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for e in batch {
             last = last.max(e.eid);
             let mut s = crate::render::event_date(e.time.0, e.time.1);
             s.push(if scripted { '\t' } else { ' ' });
