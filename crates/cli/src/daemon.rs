@@ -33,6 +33,7 @@ use crate::{CmdResult, Fail};
 use ozfs_fuse::shared::{Lease, Mounted, SharedWriter};
 use ozfs_ops::client::socket_path;
 use ozfs_ops::devices::SpareEvent;
+use ozfs_ops::events::{Leaf, Queue};
 use ozfs_ops::history::Invocation;
 use ozfs_ops::host::{state_dir, Record};
 use ozfs_ops::names::pool_of;
@@ -83,6 +84,27 @@ struct Daemon {
 
 static DAEMON: OnceLock<Arc<Daemon>> = OnceLock::new();
 
+/// The daemon's event queue (`zpool events`, see `ozfs_ops::events`):
+/// pool imports and exports, scans, device changes and the error reports
+/// of the vdev trees of the pools it holds.
+fn events() -> &'static Arc<Queue> {
+    static QUEUE: OnceLock<Arc<Queue>> = OnceLock::new();
+    QUEUE.get_or_init(Queue::new)
+}
+
+thread_local! {
+    /// The device operation this connection thread is running, with the
+    /// pool's leaves before it: its events are posted when it succeeded,
+    /// or earlier, when it starts a resilver (whose events follow them).
+    static PENDING: std::cell::RefCell<Option<(Request, Vec<Leaf>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The guid of a pool the daemon holds.
+fn held_guid(d: &Daemon, pool: &str) -> Option<u64> {
+    lock(&d.inner).pools.get(pool).map(|p| p.pool.guid)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
@@ -127,6 +149,13 @@ fn start_scrub(pool: &str, mode: ScanMode) -> Result<(), String> {
         ..Default::default()
     }
     .save(pool);
+    let guid = held_guid(&d, pool).unwrap_or(0);
+    let (start, finish) = if mode == ScanMode::Resilver {
+        ("resilver_start", "resilver_finish")
+    } else {
+        ("scrub_start", "scrub_finish")
+    };
+    events().pool_event(start, pool, guid);
     std::thread::spawn(move || {
         let r = ozfs_ops::scan::run_scrub(
             &name,
@@ -165,7 +194,15 @@ fn start_scrub(pool: &str, mode: ScanMode) -> Result<(), String> {
         // The scan reads as ended only once the labels and the record say
         // what it did (no "resilvered" beside a leaf still resilvering).
         if let Some(st) = fin {
+            // As OpenZFS: a canceled scan is a scrub_abort (also a
+            // resilver's), a completed one its *_finish.
+            let what = if st.state == "canceled" {
+                "scrub_abort"
+            } else {
+                finish
+            };
             st.save(&name);
+            events().pool_event(what, &name, guid);
         }
     });
     Ok(())
@@ -188,6 +225,17 @@ fn activate_spares(d: &Daemon) {
                     eprintln!(
                         "ozfs daemon: '{name}': hot spare {spare} takes over device {device}"
                     );
+                    // As OpenZFS's attach of a spare: vdev_spare, then
+                    // vdev_attach, about the spare.
+                    events().index_pool(&name, &pool);
+                    let leaves = ozfs_ops::events::leaves(&pool);
+                    if let Some(l) = leaves
+                        .iter()
+                        .find(|l| l.path.as_deref() == Some(spare.as_str()))
+                    {
+                        events().vdev_event("vdev_spare", &name, pool.guid, l);
+                        events().vdev_event("vdev_attach", &name, pool.guid, l);
+                    }
                     started = true;
                 }
                 SpareEvent::Refused { spare, why, .. } => {
@@ -255,6 +303,9 @@ impl ozfs_ops::host::Holder for Held {
     }
 
     fn start_scan(&self, pool: &str, mode: ScanMode) -> ozfs_ops::Result<()> {
+        // A device operation that starts a resilver has done its change:
+        // its events come first, as in OpenZFS.
+        self.0.flush_device_events();
         start_scrub(pool, mode).map_err(Error::Invalid)
     }
 
@@ -334,6 +385,7 @@ fn foreground(auto: bool) -> CmdResult {
     });
     let _ = DAEMON.set(d.clone());
     ozfs_ops::host::set_holder(Arc::new(Held(d.clone())));
+    events().install();
     eprintln!(
         "ozfs daemon: pid {} listening on {}",
         std::process::id(),
@@ -508,7 +560,8 @@ impl Daemon {
             "import" => {
                 let pool = str_field(req, "pool");
                 let mut inner = lock(&self.inner);
-                match self.adopt(&mut inner, pool) {
+                let created = req["created"].as_bool().unwrap_or(false);
+                match self.adopt(&mut inner, pool, created) {
                     Ok(()) => match self.mount_pool(&mut inner, pool) {
                         Ok(()) => ok(String::new()),
                         Err(e) => err(e),
@@ -534,7 +587,7 @@ impl Daemon {
                     }
                     match Record::load(&name) {
                         Ok(r) if !r.readonly => {
-                            if let Err(e) = self.adopt(&mut inner, &name) {
+                            if let Err(e) = self.adopt(&mut inner, &name, false) {
                                 errs.push(format!("cannot mount '{name}': {e}"));
                             }
                         }
@@ -648,13 +701,20 @@ impl Daemon {
                 }
                 Err(e) => err(format!("ozfs daemon: bad request: {e}")),
             },
+            "events" => {
+                let pool = req["pool"].as_str();
+                let after = req["after"].as_u64().unwrap_or(0);
+                json!({"ok": true, "out": "", "events": events().list(pool, after)})
+            }
+            "events_clear" => json!({"ok": true, "out": "", "cleared": events().clear()}),
             "shutdown" => json!({"ok": true, "out": "", "then": "shutdown"}),
             other => err(format!("ozfs daemon: unknown request '{other}'")),
         }
     }
 
-    /// Take a pool imported read-write: its writer lock and writer.
-    fn adopt(&self, inner: &mut Inner, name: &str) -> Result<(), String> {
+    /// Take a pool imported read-write: its writer lock and writer
+    /// (`created`: just made by `zpool create`, for its event).
+    fn adopt(&self, inner: &mut Inner, name: &str, created: bool) -> Result<(), String> {
         if inner.pools.contains_key(name) {
             return Ok(());
         }
@@ -680,6 +740,15 @@ impl Daemon {
             },
         );
         eprintln!("ozfs daemon: holding pool '{name}'");
+        if let Some(p) = inner.pools.get(name) {
+            events().index_pool(name, &p.pool);
+            let what = if created {
+                "pool_create"
+            } else {
+                "pool_import"
+            };
+            events().pool_event(what, name, p.pool.guid);
+        }
         if inner
             .pools
             .get(name)
@@ -762,7 +831,7 @@ impl Daemon {
     ) -> Result<(), String> {
         let fail = |m: &dyn std::fmt::Display| format!("cannot mount '{dataset}': {m}");
         let pool = pool_of(dataset).to_string();
-        self.adopt(inner, &pool).map_err(|e| fail(&e))?;
+        self.adopt(inner, &pool, false).map_err(|e| fail(&e))?;
         Self::prune(inner);
         if inner.mounts.iter().any(|m| m.dataset == dataset) {
             return Err(fail(&"filesystem already mounted"));
@@ -897,8 +966,10 @@ impl Daemon {
             eprintln!("ozfs daemon: {pool}: could not save error counters: {e}");
         }
         r.map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        events().forget_pool(pool);
         if !release {
             Record::remove(pool).map_err(|e| format!("cannot export '{pool}': {e}"))?;
+            events().pool_event("pool_export", pool, entry.pool.guid);
         }
         eprintln!(
             "ozfs daemon: {} pool '{pool}'",
@@ -965,6 +1036,10 @@ impl Daemon {
             Ok(m) => m,
             Err(e) => return err(e),
         };
+        if let Some((_, p)) = self.device_op(req) {
+            let before = ozfs_ops::events::leaves(&p);
+            PENDING.with(|c| *c.borrow_mut() = Some((req.clone(), before)));
+        }
         let ran = req
             .run_logged(&ozfs_ops::proto::Progress::none(), inv)
             .map(|(r, logged)| {
@@ -992,12 +1067,85 @@ impl Daemon {
         }
         let res = match ran {
             Ok(r) => r,
-            Err(e) => return op_err(&e),
+            Err(e) => {
+                PENDING.with(|c| c.borrow_mut().take());
+                return op_err(&e);
+            }
         };
+        self.flush_device_events();
         if let Err(e) = self.after(req, &res) {
             return err(e);
         }
         json!({"ok": true, "result": res})
+    }
+
+    /// A device operation on a pool the daemon holds: the pool's name and
+    /// handle (its events are posted after it succeeds).
+    fn device_op(&self, req: &Request) -> Option<(String, Arc<Pool>)> {
+        let pool = match req {
+            Request::Attach { pool, .. }
+            | Request::Replace { pool, .. }
+            | Request::Detach { pool, .. }
+            | Request::Add { pool, .. }
+            | Request::Offline { pool, .. }
+            | Request::Clear { pool, .. } => pool,
+            _ => return None,
+        };
+        let p = lock(&self.inner).pools.get(pool).map(|e| e.pool.clone())?;
+        Some((pool.clone(), p))
+    }
+
+    /// Post the events of the device operation this thread is running
+    /// (see [`PENDING`]), once.
+    fn flush_device_events(&self) {
+        if let Some((req, before)) = PENDING.with(|c| c.borrow_mut().take()) {
+            self.device_events(&req, &before);
+        }
+    }
+
+    /// The events of a device operation that succeeded, from the leaves
+    /// before and after it, as OpenZFS posts them: `vdev_add` (once), a
+    /// new leaf's `vdev_attach` (attach, replace), a detached leaf's
+    /// `vdev_remove`, a leaf taken offline's `statechange`, one brought
+    /// back's `vdev_online`, a failed leaf cleared's `vdev_clear`.
+    fn device_events(&self, req: &Request, before: &[Leaf]) {
+        let Some((name, pool)) = self.device_op(req) else {
+            return;
+        };
+        let q = events();
+        q.index_pool(&name, &pool);
+        let after = ozfs_ops::events::leaves(&pool);
+        let was = |g: u64| before.iter().find(|l| l.guid == g);
+        use ozfs_ops::events::state;
+        if matches!(req, Request::Add { .. }) {
+            q.pool_event("vdev_add", &name, pool.guid);
+            return;
+        }
+        for l in &after {
+            match was(l.guid) {
+                None => {
+                    q.vdev_event("vdev_attach", &name, pool.guid, l);
+                }
+                Some(b) if b.state != l.state => match (req, l.state) {
+                    (Request::Offline { offline: true, .. }, state::OFFLINE) => {
+                        q.statechange(&name, pool.guid, l, b.state);
+                    }
+                    (Request::Offline { offline: false, .. }, _) if b.state == state::OFFLINE => {
+                        q.vdev_event("vdev_online", &name, pool.guid, l);
+                    }
+                    (Request::Clear { .. }, _) => {
+                        q.vdev_event("vdev_clear", &name, pool.guid, l);
+                    }
+                    _ => {}
+                },
+                Some(_) => {}
+            }
+        }
+        for b in before {
+            if !after.iter().any(|l| l.guid == b.guid) {
+                q.vdev_event("vdev_remove", &name, pool.guid, b);
+            }
+        }
     }
 
     /// Unmount the file systems an operation replaces or renames (the

@@ -49,6 +49,22 @@ pub fn history_date(t: u64) -> String {
     }
 }
 
+/// An event's time as `zpool events` prints it: `Nov 25 2026
+/// 15:40:01.123456789` (local time; the day padded as ctime pads it).
+pub fn event_date(sec: u64, nsec: u32) -> String {
+    let t = sec as libc::time_t;
+    // SAFETY: localtime_r/strftime on a local buffer.
+    let s = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 64];
+        let fmt = c"%b %e %Y %H:%M:%S";
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    format!("{s}.{nsec:09}")
+}
+
 /// The name of user `uid` (None: not in the password database).
 pub fn user_name(uid: u64) -> Option<String> {
     let uid = libc::uid_t::try_from(uid).ok()?;

@@ -31,6 +31,7 @@ const USAGE: &str = "usage: zpool <command>
 	set <property=value> <pool>  (not supported yet)
 	labelclear [-f] <vdev>
 	sync [pool] ...
+	events [-vHf [pool] | -c]
 	wait [-t scrub|resilver] <pool>";
 
 pub fn main(argv: &[String]) -> CmdResult {
@@ -101,10 +102,9 @@ pub fn main(argv: &[String]) -> CmdResult {
         "iostat" => iostat(rest),
         "upgrade" => upgrade(rest),
         "history" => history(rest),
-        "events" | "reguid" | "initialize" | "trim" | "checkpoint" | "split" | "resilver"
-        | "reopen" | "prefetch" | "ddtprune" => {
-            Err(Fail::Err(format!("zpool {cmd}: not supported yet")))
-        }
+        "events" => events(rest),
+        "reguid" | "initialize" | "trim" | "checkpoint" | "split" | "resilver" | "reopen"
+        | "prefetch" | "ddtprune" => Err(Fail::Err(format!("zpool {cmd}: not supported yet"))),
         "set" => set(rest),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
@@ -1179,7 +1179,7 @@ fn create(argv: &[String]) -> CmdResult {
     let nomount = std::env::var("OZFS_CREATE_NOMOUNT").is_ok_and(|v| v.trim() == "1");
     let mp = a.opt('m').unwrap_or("");
     if !nomount && !matches!(mp, "none" | "legacy") {
-        ozfs_ops::client::daemon_import(&name)?;
+        ozfs_ops::client::daemon_take(&name, true)?;
     }
     Ok(())
 }
@@ -1245,6 +1245,79 @@ fn destroy(argv: &[String]) -> CmdResult {
     };
     ozfs_ops::pool::destroy(name)?;
     Ok(())
+}
+
+/// `zpool events [-vHf [pool] | -c]`: the daemon's queue of recent events
+/// (see `ozfs_ops::events`), one `TIME CLASS` line each, with `-v` every
+/// field of the payload as OpenZFS prints an nvlist; `-f` waits for more;
+/// `-c` empties the queue. No daemon: no events.
+fn events(argv: &[String]) -> CmdResult {
+    use ozfs_ops::events::{state, Value};
+    use std::io::Write;
+    const EUSAGE: &str = "usage:\n\tevents [-vHf [pool] | -c]";
+    let a = Args::parse(argv, "vHfc", "")?;
+    if a.pos.len() > 1 {
+        return Err(Fail::Usage(format!("too many arguments\n{EUSAGE}")));
+    }
+    let pool = a.pos.first().map(String::as_str);
+    if let Some(p) = pool {
+        if ozfs_ops::events::check_pool_name(p).is_err() {
+            return Err(Fail::Usage(format!("invalid pool name '{p}'\n{EUSAGE}")));
+        }
+    }
+    let (verbose, scripted, follow) = (a.flag('v'), a.flag('H'), a.flag('f'));
+    if a.flag('c') {
+        if pool.is_some() || verbose || scripted || follow {
+            return Err(Fail::Usage(format!(
+                "invalid options combined with -c\n{EUSAGE}"
+            )));
+        }
+        println!("cleared {} events", ozfs_ops::events::clear()?);
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    let w = |out: &mut std::io::StdoutLock, s: String| -> CmdResult {
+        out.write_all(s.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| Fail::Err(format!("zpool events: {e}")))
+    };
+    if !scripted {
+        w(&mut out, format!("{:<30} CLASS\n", "TIME"))?;
+    }
+    let mut last = 0;
+    loop {
+        // Following, a daemon that went away (or is not there yet) is
+        // waited for, not an error.
+        let batch = match ozfs_ops::events::list(pool, last) {
+            Ok(b) => b,
+            Err(_) if follow => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for e in batch {
+            last = last.max(e.eid);
+            let mut s = crate::render::event_date(e.time.0, e.time.1);
+            s.push(if scripted { '\t' } else { ' ' });
+            s.push_str(&e.class);
+            s.push('\n');
+            if verbose {
+                for (name, v) in &e.payload {
+                    let v = match v {
+                        Value::Num(n) => format!("0x{n:x}"),
+                        Value::Str(t) => format!("\"{t}\""),
+                        Value::State(n) => format!("\"{}\" (0x{n:x})", state::name(*n)),
+                        Value::Array(a) => a.iter().map(|n| format!("0x{n:x} ")).collect(),
+                    };
+                    s.push_str(&format!("        {name} = {v}\n"));
+                }
+                s.push('\n');
+            }
+            w(&mut out, s)?;
+        }
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// `zpool history [-il] [pool]...`: the commands (and with `-i` the

@@ -532,7 +532,7 @@ fn weekly_verbs() {
     assert_eq!(r.code, Some(1), "{}", r.describe());
     assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
     for verb in [
-        vec!["zpool", "events"],
+        vec!["zpool", "trim", &name],
         vec!["zpool", "reguid", &name],
         vec!["zfs", "groupspace"],
         vec!["zfs", "bookmark"],

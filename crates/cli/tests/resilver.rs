@@ -572,6 +572,33 @@ fn hot_spare() {
     }
     let st = scans_done(&oz, &name, "spare resilver");
     assert!(st.contains("spare-0"), "{st}");
+    // zpool events: the pulled disk's I/O error and state change
+    // (REMOVED), then the spare's vdev_spare and vdev_attach, then its
+    // resilver, in that order.
+    let ev = oz.ok(&["zpool", "events", "-v", &name]);
+    let on = |p: &std::path::Path| format!("vdev_path = \"{}\"", p.display());
+    let want = [
+        ("ereport.fs.zfs.io", on(&pulled)),
+        ("resource.fs.zfs.statechange", on(&pulled)),
+        ("sysevent.fs.zfs.vdev_spare", on(&s1)),
+        ("sysevent.fs.zfs.vdev_attach", on(&s1)),
+        ("sysevent.fs.zfs.resilver_start", String::new()),
+        ("sysevent.fs.zfs.resilver_finish", String::new()),
+    ];
+    let mut it = ev.split("\n\n");
+    for (class, field) in &want {
+        assert!(
+            it.any(
+                |b| b.lines().any(|l| !l.starts_with(' ') && l.ends_with(class))
+                    && b.contains(field)
+            ),
+            "no {class} with {field} (in order) in:\n{ev}"
+        );
+    }
+    assert!(
+        ev.contains("vdev_state = \"REMOVED\" (0x3)"),
+        "statechange of the pulled disk:\n{ev}"
+    );
     assert!(st.contains("resilvered"), "{st}");
     assert_eq!(state_of(&st, &pulled).as_deref(), Some("REMOVED"), "{st}");
     assert_eq!(state_of(&st, &s1).as_deref(), Some("ONLINE"), "{st}");

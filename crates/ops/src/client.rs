@@ -255,7 +255,13 @@ pub fn list_mounts() -> Vec<(String, String)> {
 /// Have the daemon (started if needed) take an imported pool and mount its
 /// file systems.
 pub fn daemon_import(name: &str) -> Result<()> {
-    call_starting(&serde_json::json!({"cmd": "import", "pool": name}))
+    daemon_take(name, false)
+}
+
+/// [`daemon_import`] of a pool just created (`created`): the daemon's
+/// event says `pool_create`, not `pool_import`.
+pub fn daemon_take(name: &str, created: bool) -> Result<()> {
+    call_starting(&serde_json::json!({"cmd": "import", "pool": name, "created": created}))
         .map_err(|e| e.context(&format!("cannot mount the file systems of '{name}'")))?
         .check()?;
     Ok(())

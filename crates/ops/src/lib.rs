@@ -18,6 +18,7 @@
 //!   enum; [`proto::execute`] runs one here, or in the daemon when the
 //!   daemon holds the pool, and returns the same typed result either way.
 //! * [`client`]: the daemon's socket and life cycle.
+//! * [`events`]: the daemon's event queue (`zpool events`).
 //! * [`dataset`], [`devices`], [`scan`], [`copy`], [`rawio`], [`mountinfo`],
 //!   [`diff`]: the operations.
 //!
@@ -29,6 +30,7 @@
 pub mod client;
 pub mod devices;
 pub mod error;
+pub mod events;
 pub mod history;
 pub mod host;
 pub mod scan;

@@ -22,9 +22,13 @@
 //!   wrong by a verified alternative; if nothing verifies, no leaf is blamed
 //!   and the read fails with a checksum error.
 //! * Reads never modify devices (self-healing is a later layer's choice).
+//!
+//! Every error charged to a counter is also reported ([`report`]) to the
+//! sink the holding process installed (the daemon's event queue).
 
 pub mod device;
 pub mod labels;
+pub mod report;
 pub mod sim;
 pub mod tree;
 

@@ -2,6 +2,7 @@
 //! See the crate docs for the theory of checksum-driven reads.
 
 use crate::device::BlockDevice;
+use crate::report::{self, ReportKind, VdevReport};
 use ozfs_codec::raidz::{reconstruct, RaidzMap};
 use ozfs_format::label::VDEV_LABEL_START_SIZE;
 use ozfs_format::{Error, NvList, Result};
@@ -487,6 +488,7 @@ impl Vdev {
                     }
                     Err(e) => {
                         self.stats.add_read();
+                        self.report_io(false, &e, dev_off, size);
                         self.io_failed(&e);
                         Err(e)
                     }
@@ -529,6 +531,7 @@ impl Vdev {
                     .inspect(|()| self.stats.io.wrote(data.len()))
                     .inspect_err(|e| {
                         self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                        self.report_io(true, e, dev_off, data.len() as u64);
                         self.io_failed(e);
                     })
             }
@@ -679,7 +682,7 @@ impl Vdev {
                 if verify(&data) {
                     Ok(data)
                 } else {
-                    self.stats.add_cksum();
+                    self.charge_cksum(offset, psize);
                     Err(self.cksum_error(offset, psize))
                 }
             }
@@ -802,6 +805,7 @@ impl Vdev {
     /// A write to this leaf outside the block path (labels) failed.
     pub fn note_write_error(&self, e: &Error) {
         self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        self.report_io(true, e, 0, 0);
         self.io_failed(e);
     }
 
@@ -827,6 +831,7 @@ impl Vdev {
         if (gone || recent >= FAULT_AFTER_ERRORS)
             && !self.stats.faulted.swap(true, Ordering::Relaxed)
         {
+            self.report(ReportKind::Faulted { removed: gone }, 0, 0);
             eprintln!(
                 "ozfs: device {} faulted ({}): {e}",
                 self.display_name(),
@@ -969,7 +974,7 @@ impl Vdev {
                     let wrong = !failed.contains(&m) && trial[m] != cols[m];
                     if wrong {
                         if let Some(child) = self.children.get(map.cols[m].dev) {
-                            child.charge_cksum();
+                            child.charge_cksum(map.cols[m].offset, map.cols[m].size);
                         }
                     }
                     // Proven wrong, or unreadable on a present device: heal.
@@ -985,7 +990,7 @@ impl Vdev {
                 return Ok(assemble(&trial));
             }
         }
-        self.stats.add_cksum();
+        self.charge_cksum(offset, psize);
         Err(self.cksum_error(offset, psize))
     }
 
@@ -1067,7 +1072,7 @@ impl Vdev {
             };
             if !ok {
                 if child.present() && !child.resilvering() {
-                    child.charge_cksum();
+                    child.charge_cksum(col.offset, col.size);
                 }
                 if ctx.heal {
                     child.repair(col.offset, want_c, ctx);
@@ -1076,9 +1081,42 @@ impl Vdev {
         }
     }
 
-    /// Charge a checksum error to this vdev (and, for a mirror-like child, its first present leaf).
-    fn charge_cksum(&self) {
+    /// Charge a checksum error to this vdev for the `size` bytes at DVA
+    /// `offset` (reported, see [`crate::report`]).
+    fn charge_cksum(&self, offset: u64, size: u64) {
         self.stats.add_cksum();
+        self.report(ReportKind::Checksum, self.io_offset(offset), size);
+    }
+
+    /// Where an I/O at DVA `offset` lands on this vdev, as OpenZFS reports
+    /// it: on a leaf's device, past the front labels.
+    fn io_offset(&self, offset: u64) -> u64 {
+        match self.kind {
+            VdevKind::Leaf(_) => offset.saturating_add(VDEV_LABEL_START_SIZE),
+            _ => offset,
+        }
+    }
+
+    /// Report an I/O error charged to this leaf (`dev_off`: on the device).
+    fn report_io(&self, write: bool, e: &Error, dev_off: u64, size: u64) {
+        let errno = match e {
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(5),
+            _ => 5,
+        };
+        self.report(ReportKind::Io { write, errno }, dev_off, size);
+    }
+
+    /// Hand a report about this vdev to the process's sink.
+    fn report(&self, kind: ReportKind, offset: u64, size: u64) {
+        report::report(|| VdevReport {
+            kind,
+            vdev_guid: self.guid,
+            vdev_type: self.type_name.clone(),
+            vdev_path: self.path.clone(),
+            offset,
+            size,
+            errors: self.stats.get(),
+        });
     }
 }
 
