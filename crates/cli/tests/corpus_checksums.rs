@@ -369,6 +369,34 @@ fn a_volume_reads_exactly() {
     );
 }
 
+/// Native encryption is not read yet: the encrypted file systems of
+/// `c7-crypt` (aes-256-gcm, aes-128-ccm, their snapshots) are refused as
+/// unsupported, naming encryption — never "corrupt" or a checksum error,
+/// which would send an administrator to replace healthy disks — and the
+/// pool's unencrypted file systems read exactly.
+#[test]
+fn encrypted_datasets_are_unsupported_not_corrupt() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-crypt-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let failed = check_pool(&oz, work.path(), "c7-crypt", &[]);
+    let names = datasets(
+        &std::fs::read_to_string(corpus().join("c7-crypt/manifest.txt")).expect("manifest"),
+    );
+    assert_eq!(failed.len(), 4, "{failed:#?}");
+    for f in &failed {
+        assert!(
+            f.contains("/ccm") || f.contains("/gcm"),
+            "an unencrypted file system failed: {f}"
+        );
+        assert!(f.contains("unsupported") && f.contains("encrypted"), "{f}");
+        assert!(!f.contains("corrupt") && !f.contains("checksum"), "{f}");
+    }
+    assert_eq!(names.len() - failed.len(), 2, "{names:?}");
+}
+
 /// Not a check: a survey of every corpus pool (`cargo test --release -p
 /// ozfs --test corpus_checksums -- --ignored --nocapture`), printing which
 /// file systems read exactly and why the others do not — issue 16's

@@ -164,6 +164,12 @@ impl BlkPtr {
     pub fn level(&self) -> u8 {
         ((self.prop() >> 56) & 0x1f) as u8
     }
+    /// Crypt bit 61 (`BP_USES_CRYPT`): the block of an encrypted dataset,
+    /// encrypted (data) or authenticated (metadata, objset): its checksum
+    /// words carry a MAC and an IV/salt sits where the third DVA would be.
+    pub fn uses_crypt(&self) -> bool {
+        !self.is_embedded() && self.prop() & (1u64 << 61) != 0
+    }
     /// Dedup bit 62.
     pub fn dedup(&self) -> bool {
         self.prop() & (1u64 << 62) != 0

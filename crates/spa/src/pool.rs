@@ -432,6 +432,16 @@ impl Pool {
         if let Some(e) = checksum::unsupported_reason(ck, salt.is_some()) {
             return Err(e);
         }
+        // Native encryption: the checksum words hold a MAC and the third
+        // DVA an IV and salt — neither can be checked or followed without
+        // the dataset's key, and a "DVA" that is an IV must never be read
+        // or healed.
+        if bp.uses_crypt() {
+            return Err(Error::unsupported(
+                "block",
+                "it belongs to an encrypted dataset (native encryption), which ozfs does not read yet",
+            ));
+        }
         let verify = |d: &[u8]| -> bool {
             if ck == cksum::OFF || ck == cksum::NOPARITY {
                 return true;
