@@ -34,6 +34,29 @@
 //! nodes `2^(k−1−col)`, invertible for every choice of rows and columns when
 //! `k ≤ 255`. Missing parity columns are then regenerated from the complete
 //! data.
+//!
+//! ## Expanded RAID-Z ([`ExpandedRaidzMap`])
+//!
+//! `zpool attach` of a new child to a raidz vdev (OpenZFS's `raidz_expansion`
+//! feature) widens it from `L` to `P = L + 1` children without recomputing
+//! any parity: the reflow copies every allocated sector of the vdev's
+//! address space to the same *address-space index* in the wider layout
+//! (index `a` lives on child `a mod n` at sector `a / n`, for the old `n = L`
+//! and then the new `n = P`). Blocks written before the expansion completed
+//! keep their old columns and parity — their *logical width* is `L` — but
+//! their sectors now sit where index `a` falls on `P` children.
+//!
+//! In the old layout, sector `i` of column `c` of a block starting at index
+//! `b` is at index `b + i·L + c` (a column wraps onto the next child row
+//! exactly as a width-`L` row of the address space does). So after the
+//! reflow it is on child `(b + i·L + c) mod P`, sector `(b + i·L + c) / P`:
+//! each *row* of `L` sectors is contiguous in the address space, and the
+//! rows follow each other. The single-parity 1 MiB swap exchanges columns 0
+//! and 1 in every row. Within one row every child appears at most once
+//! (`L < P`), so parity can rebuild any row that lost at most `nparity`
+//! sectors — reconstruction works row by row, by failed *child*, not by
+//! column. Which width a block has is decided by its birth txg against the
+//! txgs at which expansions completed (the vdev's `raidz_expand_txgs`).
 
 use ozfs_format::{Error, Result};
 
@@ -112,6 +135,79 @@ impl RaidzMap {
     /// Number of data bytes the data columns hold (psize rounded up to the sector size).
     pub fn data_size(&self) -> u64 {
         self.cols.iter().skip(self.nparity).map(|c| c.size).sum()
+    }
+}
+
+/// The map of a block written with `logical` columns on a raidz vdev that
+/// an expansion has since widened to `physical` children (module doc,
+/// "Expanded RAID-Z"). `map` holds the block's columns as they were written
+/// (sizes, parity first; each column's `dev`/`offset` is where its first
+/// sector now lies); [`sector`](Self::sector) places every other sector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpandedRaidzMap {
+    pub map: RaidzMap,
+    /// Address-space index of the block's first sector.
+    start: u64,
+    logical: u64,
+    physical: u64,
+    ashift: u32,
+    /// Single parity, block in an odd MiB: columns 0 and 1 trade places in every row.
+    swap: bool,
+}
+
+impl ExpandedRaidzMap {
+    /// Map a block at DVA `offset` with `psize` bytes, written `logical`
+    /// columns wide, on a raidz now of `physical` children. Refuses a
+    /// geometry that cannot be (`nparity` not below `logical`, or `logical`
+    /// wider than `physical`).
+    pub fn new(
+        offset: u64,
+        psize: u64,
+        ashift: u32,
+        logical: usize,
+        physical: usize,
+        nparity: usize,
+    ) -> Result<ExpandedRaidzMap> {
+        if nparity == 0 || nparity >= logical || logical > physical || ashift > 24 {
+            return Err(Error::corrupt(
+                "raidz expansion",
+                format!(
+                    "a block {logical} columns wide (parity {nparity}) on a raidz of {physical} children"
+                ),
+            ));
+        }
+        let map = RaidzMap::new(offset, psize, ashift, logical, nparity);
+        let swap = nparity == 1 && offset & (1 << 20) != 0 && map.cols.len() >= 2;
+        let mut m = ExpandedRaidzMap {
+            map,
+            start: offset >> ashift,
+            logical: logical as u64,
+            physical: physical as u64,
+            ashift,
+            swap,
+        };
+        for c in 0..m.map.cols.len() {
+            let (dev, off) = m.sector(c, 0);
+            m.map.cols[c].dev = dev;
+            m.map.cols[c].offset = off;
+        }
+        Ok(m)
+    }
+
+    /// Sectors in column `col` (0 past the last column).
+    pub fn rows_of(&self, col: usize) -> u64 {
+        self.map.cols.get(col).map_or(0, |c| c.size >> self.ashift)
+    }
+
+    /// Where sector `row` of column `col` lies: child index and byte offset
+    /// on the child (relative to its allocatable area, like [`RaidzCol`]).
+    pub fn sector(&self, col: usize, row: u64) -> (usize, u64) {
+        let c = if self.swap && col < 2 { 1 - col } else { col } as u64;
+        let a = self.start + row * self.logical + c;
+        (
+            (a % self.physical) as usize,
+            (a / self.physical) << self.ashift,
+        )
     }
 }
 

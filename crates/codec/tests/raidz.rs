@@ -3,7 +3,7 @@ mod common;
 
 use common::Rng;
 use ozfs_codec::raidz::{
-    generate_parity, gf_inv, gf_mul, raidz_asize, reconstruct, RaidzCol, RaidzMap,
+    generate_parity, gf_inv, gf_mul, raidz_asize, reconstruct, ExpandedRaidzMap, RaidzCol, RaidzMap,
 };
 
 fn col(dev: usize, offset: u64, size: u64) -> RaidzCol {
@@ -280,5 +280,121 @@ fn map_parity_roundtrip() {
         reconstruct(p, &mut cols, &missing).unwrap();
         assert_eq!(cols, good);
         assert_eq!(cols[p..].concat(), block);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Expanded RAID-Z: blocks written 3 wide, reflowed onto 4 children.
+
+/// Every sector of every column of `m`, as (child, byte offset).
+fn sectors(m: &ExpandedRaidzMap) -> Vec<Vec<(usize, u64)>> {
+    (0..m.map.cols.len())
+        .map(|c| (0..m.rows_of(c)).map(|i| m.sector(c, i)).collect())
+        .collect()
+}
+
+#[test]
+fn expanded_full_rows_by_hand() {
+    // 4 data sectors, raidz1 3 wide: columns P, D0, D1 of 2 sectors each.
+    // Old address-space indices: P0=0 D0₀=1 D1₀=2 P1=3 D0₁=4 D1₁=5; on 4
+    // children index a is child a%4, sector a/4.
+    let m = ExpandedRaidzMap::new(0, 2048, 9, 3, 4, 1).unwrap();
+    assert_eq!(
+        sectors(&m),
+        vec![
+            vec![(0, 0), (3, 0)],
+            vec![(1, 0), (0, 512)],
+            vec![(2, 0), (1, 512)],
+        ]
+    );
+    assert_eq!(m.map.cols[1], col(1, 0, 1024));
+    assert_eq!(m.map.asize, 3072);
+}
+
+#[test]
+fn expanded_partial_row_by_hand() {
+    // Sector 5, 3 data sectors: P and D0 have 2 sectors, D1 one.
+    // Indices P0=5 D0₀=6 D1₀=7 P1=8 D0₁=9.
+    let m = ExpandedRaidzMap::new(5 * 512, 1536, 9, 3, 4, 1).unwrap();
+    assert_eq!(
+        sectors(&m),
+        vec![
+            vec![(1, 512), (0, 1024)],
+            vec![(2, 512), (1, 1024)],
+            vec![(3, 512)],
+        ]
+    );
+}
+
+#[test]
+fn expanded_single_parity_swap_by_hand() {
+    // At 1 MiB (sector 2048) raidz1 swaps columns 0 and 1 in every row.
+    let m = ExpandedRaidzMap::new(1 << 20, 1024, 9, 3, 4, 1).unwrap();
+    let so = (2048 / 4) * 512;
+    assert_eq!(
+        sectors(&m),
+        vec![vec![(1, so)], vec![(0, so)], vec![(2, so)]]
+    );
+}
+
+#[test]
+fn expanded_refuses_impossible_geometry() {
+    assert!(ExpandedRaidzMap::new(0, 4096, 9, 5, 4, 1).is_err());
+    assert!(ExpandedRaidzMap::new(0, 4096, 9, 2, 4, 2).is_err());
+}
+
+#[test]
+fn expanded_equals_plain_map_when_not_widened() {
+    let mut rng = Rng::new(7);
+    for _ in 0..2000 {
+        let n = 2 + (rng.next() % 8) as usize;
+        let p = 1 + (rng.next() % 3) as usize;
+        if p >= n {
+            continue;
+        }
+        let ashift = 9 + (rng.next() % 4) as u32;
+        let off = (rng.next() % (1 << 14)) << ashift;
+        let psize = (1 + rng.next() % 64) << ashift;
+        let plain = RaidzMap::new(off, psize, ashift, n, p);
+        let e = ExpandedRaidzMap::new(off, psize, ashift, n, n, p).unwrap();
+        assert_eq!(e.map, plain);
+        for (c, pc) in plain.cols.iter().enumerate() {
+            for i in 0..e.rows_of(c) {
+                assert_eq!(e.sector(c, i), (pc.dev, pc.offset + (i << ashift)));
+            }
+        }
+    }
+}
+
+/// Write blocks with the old (narrow) map, reflow the address space onto
+/// more children as OpenZFS's expansion does (index a: child a mod n,
+/// sector a / n), and find every sector through the expanded map.
+#[test]
+fn expanded_map_finds_reflowed_sectors() {
+    let mut rng = Rng::new(11);
+    for _ in 0..500 {
+        let l = 2 + (rng.next() % 6) as usize;
+        let p = 1 + (rng.next() % 3) as usize;
+        if p >= l {
+            continue;
+        }
+        let phys = l + 1 + (rng.next() % 3) as usize;
+        let ashift = 9u32;
+        let off = (rng.next() % 4096) << ashift;
+        let psize = (1 + rng.next() % 40) << ashift;
+        let old = RaidzMap::new(off, psize, ashift, l, p);
+        let e = ExpandedRaidzMap::new(off, psize, ashift, l, phys, p).unwrap();
+        // Old place of sector i of column c → address-space index → new place.
+        for (c, oc) in old.cols.iter().enumerate() {
+            for i in 0..(oc.size >> ashift) {
+                let idx = ((oc.offset >> ashift) + i) * l as u64 + oc.dev as u64;
+                let want = ((idx % phys as u64) as usize, (idx / phys as u64) << ashift);
+                assert_eq!(
+                    e.sector(c, i),
+                    want,
+                    "l {l} p {p} phys {phys} off {off} psize {psize}"
+                );
+            }
+        }
     }
 }
