@@ -440,3 +440,35 @@ fn survey_every_corpus_pool() {
     }
     println!("total: {good}/{all} file systems and snapshots read exactly");
 }
+
+/// `c9-expand`: a raidz1 of 3 disks that OpenZFS expanded to 4 (`zpool
+/// attach`), with files written before the expansion (3 columns wide,
+/// reflowed onto 4 disks) and after it (4 wide). Imported read-only, every
+/// file system reads exactly; a read-write import is refused, naming the
+/// feature (writing expanded RAID-Z is not implemented).
+#[test]
+fn expanded_raidz_reads_exactly() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-expand-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let failed = check_pool(&oz, work.path(), "c9-expand", &[]);
+    assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
+    let devs = work.path().join("rw");
+    unpack(&corpus().join("c9-expand"), &devs);
+    let r = oz.run(&[
+        "zpool".as_ref(),
+        "import".as_ref(),
+        "-d".as_ref(),
+        devs.as_os_str(),
+        "c9-expand".as_ref(),
+    ]);
+    assert!(
+        !r.success()
+            && r.stderr.contains("org.openzfs:raidz_expansion")
+            && r.stderr.contains("read-only"),
+        "read-write import of an expanded RAID-Z pool: {}",
+        r.stderr
+    );
+}

@@ -201,6 +201,16 @@ pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
             .map(|(n, _)| n)
             .filter(|n| n != EXTERNAL_COMPRESSION),
     );
+    if other.iter().any(|n| n == ozfs_spa::pool::RAIDZ_EXPANSION) {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            format!(
+                "writing a pool with {} active (an expanded RAID-Z vdev) is not implemented; \
+                 import it read-only",
+                ozfs_spa::pool::RAIDZ_EXPANSION
+            ),
+        ));
+    }
     if !other.is_empty() || !pool.external_active() {
         return Err(Error::unsupported(
             format!("pool '{}'", pool.name),

@@ -299,7 +299,15 @@ fn read_zil_next(pool: &Pool, bp: &BlkPtr) -> Option<BlkPtr> {
         let v = ozfs_format::label::with_verifier(b, want, eck.byteswapped);
         ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 == eck.cksum
     };
-    let data = top.read_block(d.offset, bp.psize(), &ok).ok()?;
+    let data = top
+        .read_block_born(
+            d.offset,
+            bp.psize(),
+            bp.phys_birth(),
+            &ok,
+            &Default::default(),
+        )
+        .ok()?;
     let eck = ozfs_format::label::parse_eck(&data).ok()?;
     let at = data.len().checked_sub(ZIL_TRAILER_SIZE)? + 8;
     BlkPtr::from_bytes(data.get(at..at + 128)?, eck.byteswapped).ok()

@@ -30,7 +30,12 @@ pub const SUPPORTED_READ_FEATURES: &[&str] = &[
     "org.open-zfs:large_blocks",
     "org.freebsd:zstd_compress",
     "com.klarasystems:vdev_zaps_v2",
+    RAIDZ_EXPANSION,
 ];
+
+/// RAID-Z expansion (`zpool attach` to a raidz vdev): read, not written
+/// (blocks keep the width they were born with, see `Vdev::raidz_width`).
+pub const RAIDZ_EXPANSION: &str = "org.openzfs:raidz_expansion";
 
 /// How to open a pool.
 #[derive(Debug, Clone, Default)]
@@ -169,6 +174,15 @@ impl Pool {
                 return Err(Error::unsupported(
                     &what,
                     format!("active features not supported: {}", unknown.join(", ")),
+                ));
+            }
+            if !opts.readonly && ffr.contains(RAIDZ_EXPANSION) {
+                return Err(Error::unsupported(
+                    &what,
+                    format!(
+                        "writing a pool with {RAIDZ_EXPANSION} active (an expanded RAID-Z vdev) \
+                         is not implemented; import it read-only"
+                    ),
                 ));
             }
         }
@@ -475,7 +489,7 @@ impl Pool {
             let r = if dva.gang {
                 self.read_gang(top, dva.vdev, dva.offset, bp, &verify, ctx)
             } else {
-                top.read_block_with(dva.offset, psize, &verify, ctx)
+                top.read_block_born(dva.offset, psize, bp.phys_birth(), &verify, ctx)
             };
             match r {
                 Ok(d) => {
@@ -536,7 +550,7 @@ impl Pool {
             let data = with_verifier(d, [vdev, offset, phys_birth, 0], eck.byteswapped);
             checksum::sha256(&data).0 == eck.cksum
         };
-        let hdr = top.read_block_with(offset, 512, &hdr_verify, ctx)?;
+        let hdr = top.read_block_born(offset, 512, phys_birth, &hdr_verify, ctx)?;
         let eck = parse_eck(&hdr)?;
         let mut data = Vec::with_capacity(bp.psize() as usize);
         for i in 0..3 {

@@ -289,7 +289,13 @@ impl Pool {
                     .children
                     .get(d.vdev as usize)
                     .ok_or_else(|| Error::corrupt("DVA", "no such vdev"))?;
-                let hdr = top.read_block(d.offset, 512, &|_| true)?;
+                let hdr = top.read_block_born(
+                    d.offset,
+                    512,
+                    bp.phys_birth(),
+                    &|_| true,
+                    &Default::default(),
+                )?;
                 let eck = ozfs_format::label::parse_eck(&hdr)?;
                 for i in 0..3 {
                     let child = BlkPtr::from_bytes(&hdr[i * 128..(i + 1) * 128], eck.byteswapped)?;

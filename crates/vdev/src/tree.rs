@@ -3,7 +3,7 @@
 
 use crate::device::BlockDevice;
 use crate::report::{self, ReportKind, VdevReport};
-use ozfs_codec::raidz::{reconstruct, RaidzMap};
+use ozfs_codec::raidz::{reconstruct, ExpandedRaidzMap, RaidzMap};
 use ozfs_format::label::VDEV_LABEL_START_SIZE;
 use ozfs_format::{Error, NvList, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -201,6 +201,11 @@ pub struct Vdev {
     pub config: NvList,
     /// Why a leaf is unavailable (e.g. "device too small"), for status output.
     pub aux: Option<String>,
+    /// RAID-Z expansions (config `raidz_expand_txgs`): `(txg, width)` in
+    /// increasing txg order — blocks born at or after `txg` (and before the
+    /// next entry) were written `width` columns wide; blocks born before the
+    /// first entry have the original width. Empty when never expanded.
+    pub raidz_widths: Vec<(u64, usize)>,
 }
 
 /// How to open leaves while building a tree: given the leaf's guid and configured path.
@@ -291,7 +296,12 @@ impl Vdev {
         if !(9..=16).contains(&ashift) {
             return Err(Error::corrupt("vdev tree", format!("ashift {ashift}")));
         }
+        let raidz_widths = match kind {
+            VdevKind::Raidz { nparity } => raidz_expansions(nv, children.len(), nparity)?,
+            _ => Vec::new(),
+        };
         let v = Vdev {
+            raidz_widths,
             id,
             guid,
             type_name,
@@ -652,6 +662,18 @@ impl Vdev {
         Ok(())
     }
 
+    /// How many columns wide a block born in txg `birth` (its physical
+    /// birth) was written on this raidz vdev: the width of the last
+    /// expansion completed at or before `birth`, else the original width.
+    pub fn raidz_width(&self, birth: u64) -> usize {
+        let original = self.children.len() - self.raidz_widths.len();
+        self.raidz_widths
+            .iter()
+            .rev()
+            .find(|&&(txg, _)| txg <= birth)
+            .map_or(original, |&(_, w)| w)
+    }
+
     /// Read a block of `psize` bytes at DVA `offset`, returning the first
     /// version that `verify` accepts. Charges checksum errors to devices proven wrong.
     pub fn read_block(
@@ -669,10 +691,28 @@ impl Vdev {
     /// be read) is rewritten in place with the verified data; with `scrub`,
     /// every copy is read and checked even when the first one verifies
     /// (all mirror sides; RAID-Z parity against the data).
+    ///
+    /// Reads with the vdev's current geometry: on an expanded RAID-Z vdev
+    /// that is right only for blocks born after the last expansion; reads of
+    /// blocks say their birth through [`read_block_born`](Self::read_block_born).
     pub fn read_block_with(
         &self,
         offset: u64,
         psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+        ctx: &ReadCtx,
+    ) -> Result<Vec<u8>> {
+        self.read_block_born(offset, psize, u64::MAX, verify, ctx)
+    }
+
+    /// [`read_block_with`](Self::read_block_with) of a block born in txg
+    /// `birth` (the BP's physical birth): on a RAID-Z vdev expanded since,
+    /// the block keeps the width it was written with ([`Vdev::raidz_width`]).
+    pub fn read_block_born(
+        &self,
+        offset: u64,
+        psize: u64,
+        birth: u64,
         verify: &dyn Fn(&[u8]) -> bool,
         ctx: &ReadCtx,
     ) -> Result<Vec<u8>> {
@@ -692,7 +732,7 @@ impl Vdev {
                 let mut good = None;
                 let mut rest = self.children.iter();
                 for c in rest.by_ref() {
-                    match c.read_block_with(offset, psize, verify, ctx) {
+                    match c.read_block_born(offset, psize, birth, verify, ctx) {
                         Ok(b) => {
                             good = Some(b);
                             break;
@@ -708,7 +748,9 @@ impl Vdev {
                 };
                 if ctx.scrub {
                     for c in rest {
-                        if c.read_block_with(offset, psize, verify, ctx).is_err() {
+                        if c.read_block_born(offset, psize, birth, verify, ctx)
+                            .is_err()
+                        {
                             bad.push(c);
                         }
                     }
@@ -724,9 +766,15 @@ impl Vdev {
                 self.stats.io.read(good.len());
                 Ok(good)
             }
-            VdevKind::Raidz { nparity } => self
-                .raidz_read(*nparity, offset, psize, verify, ctx)
-                .inspect(|b| self.stats.io.read(b.len())),
+            VdevKind::Raidz { nparity } => {
+                let width = self.raidz_width(birth);
+                if width == self.children.len() {
+                    self.raidz_read(*nparity, offset, psize, verify, ctx)
+                } else {
+                    self.raidz_read_expanded(*nparity, width, offset, psize, verify)
+                }
+                .inspect(|b| self.stats.io.read(b.len()))
+            }
             VdevKind::Hole | VdevKind::Root => Err(Error::corrupt(
                 format!("vdev {}", self.display_name()),
                 "block pointer refers to a vdev that holds no data",
@@ -994,6 +1042,155 @@ impl Vdev {
         Err(self.cksum_error(offset, psize))
     }
 
+    /// Read a block written `width` columns wide before this raidz was
+    /// expanded (module doc of `ozfs_codec::raidz`, "Expanded RAID-Z").
+    /// Each child is read once, over the span holding the block's sectors on
+    /// it; a child that cannot be read loses its sectors. When the data does
+    /// not verify, reconstruction assumes sets of failed *children* (the
+    /// unreadable ones plus up to `nparity` suspects, fewest first) and
+    /// rebuilds every row that lost sectors to them, as long as no row lost
+    /// more than the parity covers. Such blocks are only read: healing and
+    /// the scrub's parity check need the writer, which refuses these pools.
+    fn raidz_read_expanded(
+        &self,
+        nparity: usize,
+        width: usize,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
+        let nchild = self.children.len();
+        let ashift = self.ashift as u32;
+        let unit = 1usize << ashift;
+        let em = ExpandedRaidzMap::new(offset, psize, ashift, width, nchild, nparity)
+            .map_err(|e| e.context(&format!("{} offset {offset:#x}", self.display_name())))?;
+        let ncols = em.map.cols.len();
+        // The span of each child this block occupies: [lo, hi).
+        let mut span: Vec<Option<(u64, u64)>> = vec![None; nchild];
+        for c in 0..ncols {
+            for i in 0..em.rows_of(c) {
+                let (d, o) = em.sector(c, i);
+                let e = span[d].get_or_insert((o, o));
+                e.0 = e.0.min(o);
+                e.1 = e.1.max(o + unit as u64);
+            }
+        }
+        let bufs: Vec<Option<(u64, Vec<u8>)>> = span
+            .iter()
+            .enumerate()
+            .map(|(d, s)| {
+                let (lo, hi) = (*s)?;
+                let child = self.children.get(d)?;
+                child.read_phys(lo, hi - lo).ok().map(|b| (lo, b))
+            })
+            .collect();
+        let failed: Vec<usize> = (0..nchild)
+            .filter(|&d| span[d].is_some() && bufs[d].is_none())
+            .collect();
+        // Gather the columns (failed children's sectors stay zero).
+        let mut cols: Vec<Vec<u8>> = em
+            .map
+            .cols
+            .iter()
+            .map(|c| vec![0u8; c.size as usize])
+            .collect();
+        for (c, col) in cols.iter_mut().enumerate() {
+            for (i, dst) in col.chunks_exact_mut(unit).enumerate() {
+                let (d, o) = em.sector(c, i as u64);
+                if let Some((lo, b)) = &bufs[d] {
+                    let at = (o - lo) as usize;
+                    if let Some(src) = b.get(at..at + unit) {
+                        dst.copy_from_slice(src);
+                    }
+                }
+            }
+        }
+        let assemble = |cols: &[Vec<u8>]| -> Vec<u8> {
+            let mut out = Vec::with_capacity(psize as usize);
+            for c in &cols[nparity..] {
+                out.extend_from_slice(c);
+            }
+            out.truncate(psize as usize);
+            out
+        };
+        if failed.is_empty() {
+            let data = assemble(&cols);
+            if verify(&data) {
+                return Ok(data);
+            }
+        }
+        let suspects: Vec<usize> = (0..nchild)
+            .filter(|&d| span[d].is_some() && !failed.contains(&d))
+            .collect();
+        let rows = em.rows_of(0);
+        for extra in 0..=nparity {
+            let mut combo = Vec::new();
+            let mut found: Option<(Vec<Vec<u8>>, Vec<usize>)> = None;
+            combinations(&suspects, extra, 0, &mut combo, &mut |chosen| {
+                let lost = |d: usize| failed.contains(&d) || chosen.contains(&d);
+                let mut trial = cols.clone();
+                let mut rebuilt_data = false;
+                for i in 0..rows {
+                    let missing: Vec<usize> = (0..ncols)
+                        .filter(|&c| i < em.rows_of(c) && lost(em.sector(c, i).0))
+                        .collect();
+                    if missing.is_empty() {
+                        continue;
+                    }
+                    if missing.len() > nparity {
+                        return false;
+                    }
+                    if missing.iter().all(|&c| c < nparity) {
+                        continue;
+                    }
+                    let at = (i as usize) * unit;
+                    let mut row: Vec<Vec<u8>> = trial
+                        .iter()
+                        .map(|col| col.get(at..at + unit).map_or_else(Vec::new, <[u8]>::to_vec))
+                        .collect();
+                    if reconstruct(nparity, &mut row, &missing).is_err() {
+                        return false;
+                    }
+                    for &c in &missing {
+                        if let Some(dst) = trial[c].get_mut(at..at + unit) {
+                            dst.copy_from_slice(&row[c]);
+                        }
+                    }
+                    rebuilt_data = true;
+                }
+                if !rebuilt_data {
+                    return false;
+                }
+                let data = assemble(&trial);
+                if verify(&data) {
+                    found = Some((trial, chosen.to_vec()));
+                    true
+                } else {
+                    false
+                }
+            });
+            if let Some((trial, chosen)) = found {
+                for d in chosen {
+                    let wrong = (0..ncols).any(|c| {
+                        (0..em.rows_of(c)).any(|i| {
+                            let at = (i as usize) * unit;
+                            em.sector(c, i).0 == d
+                                && trial[c].get(at..at + unit) != cols[c].get(at..at + unit)
+                        })
+                    });
+                    if wrong {
+                        if let (Some(child), Some((lo, hi))) = (self.children.get(d), span[d]) {
+                            child.charge_cksum(lo, hi - lo);
+                        }
+                    }
+                }
+                return Ok(assemble(&trial));
+            }
+        }
+        self.charge_cksum(offset, psize);
+        Err(self.cksum_error(offset, psize))
+    }
+
     /// A column whose device is a spare or replacing vdev reads from the
     /// side that holds it; the side being resilvered gets the column here
     /// (`cols`: the verified data columns; parity columns, when empty,
@@ -1139,4 +1336,50 @@ fn combinations(
         cur.pop();
     }
     false
+}
+
+/// The expansion record of a raidz vdev's config: `raidz_expand_txgs` lists
+/// the txg at which each expansion completed, oldest first; the last one
+/// made the vdev its present width, each earlier one a child narrower.
+/// Refused: an expansion still in progress (`raidz_expanding`, whose
+/// half-moved rows ozfs does not place), txgs not strictly increasing, or
+/// more expansions than the children allow (the original width must exceed
+/// the parity).
+fn raidz_expansions(nv: &NvList, nchild: usize, nparity: usize) -> Result<Vec<(u64, usize)>> {
+    if nv.contains("raidz_expanding") {
+        return Err(Error::unsupported(
+            "vdev tree",
+            "a RAID-Z expansion in progress (raidz_expanding); let it finish under OpenZFS",
+        ));
+    }
+    let Some(txgs) = nv.get("raidz_expand_txgs") else {
+        return Ok(Vec::new());
+    };
+    let txgs = nv.get_u64_array("raidz_expand_txgs").ok_or_else(|| {
+        Error::corrupt(
+            "vdev tree",
+            format!("raidz_expand_txgs is not a uint64 array: {txgs:?}"),
+        )
+    })?;
+    if txgs.len() + nparity >= nchild {
+        return Err(Error::corrupt(
+            "vdev tree",
+            format!(
+                "raidz_expand_txgs lists {} expansions of a raidz{nparity} of {nchild} children",
+                txgs.len()
+            ),
+        ));
+    }
+    if txgs.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::corrupt(
+            "vdev tree",
+            format!("raidz_expand_txgs out of order: {txgs:?}"),
+        ));
+    }
+    let n = txgs.len();
+    Ok(txgs
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (t, nchild - (n - 1 - i)))
+        .collect())
 }
