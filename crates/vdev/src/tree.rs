@@ -1113,7 +1113,11 @@ impl Vdev {
             out.truncate(psize as usize);
             out
         };
-        if failed.is_empty() {
+        // Unless a data sector is on a child that could not be read, the data
+        // as read may verify (a lost parity sector does not matter).
+        let data_lost = (nparity..ncols)
+            .any(|c| (0..em.rows_of(c)).any(|i| failed.contains(&em.sector(c, i).0)));
+        if !data_lost {
             let data = assemble(&cols);
             if verify(&data) {
                 return Ok(data);
