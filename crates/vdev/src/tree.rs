@@ -1,5 +1,16 @@
 //! The vdev tree built from a config nvlist, its health, and its read path.
 //! See the crate docs for the theory of checksum-driven reads.
+//!
+//! RAID-Z expansion: a raidz vdev's config lists in `raidz_expand_txgs` the
+//! txg from which each expansion's width applies (oldest first, the last
+//! being the present width, each earlier one a child narrower). A block's
+//! physical birth txg (OpenZFS's `BP_GET_BIRTH`, the txg its DVAs were
+//! allocated in) picks its width — the last entry at or below it, else the
+//! original width — and a narrower block is placed by
+//! `ozfs_codec::raidz::ExpandedRaidzMap`. Invariants: the record is checked
+//! when the tree is built (strictly increasing txgs, original width above
+//! the parity, no expansion in progress), and blocks of a narrower width are
+//! only read, never healed.
 
 use crate::device::BlockDevice;
 use crate::report::{self, ReportKind, VdevReport};
@@ -666,7 +677,7 @@ impl Vdev {
     /// birth) was written on this raidz vdev: the width of the last
     /// expansion completed at or before `birth`, else the original width.
     pub fn raidz_width(&self, birth: u64) -> usize {
-        let original = self.children.len() - self.raidz_widths.len();
+        let original = self.children.len().saturating_sub(self.raidz_widths.len());
         self.raidz_widths
             .iter()
             .rev()
@@ -1356,15 +1367,12 @@ fn raidz_expansions(nv: &NvList, nchild: usize, nparity: usize) -> Result<Vec<(u
             "a RAID-Z expansion in progress (raidz_expanding); let it finish under OpenZFS",
         ));
     }
-    let Some(txgs) = nv.get("raidz_expand_txgs") else {
+    if !nv.contains("raidz_expand_txgs") {
         return Ok(Vec::new());
-    };
-    let txgs = nv.get_u64_array("raidz_expand_txgs").ok_or_else(|| {
-        Error::corrupt(
-            "vdev tree",
-            format!("raidz_expand_txgs is not a uint64 array: {txgs:?}"),
-        )
-    })?;
+    }
+    let txgs = nv
+        .get_u64_array("raidz_expand_txgs")
+        .ok_or_else(|| Error::corrupt("vdev tree", "raidz_expand_txgs is not a uint64 array"))?;
     if txgs.len() + nparity >= nchild {
         return Err(Error::corrupt(
             "vdev tree",
@@ -1374,10 +1382,13 @@ fn raidz_expansions(nv: &NvList, nchild: usize, nparity: usize) -> Result<Vec<(u
             ),
         ));
     }
-    if txgs.windows(2).any(|w| w[0] >= w[1]) {
+    if let Some(w) = txgs.windows(2).find(|w| w[0] >= w[1]) {
         return Err(Error::corrupt(
             "vdev tree",
-            format!("raidz_expand_txgs out of order: {txgs:?}"),
+            format!(
+                "raidz_expand_txgs out of order: txg {} listed after {}",
+                w[1], w[0]
+            ),
         ));
     }
     let n = txgs.len();
