@@ -197,7 +197,7 @@ impl VdevState {
 pub struct Vdev {
     pub id: u64,
     pub guid: u64,
-    /// Config type string: root, disk, file, mirror, raidz, replacing, spare, hole, missing.
+    /// Config type string: root, disk, file, mirror, raidz, replacing, spare, hole, missing, indirect.
     pub type_name: String,
     /// Leaf path from the config (or where it was found).
     pub path: Option<String>,
