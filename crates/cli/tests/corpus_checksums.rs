@@ -410,6 +410,23 @@ fn encrypted_datasets_are_unsupported_not_corrupt() {
     assert_eq!(names.len() - failed.len(), 2, "{names:?}");
 }
 
+/// Device removal and block cloning (`c10-removal`): the pool's second
+/// file vdev was removed with `zpool remove` (an indirect vdev whose blocks
+/// are read through the removal mapping in the MOS), and files were
+/// cloned with `cp --reflink` (block_cloning active). Imported read-only,
+/// every file system and snapshot reads exactly as OpenZFS showed it, and
+/// the status shows the removed vdev as `indirect-1`.
+#[test]
+fn removed_device_and_cloned_blocks_read_exactly() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-removal-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let failed = check_pool(&oz, work.path(), "c10-removal", &[]);
+    assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
+}
+
 /// Not a check: a survey of every corpus pool (`cargo test --release -p
 /// ozfs --test corpus_checksums -- --ignored --nocapture`), printing which
 /// file systems read exactly and why the others do not — issue 16's

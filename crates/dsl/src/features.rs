@@ -45,6 +45,21 @@ pub const EXTERNAL_COMPRESSION: &str = "org.ozfs:external_compression";
 pub const EXTERNAL_DESCRIPTION: &str =
     "Blocks compressed by a client (ozfs pre-compressed records).";
 
+/// Active features ozfs reads (a read-only import accepts them) but does
+/// not write: removed vdevs and their mappings (`device_removal`, and the
+/// obsolete counts kept beside them), and blocks shared by clones
+/// (`block_cloning`: the BRT's reference counts; reading a cloned block
+/// needs nothing special). A read-write import of a pool with one of them
+/// active is refused, naming it.
+pub const READ_ONLY_FEATURES: &[&str] = &[
+    "com.delphix:device_removal",
+    "com.delphix:obsolete_counts",
+    "com.fudosecurity:block_cloning",
+    // Expanded RAID-Z: blocks keep the width of their birth txg
+    // (`ozfs_vdev::Vdev::raidz_width`); allocation on it is not written yet.
+    "org.openzfs:raidz_expansion",
+];
+
 /// The features OpenZFS 2.3 knows, in the order `zpool get all` lists them
 /// (its `spa_feature_t` order); each one's name in the feature objects is
 /// `<vendor>:<name>`.
@@ -201,13 +216,23 @@ pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
             .map(|(n, _)| n)
             .filter(|n| n != EXTERNAL_COMPRESSION),
     );
-    if other.iter().any(|n| n == ozfs_spa::pool::RAIDZ_EXPANSION) {
+    // Features ozfs reads but does not write yet: say so, so the user
+    // knows a read-only import works.
+    let read_only: Vec<&String> = other
+        .iter()
+        .filter(|n| READ_ONLY_FEATURES.contains(&n.as_str()))
+        .collect();
+    if !read_only.is_empty() {
         return Err(Error::unsupported(
             format!("pool '{}'", pool.name),
             format!(
-                "writing a pool with {} active (an expanded RAID-Z vdev) is not implemented; \
-                 import it read-only",
-                ozfs_spa::pool::RAIDZ_EXPANSION
+                "writing a pool with {} active (ozfs reads such pools but does not write them \
+                 yet; import it with -o readonly=on)",
+                read_only
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ));
     }

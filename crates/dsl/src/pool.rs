@@ -4,6 +4,7 @@ use ozfs_codec::checksum;
 use ozfs_codec::raidz::raidz_asize;
 use ozfs_dmu::{zap, Objset};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
+use ozfs_format::indirect::{IndirectMapping, MappingPhys, MAPPING_ENTRY_SIZE};
 use ozfs_format::names::check_component;
 use ozfs_format::types::ot;
 use ozfs_format::{Error, NvList, Result};
@@ -86,10 +87,73 @@ pub fn load_checksum_salt(pool: &Pool, mos: &Objset) -> Result<()> {
     Ok(())
 }
 
+/// The most bytes of removal mapping loaded for one indirect vdev (a
+/// mapping entry covers at least one sector: 1 GiB of entries maps far
+/// more than any vdev ozfs can be given).
+const MAX_MAPPING_BYTES: u64 = 1 << 30;
+
+/// Give the pool the removal mappings of its indirect vdevs (device
+/// removal; see `ozfs_spa::indirect`), once per open pool: each mapping
+/// object's bonus and entries, read block by block in each block's byte
+/// order, checked, and installed.
+pub fn load_indirect_mappings(pool: &Pool, mos: &Objset) -> Result<()> {
+    if pool.indirect.get().is_some() {
+        return Ok(());
+    }
+    let mut maps = ozfs_spa::indirect::IndirectMaps::new();
+    for (vdev, obj) in pool.indirect_vdevs() {
+        let what = format!("indirect vdev {vdev}: mapping object {obj}");
+        let dn = mos.dnode(obj).map_err(|e| e.context(&what))?;
+        let phys = MappingPhys::parse(&dn.phys.bonus, dn.swap).map_err(|e| e.context(&what))?;
+        let len = phys
+            .num_entries
+            .checked_mul(MAPPING_ENTRY_SIZE as u64)
+            .filter(|&l| l <= MAX_MAPPING_BYTES)
+            .ok_or_else(|| Error::corrupt(&what, format!("{} entries", phys.num_entries)))?;
+        let bs = dn.phys.datablksz();
+        if bs == 0 || bs % 8 != 0 {
+            return Err(Error::corrupt(&what, format!("block size {bs}")));
+        }
+        // Entries straddle blocks (24 does not divide the block size): the
+        // words are put in host order block by block, then decoded as one.
+        let mut data: Vec<u8> = Vec::with_capacity(len as usize);
+        let mut blkid = 0u64;
+        while (data.len() as u64) < len {
+            let block = mos
+                .read_block_swap(&dn, blkid)
+                .map_err(|e| e.context(&what))?;
+            let Some((b, swap)) = block else {
+                return Err(Error::corrupt(
+                    &what,
+                    format!("block {blkid} is a hole, {len} bytes of entries declared"),
+                ));
+            };
+            if b.len() as u64 != bs {
+                return Err(Error::corrupt(
+                    &what,
+                    format!("block {blkid} has {} bytes, not {bs}", b.len()),
+                ));
+            }
+            for w in b.chunks_exact(8) {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(w);
+                let v = u64::from_ne_bytes(a);
+                data.extend_from_slice(&if swap { v.swap_bytes() } else { v }.to_ne_bytes());
+            }
+            blkid += 1;
+        }
+        let m = IndirectMapping::parse(vdev, phys, &data, false)?;
+        maps.insert(vdev, m);
+    }
+    pool.install_indirect(maps)
+}
+
 impl DslPool {
     /// Open the MOS object directory and find the root dataset.
     pub fn open(pool: Arc<Pool>) -> Result<DslPool> {
         let mos = Objset::mos(pool.clone());
+        // First: later MOS reads may follow old blocks on a removed vdev.
+        load_indirect_mappings(&pool, &mos)?;
         let root_dir_obj = zap::lookup_obj(&mos, 1, "root_dataset")
             .map_err(|e| e.context("MOS object directory"))?
             .and_then(|e| e.as_u64())

@@ -26,6 +26,7 @@ pub mod dsl;
 pub mod error;
 pub mod external;
 pub mod history;
+pub mod indirect;
 pub mod label;
 pub mod names;
 pub mod nvlist;

@@ -28,6 +28,7 @@
 pub mod arc;
 pub mod devices;
 pub mod import;
+pub mod indirect;
 pub mod label_write;
 pub mod metaslab;
 pub mod pool;

@@ -30,6 +30,9 @@ pub const SUPPORTED_READ_FEATURES: &[&str] = &[
     "org.open-zfs:large_blocks",
     "org.freebsd:zstd_compress",
     "com.klarasystems:vdev_zaps_v2",
+    // Indirect vdevs: DVAs on a removed vdev are read through its mapping
+    // (`crate::indirect`). Writing such a pool is refused by the DSL.
+    "com.delphix:device_removal",
     RAIDZ_EXPANSION,
 ];
 
@@ -92,6 +95,11 @@ pub struct Pool {
     /// salted checksum); until then, and in pools without one, blocks with
     /// a salted checksum are refused as unsupported, never as corrupt.
     pub checksum_salt: std::sync::OnceLock<checksum::Salt>,
+    /// The removal mappings of the indirect vdevs (device removal), by
+    /// top-level vdev id; installed once by the DSL layer when it opens the
+    /// MOS (see [`crate::indirect`]). Until then a DVA on a removed vdev
+    /// cannot be read.
+    pub indirect: std::sync::OnceLock<crate::indirect::IndirectState>,
     /// Hot spares (MOS `spares`, loaded by the DSL layer).
     pub spares: std::sync::Mutex<Vec<crate::spares::Spare>>,
     /// Devices with a spare label found at open: (guid, device, path).
@@ -324,6 +332,7 @@ impl Pool {
             cache_data: Default::default(),
             external: Default::default(),
             checksum_salt: Default::default(),
+            indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
@@ -489,7 +498,7 @@ impl Pool {
             let r = if dva.gang {
                 self.read_gang(top, dva.vdev, dva.offset, bp, &verify, ctx)
             } else {
-                top.read_block_born(dva.offset, psize, bp.phys_birth(), &verify, ctx)
+                self.read_top(top, dva.offset, psize, bp.phys_birth(), &verify, ctx)
             };
             match r {
                 Ok(d) => {
@@ -511,6 +520,11 @@ impl Pool {
         if ctx.heal {
             for d in bad {
                 let Ok(top) = self.top(d.vdev) else { continue };
+                // A removed vdev has nothing to write to (its copy was
+                // read through the mapping: the destination healed it).
+                if matches!(top.kind, VdevKind::Indirect { .. }) {
+                    continue;
+                }
                 let unit = 1u64 << top.ashift;
                 let mut buf = good.clone();
                 buf.resize(
@@ -550,7 +564,7 @@ impl Pool {
             let data = with_verifier(d, [vdev, offset, phys_birth, 0], eck.byteswapped);
             checksum::sha256(&data).0 == eck.cksum
         };
-        let hdr = top.read_block_born(offset, 512, phys_birth, &hdr_verify, ctx)?;
+        let hdr = self.read_top(top, offset, 512, phys_birth, &hdr_verify, ctx)?;
         let eck = parse_eck(&hdr)?;
         let mut data = Vec::with_capacity(bp.psize() as usize);
         for i in 0..3 {

@@ -167,6 +167,17 @@ pub enum VdevKind {
     },
     /// A hole or missing top-level placeholder.
     Hole,
+    /// A removed top-level vdev (`zpool remove`): no device; its blocks
+    /// live where the removal mapping (a MOS object, `mapping_object`)
+    /// says. The vdev layer cannot read it: the pool translates every DVA
+    /// naming it through the mapping it loaded from the MOS
+    /// (`ozfs_spa::indirect`) and reads the pieces from their destinations.
+    Indirect {
+        /// `com.delphix:indirect_object`: the mapping object.
+        mapping_object: u64,
+        /// `com.delphix:indirect_births`: when entries were copied (0: none).
+        births_object: u64,
+    },
 }
 
 /// Health as `zpool status` reports it.
@@ -197,7 +208,7 @@ impl VdevState {
 pub struct Vdev {
     pub id: u64,
     pub guid: u64,
-    /// Config type string: root, disk, file, mirror, raidz, replacing, spare, hole, missing.
+    /// Config type string: root, disk, file, mirror, raidz, replacing, spare, hole, missing, indirect.
     pub type_name: String,
     /// Leaf path from the config (or where it was found).
     pub path: Option<String>,
@@ -269,6 +280,15 @@ impl Vdev {
                 }
             }
             "hole" | "missing" => VdevKind::Hole,
+            "indirect" => VdevKind::Indirect {
+                mapping_object: nv.get_u64("com.delphix:indirect_object").ok_or_else(|| {
+                    Error::corrupt(
+                        "vdev tree",
+                        format!("indirect vdev {id} without com.delphix:indirect_object"),
+                    )
+                })?,
+                births_object: nv.get_u64("com.delphix:indirect_births").unwrap_or(0),
+            },
             other => {
                 return Err(Error::unsupported(
                     "vdev tree",
@@ -362,6 +382,8 @@ impl Vdev {
                 }
             }
             VdevKind::Leaf(Some(_)) => VdevState::Online,
+            // Needs no device: its data lives on the other vdevs.
+            VdevKind::Indirect { .. } => VdevState::Online,
             VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
             VdevKind::Mirror => {
                 let bad = self
@@ -519,6 +541,7 @@ impl Vdev {
                 what: format!("vdev {}", self.display_name()),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "device unavailable"),
             }),
+            VdevKind::Indirect { .. } => Err(self.indirect_error()),
             VdevKind::Mirror => {
                 let mut last = None;
                 for c in &self.children {
@@ -560,6 +583,7 @@ impl Vdev {
                 what: format!("vdev {}", self.display_name()),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "device unavailable"),
             }),
+            VdevKind::Indirect { .. } => Err(self.indirect_error()),
             VdevKind::Mirror => {
                 let mut ok = 0;
                 let mut last = None;
@@ -665,7 +689,7 @@ impl Vdev {
             return self.flush();
         }
         for t in &self.children {
-            if matches!(t.kind, VdevKind::Hole) {
+            if matches!(t.kind, VdevKind::Hole | VdevKind::Indirect { .. }) {
                 continue;
             }
             t.flush()?;
@@ -790,7 +814,17 @@ impl Vdev {
                 format!("vdev {}", self.display_name()),
                 "block pointer refers to a vdev that holds no data",
             )),
+            VdevKind::Indirect { .. } => Err(self.indirect_error()),
         }
+    }
+
+    /// A removed vdev is read only through the pool's removal mapping.
+    fn indirect_error(&self) -> Error {
+        Error::Invalid(format!(
+            "vdev {}: a removed (indirect) vdev is read through the pool's removal mapping, \
+             never directly",
+            self.display_name()
+        ))
     }
 
     fn cksum_error(&self, offset: u64, psize: u64) -> Error {
@@ -907,7 +941,7 @@ impl Vdev {
             VdevKind::Leaf(d) => {
                 d.is_some() && self.usable() && !self.stats.resilvering.load(Ordering::Relaxed)
             }
-            VdevKind::Hole => false,
+            VdevKind::Hole | VdevKind::Indirect { .. } => false,
             VdevKind::Mirror => self.children.iter().any(|c| c.present_whole()),
             _ => self.children.iter().all(|c| c.present_whole()),
         }
@@ -918,7 +952,7 @@ impl Vdev {
     fn present(&self) -> bool {
         match &self.kind {
             VdevKind::Leaf(d) => d.is_some() && self.usable(),
-            VdevKind::Hole => false,
+            VdevKind::Hole | VdevKind::Indirect { .. } => false,
             VdevKind::Mirror => self.children.iter().any(|c| c.present()),
             _ => self.children.iter().all(|c| c.present()),
         }
