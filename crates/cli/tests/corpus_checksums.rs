@@ -39,18 +39,8 @@ const POOLS: &[(&str, &[(&str, &str)])] = &[
     ("c5-dedup", &[]),
 ];
 
-/// The corpus: `OZFS_CORPUS` when set (a checkout elsewhere, e.g. a git
-/// worktree), else `../shared/corpus/openzfs-2.3` beside the checkout.
 fn corpus() -> PathBuf {
-    let c = std::env::var_os("OZFS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ozfs_testkit::daemon::repo_root().join("../shared/corpus/openzfs-2.3"));
-    assert!(
-        c.is_dir(),
-        "{}: the OpenZFS corpus is missing (../shared beside the checkout)",
-        c.display()
-    );
-    c
+    corpus_dir()
 }
 
 /// One line of a `== tree` section, with what the other sections add.
@@ -184,26 +174,7 @@ fn ours(m: &Manifest) -> BTreeMap<PathBuf, Want> {
 }
 
 fn unpack(src: &Path, devs: &Path) {
-    std::fs::create_dir_all(devs).unwrap();
-    for e in std::fs::read_dir(src).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(img) = name.strip_suffix(".gz") else {
-            continue;
-        };
-        // Sparse: the images are mostly zeros.
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
-            .args([
-                "sh",
-                &e.path().to_string_lossy(),
-                &devs.join(img).to_string_lossy(),
-            ])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "unpacking {}", e.path().display());
-    }
+    unpack_corpus(src, devs)
 }
 
 /// The file systems `manifest.txt` lists (`== tree NAME` sections).

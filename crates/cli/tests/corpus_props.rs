@@ -10,8 +10,7 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 /// The pools compared: version 28 without features, a default 2.3 pool
 /// (mirror, ashift 12, its features enabled and active as 2.3 makes
@@ -30,16 +29,6 @@ const VARYING: &[&str] = &[
     "dedup_table_size",
 ];
 
-fn corpus() -> PathBuf {
-    let c = ozfs_testkit::daemon::repo_root().join("../shared/corpus/openzfs-2.3");
-    assert!(
-        c.is_dir(),
-        "{}: the OpenZFS corpus is missing (../shared beside the checkout)",
-        c.display()
-    );
-    c
-}
-
 /// OpenZFS's `zpool get all` rows (property, value) from `props.txt`.
 fn theirs(dir: &Path, pool: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(dir.join("props.txt")).expect("props.txt");
@@ -55,7 +44,7 @@ fn theirs(dir: &Path, pool: &str) -> Vec<(String, String)> {
 
 #[test]
 fn zpool_get_all_as_openzfs_prints_it() {
-    let corpus = corpus();
+    let corpus = corpus_dir();
     let oz = ozfs();
     let work = tempfile::Builder::new()
         .prefix("ozfs-test-corpus-props-")
@@ -64,26 +53,7 @@ fn zpool_get_all_as_openzfs_prints_it() {
     for pool in POOLS {
         let src = corpus.join(pool);
         let devs = work.path().join(pool);
-        std::fs::create_dir_all(&devs).unwrap();
-        for e in std::fs::read_dir(&src).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(img) = name.strip_suffix(".gz") else {
-                continue;
-            };
-            // Sparse: the images are mostly zeros.
-            let ok = Command::new("sh")
-                .arg("-c")
-                .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
-                .args([
-                    "sh",
-                    &e.path().to_string_lossy(),
-                    &devs.join(img).to_string_lossy(),
-                ])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "unpacking {}", e.path().display());
-        }
+        unpack_corpus(&src, &devs);
         let want = theirs(&src, pool);
         assert!(want.len() > 70, "{pool}: props.txt rows: {want:?}");
         oz.ok(&[

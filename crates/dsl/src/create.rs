@@ -740,14 +740,7 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
         return Ok(());
     }
     let props = w.dir(dir)?.props_zapobj;
-    match v {
-        PropSetting::Num(n) => zap_tx::update(&mut w.mos, props, name, 8, &[*n]),
-        PropSetting::Text(s) => {
-            let mut vals: Vec<u64> = s.bytes().map(|b| b as u64).collect();
-            vals.push(0);
-            zap_tx::update(&mut w.mos, props, name, 1, &vals)
-        }
-    }
+    store_prop(w, props, name, v)
 }
 
 /// Store a pool property in the MOS `pool_props` ZAP (DMU_OT_POOL_PROPS,
@@ -764,6 +757,12 @@ pub fn set_pool_prop(w: &mut PoolWriter, name: &str, v: &PropSetting) -> Result<
             o
         }
     };
+    store_prop(w, props, name, v)
+}
+
+/// A property value into properties ZAP `props`: a number as one `u64`,
+/// text as a NUL-terminated string, as ZFS stores them.
+fn store_prop(w: &mut PoolWriter, props: u64, name: &str, v: &PropSetting) -> Result<()> {
     match v {
         PropSetting::Num(n) => zap_tx::update(&mut w.mos, props, name, 8, &[*n]),
         PropSetting::Text(s) => {

@@ -114,25 +114,30 @@ pub const OPENZFS_FEATURES: [&str; 44] = [
 /// `features_for_write`, with its reference count (0: enabled, not
 /// active). Empty for a pool without features.
 pub fn enabled(mos: &Objset) -> Result<Vec<(String, u64)>> {
-    let mut v = Vec::new();
-    for which in ["features_for_read", "features_for_write"] {
-        let Some(obj) = zap::lookup_obj(mos, 1, which)?.and_then(|e| e.as_u64()) else {
-            continue;
-        };
-        for e in zap::list_obj(mos, obj).map_err(|e| e.context(&format!("MOS {which}")))? {
+    let mut v = entries(mos, "features_for_read")?;
+    v.extend(entries(mos, "features_for_write")?);
+    Ok(v)
+}
+
+/// The entries of one MOS feature object: (name, reference count).
+fn entries(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
+    let Some(obj) = zap::lookup_obj(mos, 1, which)?.and_then(|e| e.as_u64()) else {
+        return Ok(Vec::new());
+    };
+    zap::list_obj(mos, obj)
+        .map_err(|e| e.context(&format!("MOS {which}")))?
+        .into_iter()
+        .map(|e| {
+            let name = String::from_utf8_lossy(&e.name).into_owned();
             let count = e.as_u64().ok_or_else(|| {
                 Error::corrupt(
                     format!("MOS {which}"),
-                    format!(
-                        "entry '{}' is not one integer",
-                        String::from_utf8_lossy(&e.name)
-                    ),
+                    format!("entry '{name}' is not one integer"),
                 )
             })?;
-            v.push((String::from_utf8_lossy(&e.name).into_owned(), count));
-        }
-    }
-    Ok(v)
+            Ok((name, count))
+        })
+        .collect()
 }
 
 /// `feature@NAME` rows as `zpool get` shows them: OpenZFS's features in
@@ -163,25 +168,10 @@ pub fn states(mos: &Objset) -> Result<Vec<(String, &'static str)>> {
 /// The active features (reference count > 0) of one of the MOS feature
 /// objects: (name, count). Empty for a pool without features.
 pub fn active(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
-    let Some(obj) = zap::lookup_obj(mos, 1, which)?.and_then(|e| e.as_u64()) else {
-        return Ok(Vec::new());
-    };
-    let mut v = Vec::new();
-    for e in zap::list_obj(mos, obj).map_err(|e| e.context(&format!("MOS {which}")))? {
-        let count = e.as_u64().ok_or_else(|| {
-            Error::corrupt(
-                format!("MOS {which}"),
-                format!(
-                    "entry '{}' is not one integer",
-                    String::from_utf8_lossy(&e.name)
-                ),
-            )
-        })?;
-        if count > 0 {
-            v.push((String::from_utf8_lossy(&e.name).into_owned(), count));
-        }
-    }
-    Ok(v)
+    Ok(entries(mos, which)?
+        .into_iter()
+        .filter(|(_, c)| *c > 0)
+        .collect())
 }
 
 /// Check a pool's features before reading it; note whether pre-compressed

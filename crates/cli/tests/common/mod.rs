@@ -288,3 +288,42 @@ pub fn assert_error(out: &proc::CmdOutput, code: Option<i32>, needles: &[&str]) 
         );
     }
 }
+
+/// The OpenZFS corpus (pools made by the real OpenZFS 2.3.2):
+/// `OZFS_CORPUS` when set (a checkout elsewhere, e.g. a git worktree), else
+/// `../shared/corpus/openzfs-2.3` beside the checkout.
+pub fn corpus_dir() -> PathBuf {
+    let c = std::env::var_os("OZFS_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ozfs_testkit::daemon::repo_root().join("../shared/corpus/openzfs-2.3"));
+    assert!(
+        c.is_dir(),
+        "{}: the OpenZFS corpus is missing (../shared beside the checkout)",
+        c.display()
+    );
+    c
+}
+
+/// Unpacks a corpus pool's `*.img.gz` from `src` into `devs`, sparse (the
+/// images are mostly zeros).
+pub fn unpack_corpus(src: &Path, devs: &Path) {
+    std::fs::create_dir_all(devs).unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(img) = name.strip_suffix(".gz") else {
+            continue;
+        };
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
+            .args([
+                "sh",
+                &e.path().to_string_lossy(),
+                &devs.join(img).to_string_lossy(),
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "unpacking {}", e.path().display());
+    }
+}
