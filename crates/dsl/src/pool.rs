@@ -516,6 +516,11 @@ impl DslPool {
         let mut s = SpaceInfo::default();
         for top in &self.pool.root.children {
             s.tops.push((0, 0));
+            // A removed device's space is gone from the pool (its blocks
+            // live elsewhere, found through its mapping).
+            if matches!(top.kind, VdevKind::Indirect { .. }) {
+                continue;
+            }
             let cfg = &top.config;
             let ms_shift = cfg.get_u64("metaslab_shift").unwrap_or(0);
             let ms_array = cfg.get_u64("metaslab_array").unwrap_or(0);
