@@ -594,9 +594,11 @@ fn iostat(argv: &[String]) -> CmdResult {
         shown += 1;
     }
     let Some(iv) = interval else { return Ok(()) };
+    let iv = std::time::Duration::try_from_secs_f64(iv)
+        .map_err(|_| Fail::Usage(format!("interval of {iv} seconds is out of range")))?;
     let mut last = std::time::Instant::now();
     while count.is_none_or(|c| shown < c) {
-        std::thread::sleep(std::time::Duration::from_secs_f64(iv));
+        std::thread::sleep(iv);
         let now = take(&pools)?;
         let dt = last.elapsed().as_secs_f64();
         last = std::time::Instant::now();

@@ -400,8 +400,8 @@ fn removed_device_and_cloned_blocks_read_exactly() {
 
 /// Not a check: a survey of every corpus pool (`cargo test --release -p
 /// ozfs --test corpus_checksums -- --ignored --nocapture`), printing which
-/// file systems read exactly and why the others do not — issue 16's
-/// measure. A pool that cannot even be imported is listed with why.
+/// file systems read exactly and why the others do not — how much of
+/// OpenZFS's world ozfs reads. A pool that cannot even be imported is listed with why.
 #[test]
 #[ignore]
 fn survey_every_corpus_pool() {

@@ -6,7 +6,7 @@
 //! except those that change with time or with the import itself
 //! (allocation, fragmentation, the per-import guid, `readonly` since ozfs
 //! imports read-only here) and the dedup and block-cloning figures ozfs
-//! does not compute yet (issue 18; the block-reference table).
+//! does not compute yet (the dedup table, the block-reference table).
 
 mod common;
 use common::*;

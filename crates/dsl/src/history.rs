@@ -43,6 +43,21 @@ pub fn unpack_record(b: &[u8]) -> Result<NvList> {
     }
 }
 
+/// The history object must be what ZFS makes: a SPA_HISTORY object with a
+/// SPA_HISTORY_OFFSETS bonus.
+fn check_kind(dn: &ozfs_dmu::Dnode, what: &str) -> Result<()> {
+    if dn.phys.object_type != OT_SPA_HISTORY || dn.phys.bonustype != OT_SPA_HISTORY_OFFSETS {
+        return Err(Error::corrupt(
+            what,
+            format!(
+                "object type {} with bonus type {}",
+                dn.phys.object_type, dn.phys.bonustype
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The pool's history at its last synced state (None: the pool has none).
 pub fn read(dsl: &DslPool) -> Result<Option<History>> {
     let Some(obj) = ozfs_dmu::zap::lookup_obj(&dsl.mos, 1, "history")? else {
@@ -54,15 +69,7 @@ pub fn read(dsl: &DslPool) -> Result<Option<History>> {
     let what = format!("pool history (MOS object {obj})");
     let ctx = |e: Error| e.context(&what);
     let dn = dsl.mos.dnode(obj).map_err(ctx)?;
-    if dn.phys.object_type != OT_SPA_HISTORY || dn.phys.bonustype != OT_SPA_HISTORY_OFFSETS {
-        return Err(Error::corrupt(
-            what,
-            format!(
-                "object type {} with bonus type {}",
-                dn.phys.object_type, dn.phys.bonustype
-            ),
-        ));
-    }
+    check_kind(&dn, &what)?;
     let phys = HistoryPhys::parse(&dn.phys.bonus, dn.swap).map_err(ctx)?;
     let log = history::read_log(&phys, &mut |off, len| dsl.mos.read(&dn, off, len)).map_err(ctx)?;
     let mut records = Vec::new();
@@ -120,15 +127,7 @@ pub fn append(w: &mut PoolWriter, record: &NvList) -> Result<()> {
     };
     let what = format!("pool history (MOS object {obj})");
     let dn = w.mos.dnode(obj)?;
-    if dn.phys.object_type != OT_SPA_HISTORY || dn.phys.bonustype != OT_SPA_HISTORY_OFFSETS {
-        return Err(Error::corrupt(
-            what,
-            format!(
-                "object type {} with bonus type {}",
-                dn.phys.object_type, dn.phys.bonustype
-            ),
-        ));
-    }
+    check_kind(&dn, &what)?;
     let mut phys = HistoryPhys::parse(&dn.phys.bonus, dn.swap).map_err(|e| e.context(&what))?;
     let mos = std::cell::RefCell::new(&mut w.mos);
     history::append(

@@ -107,9 +107,14 @@ pub fn copy_volume_out(ds_name: &str, dest: &Path) -> Result<u64> {
         let werr = |e| Error::io(format!("write {}", dest.display()), e);
         const CHUNK: usize = 1 << 20;
         let mut buf = vec![0u8; CHUNK];
+        // Past the object's last block the volume is a hole: nothing to
+        // read, whatever size its ZAP claims.
+        let written = (dn.phys.maxblkid.saturating_add(1))
+            .saturating_mul(dn.phys.datablksz())
+            .min(size);
         let mut off = 0u64;
-        while off < size {
-            let n = (size - off).min(CHUNK as u64) as usize;
+        while off < written {
+            let n = (written - off).min(CHUNK as u64) as usize;
             os.read_into(&dn, off, &mut buf[..n]).map_err(ctx)?;
             if buf[..n].iter().any(|&b| b != 0) {
                 f.seek(SeekFrom::Start(off)).map_err(werr)?;

@@ -990,14 +990,7 @@ impl Vdev {
                 }
             }
         }
-        let assemble = |cols: &[Vec<u8>]| -> Vec<u8> {
-            let mut out = Vec::with_capacity(psize as usize);
-            for c in &cols[nparity..] {
-                out.extend_from_slice(c);
-            }
-            out.truncate(psize as usize);
-            out
-        };
+        let assemble = |cols: &[Vec<u8>]| assemble_data(cols, nparity, psize);
         if failed.is_empty() {
             let data = assemble(&cols);
             if verify(&data) {
@@ -1150,14 +1143,7 @@ impl Vdev {
                 }
             }
         }
-        let assemble = |cols: &[Vec<u8>]| -> Vec<u8> {
-            let mut out = Vec::with_capacity(psize as usize);
-            for c in &cols[nparity..] {
-                out.extend_from_slice(c);
-            }
-            out.truncate(psize as usize);
-            out
-        };
+        let assemble = |cols: &[Vec<u8>]| assemble_data(cols, nparity, psize);
         // Unless a data sector is on a child that could not be read, the data
         // as read may verify (a lost parity sector does not matter).
         let data_lost = (nparity..ncols)
@@ -1431,4 +1417,15 @@ fn raidz_expansions(nv: &NvList, nchild: usize, nparity: usize) -> Result<Vec<(u
         .enumerate()
         .map(|(i, &t)| (t, nchild - (n - 1 - i)))
         .collect())
+}
+
+/// A RAID-Z block's data: its data columns (after the `nparity` parity
+/// columns) end to end, cut to `psize`.
+fn assemble_data(cols: &[Vec<u8>], nparity: usize, psize: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(psize as usize);
+    for c in cols.iter().skip(nparity) {
+        out.extend_from_slice(c);
+    }
+    out.truncate(psize as usize);
+    out
 }
