@@ -1,8 +1,11 @@
 //! `ozfs cp` and `ozfs rm`: files between the host and a dataset
 //! (`ozfs_ops::copy` does the work).
 //!
-//! * `ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST` copies a file or tree out;
-//! * `ozfs cp POOL/VOLUME[@SNAP] DEST` copies a volume's contents into a file;
+//! * `ozfs cp [-r] [-l] [-L keylocation] POOL/DATASET[@SNAP]:PATH DEST`
+//!   copies a file or tree out (`-l`: load the key of an encrypted dataset
+//!   from its `keylocation`, `-L`: from this location instead);
+//! * `ozfs cp [-l] [-L keylocation] POOL/VOLUME[@SNAP] DEST` copies a
+//!   volume's contents into a file;
 //! * `ozfs cp [-r] SRC POOL/DATASET:PATH` copies a local file or tree in;
 //! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
 
@@ -11,13 +14,17 @@ use crate::{CmdResult, Fail};
 use ozfs_ops::proto::{execute, Progress, Request};
 use std::path::Path;
 
-const USAGE: &str = "usage: ozfs cp [-r] POOL/DATASET[@SNAP]:PATH DEST\n       ozfs cp SRC POOL/DATASET:PATH\n       ozfs cp POOL/VOLUME[@SNAP] DEST";
+const USAGE: &str = "usage: ozfs cp [-r] [-l] [-L keylocation] POOL/DATASET[@SNAP]:PATH DEST\n       ozfs cp SRC POOL/DATASET:PATH\n       ozfs cp [-l] [-L keylocation] POOL/VOLUME[@SNAP] DEST";
 
 pub fn main(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "rRapv", "")?;
+    let a = Args::parse(argv, "rRapvl", "L")?;
     if a.pos.len() != 2 {
         return Err(Fail::Usage(USAGE.into()));
     }
+    let keys = ozfs_ops::crypt::KeyLoad {
+        load: a.flag('l'),
+        location: a.opt('L').map(str::to_string),
+    };
     let recursive = a.flag('r') || a.flag('R') || a.flag('a');
     if !a.pos[0].contains(':') && a.pos[1].contains(':') {
         let (dataset, path) = split_source(&a.pos[1])?;
@@ -35,14 +42,15 @@ pub fn main(argv: &[String]) -> CmdResult {
     }
     if !a.pos[0].contains(':') {
         // A volume as a whole.
-        let n = ozfs_ops::copy::copy_volume_out(&a.pos[0], Path::new(&a.pos[1]))?;
+        let n = ozfs_ops::copy::copy_volume_out_with(&a.pos[0], Path::new(&a.pos[1]), &keys)?;
         if a.flag('v') {
             eprintln!("copied {n} bytes");
         }
         return Ok(());
     }
     let (ds_name, path) = split_source(&a.pos[0])?;
-    let stats = ozfs_ops::copy::copy_out(&ds_name, &path, Path::new(&a.pos[1]), recursive)?;
+    let stats =
+        ozfs_ops::copy::copy_out_with(&ds_name, &path, Path::new(&a.pos[1]), recursive, &keys)?;
     if a.flag('v') {
         eprintln!(
             "copied {} files, {} directories, {} symlinks, {} hard links, {} other, {} bytes",

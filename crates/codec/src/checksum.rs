@@ -391,6 +391,19 @@ pub fn supported(kind: u8) -> bool {
     (2..=14).contains(&kind)
 }
 
+/// Whether checksum `kind` is strong enough for dedup (`ZCHECKSUM_FLAG_DEDUP`:
+/// sha256, sha512, skein, blake3). A weaker one (fletcher, edon-r) that
+/// is truncated to two words in an encrypted block is folded first.
+pub fn dedup_capable(kind: u8) -> bool {
+    matches!(
+        kind,
+        ozfs_format::types::cksum::SHA256
+            | ozfs_format::types::cksum::SHA512
+            | ozfs_format::types::cksum::SKEIN
+            | ozfs_format::types::cksum::BLAKE3
+    )
+}
+
 /// Why a block with checksum function `kind` cannot be verified, or
 /// `None` when it can (`have_salt`: the pool's salt is known).
 pub fn unsupported_reason(kind: u8, have_salt: bool) -> Option<Error> {

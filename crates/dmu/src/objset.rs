@@ -22,6 +22,7 @@
 //!   go through [`Objset::read_sized`]: within the object and a limit the
 //!   caller names, before anything is allocated.
 
+use ozfs_codec::crypt::MasterKey;
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
 use ozfs_format::dnode::{DnodePhys, DNODE_SIZE};
@@ -41,6 +42,11 @@ pub struct Objset {
     pub phys: ObjsetPhys,
     /// Byte order of the objset block (applies to its embedded dnodes).
     pub swap: bool,
+    /// The master key of an encrypted dataset's objset, when loaded: every
+    /// block read through this objset is decrypted with it. Without it an
+    /// encrypted objset can still be walked (dnode cores and block
+    /// pointers are plain) but no encrypted contents are read.
+    pub key: Option<Arc<MasterKey>>,
 }
 
 /// One object's dnode, with the byte order of the block it came from.
@@ -58,6 +64,12 @@ fn swap_of(bp: &BlkPtr) -> bool {
 impl Objset {
     /// Open the objset that `bp` points to.
     pub fn open(pool: Arc<Pool>, bp: &BlkPtr) -> Result<Objset> {
+        Self::open_keyed(pool, bp, None)
+    }
+
+    /// Open an objset with its dataset's master key (None: not encrypted,
+    /// or its key is not loaded).
+    pub fn open_keyed(pool: Arc<Pool>, bp: &BlkPtr, key: Option<Arc<MasterKey>>) -> Result<Objset> {
         let data = pool.read_bp(bp)?;
         let swap = swap_of(bp);
         let phys = ObjsetPhys::parse(&data, swap)?;
@@ -66,6 +78,7 @@ impl Objset {
             bp: *bp,
             phys,
             swap,
+            key,
         })
     }
 
@@ -76,6 +89,7 @@ impl Objset {
             bp,
             phys,
             swap: false,
+            key: None,
         }
     }
 
@@ -88,6 +102,7 @@ impl Objset {
             bp,
             phys,
             swap: swap_of(&bp),
+            key: None,
         }
     }
 
@@ -164,9 +179,16 @@ impl Objset {
         self.read(dn, 0, len)
     }
 
+    /// Read a block of this objset that no tree walk reaches (a spill
+    /// block), with the objset's key.
+    pub fn read_bp(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        self.pool.read_bp_keyed(bp, self.key.as_deref())
+    }
+
     /// Read a metadata block (indirect or dnode block) through the pool's cache.
     fn read_cached(&self, bp: &BlkPtr) -> Result<Arc<Vec<u8>>> {
-        self.pool.read_bp_cached(bp, false)
+        self.pool
+            .read_bp_cached_keyed(bp, false, self.key.as_deref())
     }
 
     /// Read an indirect block of `dn`'s tree: exactly `2^indblkshift`
@@ -190,7 +212,9 @@ impl Objset {
     /// Read a level-0 data block through the pool's cache (kept there only
     /// when the pool caches data).
     fn read_data(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
-        let b = self.pool.read_bp_cached(bp, true)?;
+        let b = self
+            .pool
+            .read_bp_cached_keyed(bp, true, self.key.as_deref())?;
         Ok(Arc::try_unwrap(b).unwrap_or_else(|a| (*a).clone()))
     }
 
@@ -313,7 +337,7 @@ impl Objset {
         match self.block_bp(dn, 0, blkid)? {
             Some(bp) if !bp.is_hole() => self
                 .pool
-                .read_bp_cached(&bp, true)
+                .read_bp_cached_keyed(&bp, true, self.key.as_deref())
                 .map(Some)
                 .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
             _ => Ok(None),

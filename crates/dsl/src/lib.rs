@@ -17,6 +17,7 @@
 //! * Read-only: nothing here writes.
 
 pub mod create;
+pub mod crypt;
 pub mod destroy;
 pub mod features;
 pub mod history;

@@ -499,15 +499,14 @@ impl DslPool {
                 "has no objset",
             ));
         }
-        // An encrypted dataset's blocks carry MACs, not plain checksums:
-        // read without its key they would look corrupt, which they are not.
-        if ds.ds.bp.uses_crypt() {
-            return Err(Error::unsupported(
-                format!("dataset '{}'", ds.name),
-                "it is encrypted (native encryption), which ozfs does not read yet",
-            ));
-        }
-        Objset::open(self.pool.clone(), &ds.ds.bp)
+        // An encrypted dataset is read with its master key, which needs
+        // its encryption root's key loaded (refused, naming it, if not).
+        let key = if ds.ds.bp.uses_crypt() {
+            Some(self.dataset_key(ds)?)
+        } else {
+            None
+        };
+        Objset::open_keyed(self.pool.clone(), &ds.ds.bp, key)
             .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))
     }
 

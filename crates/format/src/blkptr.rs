@@ -69,6 +69,14 @@ pub struct BlkPtr {
     pub words: [u64; 16],
 }
 
+/// What decrypts one encrypted block (see [`BlkPtr::crypt_params`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CryptParams {
+    pub salt: [u8; 8],
+    pub iv: [u8; 12],
+    pub mac: [u8; 16],
+}
+
 impl BlkPtr {
     /// Decode 128 bytes; `swap` = the containing block is in the non-host byte order.
     pub fn from_bytes(b: &[u8], swap: bool) -> Result<BlkPtr> {
@@ -100,7 +108,9 @@ impl BlkPtr {
     pub fn is_embedded(&self) -> bool {
         self.prop() & (1u64 << 39) != 0
     }
-    /// The up-to-3 DVAs (empty ones included; check `is_empty`).
+    /// The up-to-3 DVAs (empty ones included; check `is_empty`). An
+    /// encrypted block has at most two: its third DVA's words hold the
+    /// salt and IV.
     pub fn dvas(&self) -> [Dva; 3] {
         if self.is_embedded() {
             return [Dva::default(); 3];
@@ -108,7 +118,11 @@ impl BlkPtr {
         [
             Dva::from_words(self.words[0], self.words[1]),
             Dva::from_words(self.words[2], self.words[3]),
-            Dva::from_words(self.words[4], self.words[5]),
+            if self.is_encrypted() {
+                Dva::default()
+            } else {
+                Dva::from_words(self.words[4], self.words[5])
+            },
         ]
     }
     /// Number of non-empty DVAs.
@@ -170,6 +184,71 @@ impl BlkPtr {
     pub fn uses_crypt(&self) -> bool {
         !self.is_embedded() && self.prop() & (1u64 << 61) != 0
     }
+    /// `BP_IS_ENCRYPTED`: a level-0 block of an encrypted type in an
+    /// encrypted dataset — its bytes are ciphertext, its third DVA is the
+    /// salt and IV, checksum words 2–3 the AEAD tag.
+    pub fn is_encrypted(&self) -> bool {
+        self.uses_crypt()
+            && self.level() == 0
+            && types::object_type_is_encrypted(self.object_type())
+    }
+    /// `BP_IS_AUTHENTICATED`: a level-0 block of an unencrypted type (the
+    /// objset, the master node) in an encrypted dataset: plain bytes.
+    pub fn is_authenticated(&self) -> bool {
+        self.uses_crypt()
+            && self.level() == 0
+            && !types::object_type_is_encrypted(self.object_type())
+    }
+    /// The encryption parameters of an encrypted block as the cipher
+    /// takes them: the 8-byte salt (third DVA's first word), the 12-byte
+    /// IV (third DVA's second word, then the fill word's high half) and
+    /// the 16-byte MAC (checksum words 2 and 3), each in the bytes the
+    /// writer stored (`swap`: the block pointer came from the other byte
+    /// order). None for a block that is not encrypted.
+    pub fn crypt_params(&self, swap: bool) -> Option<CryptParams> {
+        if !self.is_encrypted() {
+            return None;
+        }
+        let b = |w: u64| {
+            if swap {
+                w.to_be_bytes()
+            } else {
+                w.to_le_bytes()
+            }
+        };
+        let mut iv = [0u8; 12];
+        iv[..8].copy_from_slice(&b(self.words[5]));
+        let iv2 = (self.words[11] >> 32) as u32;
+        iv[8..].copy_from_slice(&if swap {
+            iv2.to_be_bytes()
+        } else {
+            iv2.to_le_bytes()
+        });
+        Some(CryptParams {
+            salt: b(self.words[4]),
+            iv,
+            mac: self.mac(swap),
+        })
+    }
+    /// The MAC a protected block pointer carries in checksum words 2–3,
+    /// in the writer's bytes (zeros for an objset, whose MACs live in the
+    /// objset itself).
+    pub fn mac(&self, swap: bool) -> [u8; 16] {
+        let mut mac = [0u8; 16];
+        if self.object_type() == types::ot::OBJSET {
+            return mac;
+        }
+        let b = |w: u64| {
+            if swap {
+                w.to_be_bytes()
+            } else {
+                w.to_le_bytes()
+            }
+        };
+        mac[..8].copy_from_slice(&b(self.words[14]));
+        mac[8..].copy_from_slice(&b(self.words[15]));
+        mac
+    }
     /// Dedup bit 62.
     pub fn dedup(&self) -> bool {
         self.prop() & (1u64 << 62) != 0
@@ -190,9 +269,14 @@ impl BlkPtr {
             self.words[10]
         }
     }
-    /// Fill count (word 11).
+    /// Fill count (word 11; its low half for an encrypted block, whose
+    /// high half is part of the IV).
     pub fn fill(&self) -> u64 {
-        self.words[11]
+        if self.is_encrypted() {
+            self.words[11] & 0xffff_ffff
+        } else {
+            self.words[11]
+        }
     }
     /// Checksum words 12..16.
     pub fn cksum(&self) -> Cksum {

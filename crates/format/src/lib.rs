@@ -38,6 +38,6 @@ pub mod zap;
 pub mod zap_write;
 pub mod znode;
 
-pub use blkptr::{BlkPtr, Dva};
+pub use blkptr::{BlkPtr, CryptParams, Dva};
 pub use error::{Cksum, Error, ErrorKind, Result};
 pub use nvlist::{NvList, NvValue};

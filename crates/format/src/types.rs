@@ -250,6 +250,27 @@ pub fn object_type_is_metadata(t: u8) -> bool {
     }
 }
 
+/// Legacy types whose level-0 blocks are encrypted in an encrypted dataset
+/// (the `ot_encrypt` column of OpenZFS's `dmu_ot[]`): the intent log, dnode
+/// blocks (their encrypted bonus buffers), ACLs, file and volume contents,
+/// directories, the delete queue, the FUID table, user/group/project
+/// accounting and quota ZAPs, and the system-attribute objects. Everything
+/// else in such a dataset (the objset, the master node, indirect blocks) is
+/// only authenticated.
+const ENCRYPTED_TYPES: [u8; 19] = [
+    9, 10, 18, 19, 20, 22, 23, 25, 26, 33, 34, 35, 39, 40, 44, 45, 46, 47, 49,
+];
+
+/// Whether level-0 blocks of type `t` are encrypted in an encrypted
+/// dataset (`DMU_OT_IS_ENCRYPTED`): new-style types say so in bit 5.
+pub fn object_type_is_encrypted(t: u8) -> bool {
+    if t & DMU_OT_NEWTYPE != 0 {
+        t & DMU_OT_ENCRYPTED != 0
+    } else {
+        ENCRYPTED_TYPES.contains(&t)
+    }
+}
+
 /// Whether objects of this type are ZAPs (byteswap class "zap").
 pub fn object_type_is_zap(t: u8) -> bool {
     object_type_bswap(t) == Some(bswap::ZAP)
@@ -332,6 +353,19 @@ mod tests {
         assert_eq!(object_type_name(0), "unallocated");
         assert_eq!(object_type_name(ot::OBJECT_DIRECTORY), "object directory");
         assert_eq!(object_type_name(ot::BPOBJ), "bpobj");
+        for (t, enc) in [
+            (ot::DNODE, true),
+            (ot::OBJSET, false),
+            (ot::PLAIN_FILE_CONTENTS, true),
+            (ot::DIRECTORY_CONTENTS, true),
+            (ot::MASTER_NODE, false),
+            (ot::SA, true),
+            (ot::ZNODE, false),
+            (0xc4, true),
+            (0xc4 & !DMU_OT_ENCRYPTED, false),
+        ] {
+            assert_eq!(object_type_is_encrypted(t), enc, "type {t}");
+        }
         assert_eq!(object_type_name(ot::DNODE), "DMU dnode");
         assert_eq!(object_type_name(ot::PLAIN_FILE_CONTENTS), "ZFS plain file");
         assert_eq!(object_type_name(ot::ZVOL_PROP), "zvol prop");

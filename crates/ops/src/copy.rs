@@ -10,6 +10,7 @@
 //! through their handles); snapshots and `readonly=on` file systems are
 //! never written; the root directory of a file system is never removed.
 
+use crate::crypt::{load_for, KeyLoad};
 use crate::error::{invalid, Error, Result};
 use crate::host::{open_imported, writer_for};
 use ozfs_dsl::DslPool;
@@ -22,6 +23,14 @@ use std::path::Path;
 pub fn open_fs(
     ds_name: &str,
 ) -> Result<(crate::host::Record, std::sync::Arc<ozfs_spa::Pool>, Zpl)> {
+    open_fs_with(ds_name, &KeyLoad::default())
+}
+
+/// [`open_fs`], loading the key of an encrypted dataset as `keys` says.
+pub fn open_fs_with(
+    ds_name: &str,
+    keys: &KeyLoad,
+) -> Result<(crate::host::Record, std::sync::Arc<ozfs_spa::Pool>, Zpl)> {
     let pool_name = crate::names::pool_of(ds_name);
     let (rec, pool) = open_imported(pool_name)?;
     let ctx = |e: Error| e.context(&format!("cannot open '{ds_name}'"));
@@ -29,6 +38,7 @@ pub fn open_fs(
     let ds = dsl
         .lookup(ds_name)
         .map_err(|_| Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    load_for(&dsl, &ds, keys)?;
     let os = dsl.objset(&ds).map_err(ctx)?;
     let zpl = Zpl::open(os, ds_name).map_err(ctx)?;
     Ok((rec, pool, zpl))
@@ -41,8 +51,20 @@ pub use ozfs_zpl::copyout::CopyStats;
 /// `ozfs cp [-r] POOL/DS[@SNAP]:PATH DEST`: copy a file or tree out of a
 /// file system or snapshot. `owners`: set owners (root only).
 pub fn copy_out(ds_name: &str, path: &str, dest: &Path, recursive: bool) -> Result<CopyStats> {
+    copy_out_with(ds_name, path, dest, recursive, &KeyLoad::default())
+}
+
+/// [`copy_out`], loading the key of an encrypted dataset as `keys` says
+/// (`ozfs cp -l`, `-L keylocation`).
+pub fn copy_out_with(
+    ds_name: &str,
+    path: &str,
+    dest: &Path,
+    recursive: bool,
+    keys: &KeyLoad,
+) -> Result<CopyStats> {
     let src = format!("{ds_name}:{path}");
-    let (mut rec, pool, zpl) = open_fs(ds_name)?;
+    let (mut rec, pool, zpl) = open_fs_with(ds_name, keys)?;
     let result = (|| -> Result<CopyStats> {
         let ctx = |e: Error| e.context(&format!("cannot copy '{src}'"));
         let obj = zpl.resolve(path).map_err(ctx)?;
@@ -76,6 +98,11 @@ pub fn copy_out(ds_name: &str, path: &str, dest: &Path, recursive: bool) -> Resu
 /// records are left as holes, so DEST is as sparse as the volume. Returns
 /// the bytes copied.
 pub fn copy_volume_out(ds_name: &str, dest: &Path) -> Result<u64> {
+    copy_volume_out_with(ds_name, dest, &KeyLoad::default())
+}
+
+/// [`copy_volume_out`], loading the key of an encrypted volume as `keys` says.
+pub fn copy_volume_out_with(ds_name: &str, dest: &Path, keys: &KeyLoad) -> Result<u64> {
     use std::io::{Seek, SeekFrom, Write};
     use std::os::unix::fs::OpenOptionsExt;
     let pool_name = crate::names::pool_of(ds_name);
@@ -86,6 +113,7 @@ pub fn copy_volume_out(ds_name: &str, dest: &Path) -> Result<u64> {
         let ds = dsl.lookup(ds_name).map_err(|_| {
             Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist"))
         })?;
+        load_for(&dsl, &ds, keys)?;
         let os = dsl.objset(&ds).map_err(ctx)?;
         if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZVOL {
             return Err(invalid(format!(

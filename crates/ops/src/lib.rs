@@ -37,6 +37,7 @@ pub mod scan;
 
 pub use error::{Error, Result};
 pub mod copy;
+pub mod crypt;
 pub mod dataset;
 pub mod diff;
 pub mod mountinfo;

@@ -38,4 +38,4 @@ pub mod spares;
 pub mod write;
 
 pub use import::{discover, FoundPool};
-pub use pool::{Pool, PoolOptions};
+pub use pool::{KeyStore, Pool, PoolOptions};

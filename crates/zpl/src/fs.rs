@@ -79,11 +79,7 @@ impl Zpl {
                 ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables).and_then(|mut a| {
                     // What did not fit the bonus is in the spill block.
                     if let Some(bp) = dn.phys.spill.filter(|bp| !bp.is_hole()) {
-                        let buf = self
-                            .os
-                            .pool
-                            .read_bp(&bp)
-                            .map_err(|e| e.context("spill block"))?;
+                        let buf = self.os.read_bp(&bp).map_err(|e| e.context("spill block"))?;
                         let swap = bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
                         a.apply_sa_buf(&buf, swap, tables)
                             .map_err(|e| e.context("spill block"))?;

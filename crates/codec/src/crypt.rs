@@ -1,0 +1,578 @@
+//! # Native encryption: keys and blocks
+//!
+//! An encrypted dataset (OpenZFS's `encryption=` property) has a *master
+//! key* of the suite's length and a 64-byte *HMAC key*, both chosen at
+//! random when the encryption root is created. They are kept in the MOS,
+//! in the dataset directory's DSL Crypto Key object, *wrapped*: encrypted
+//! with the suite's mode (CCM or GCM) under the user's *wrapping key* — always
+//! AES-256, whatever the suite's key length — a 12-byte IV and a 16-byte MAC
+//! stored beside them, the key object's guid, suite and version as the
+//! associated data (version 0 authenticated the guid alone). The wrapping
+//! key is the user's key itself (`keyformat=raw`: 32 bytes; `hex`: 64 hex
+//! digits) or PBKDF2-HMAC-SHA1 of a passphrase (`passphrase`: 8 to 512
+//! bytes) with the stored salt — a u64, taken in its little-endian bytes —
+//! and iteration count. A wrong key fails the wrap's MAC: that is how a
+//! wrong key is told from a right one, and nothing is decrypted with it.
+//!
+//! Each encrypted block is encrypted with a key derived from the master
+//! key by HKDF-SHA512 (no salt; the block's 8-byte salt as the info), an
+//! AEAD (AES-CCM or AES-GCM, 12-byte nonce, 16-byte tag) over the block's
+//! physical (already compressed) bytes. The block pointer carries the
+//! salt and IV where its third DVA would be and the tag in checksum words
+//! 2–3; words 0–1 are a truncated checksum of the ciphertext, which the
+//! pool verifies before anything here runs.
+//!
+//! Dnode blocks are special: the dnodes' cores and block pointers stay
+//! plain (the pool must walk them without keys) and only the bonus
+//! buffers of encrypted bonus types are encrypted, one cipher stream over
+//! all of them in dnode order. What stays plain is authenticated as the
+//! AEAD's associated data: each dnode's 64-byte core (its flags masked to
+//! the portable spill bit, `dn_used` zeroed), then for each block pointer
+//! (and the spill pointer) its portable properties and MAC, then each
+//! unencrypted bonus area. This module builds exactly that, so a tampered
+//! block pointer inside a dnode block fails the tag as OpenZFS's would.
+//!
+//! Invariants: nothing is returned that did not pass its tag; key bytes
+//! live in types that zero themselves when dropped and are never written
+//! anywhere; every length and slot count read from a block is checked
+//! before it is used (a dnode's extra slots, its block pointer count).
+
+use aes::{Aes128, Aes192, Aes256};
+use aes_gcm::aead::consts::{U12, U16};
+use aes_gcm::aead::{AeadInPlace, KeyInit};
+use aes_gcm::AesGcm;
+use ccm::Ccm;
+use ozfs_format::types::{object_type_is_encrypted, ot};
+use ozfs_format::{BlkPtr, CryptParams, Error, Result};
+
+/// Length of every wrapping key (`WRAPPING_KEY_LEN`).
+pub const WRAPPING_KEY_LEN: usize = 32;
+/// Length of the HMAC key kept beside each master key.
+pub const HMAC_KEY_LEN: usize = 64;
+/// The DSL Crypto Key version OpenZFS writes today.
+pub const KEY_VERSION_CURRENT: u64 = 1;
+
+/// An encryption suite (`enum zio_encrypt`, values 3..=8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    Aes128Ccm,
+    Aes192Ccm,
+    Aes256Ccm,
+    Aes128Gcm,
+    Aes192Gcm,
+    Aes256Gcm,
+}
+
+impl Suite {
+    /// The suite stored as `DSL_CRYPTO_SUITE`, or None for off/inherit/
+    /// unknown values.
+    pub fn from_u64(v: u64) -> Option<Suite> {
+        Some(match v {
+            3 => Suite::Aes128Ccm,
+            4 => Suite::Aes192Ccm,
+            5 => Suite::Aes256Ccm,
+            6 => Suite::Aes128Gcm,
+            7 => Suite::Aes192Gcm,
+            8 => Suite::Aes256Gcm,
+            _ => return None,
+        })
+    }
+    /// The value of the `encryption` property.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Aes128Ccm => "aes-128-ccm",
+            Suite::Aes192Ccm => "aes-192-ccm",
+            Suite::Aes256Ccm => "aes-256-ccm",
+            Suite::Aes128Gcm => "aes-128-gcm",
+            Suite::Aes192Gcm => "aes-192-gcm",
+            Suite::Aes256Gcm => "aes-256-gcm",
+        }
+    }
+    /// The suite of the same mode with a `len`-byte key (16, 24 or 32).
+    pub fn with_key_len(self, len: usize) -> Suite {
+        let gcm = matches!(self, Suite::Aes128Gcm | Suite::Aes192Gcm | Suite::Aes256Gcm);
+        match (gcm, len) {
+            (false, 16) => Suite::Aes128Ccm,
+            (false, 24) => Suite::Aes192Ccm,
+            (false, _) => Suite::Aes256Ccm,
+            (true, 16) => Suite::Aes128Gcm,
+            (true, 24) => Suite::Aes192Gcm,
+            (true, _) => Suite::Aes256Gcm,
+        }
+    }
+    /// Key length in bytes.
+    pub fn key_len(self) -> usize {
+        match self {
+            Suite::Aes128Ccm | Suite::Aes128Gcm => 16,
+            Suite::Aes192Ccm | Suite::Aes192Gcm => 24,
+            Suite::Aes256Ccm | Suite::Aes256Gcm => 32,
+        }
+    }
+}
+
+/// How a user's key is given (`keyformat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFormat {
+    Raw,
+    Hex,
+    Passphrase,
+}
+
+impl KeyFormat {
+    /// The stored `keyformat` number (1 raw, 2 hex, 3 passphrase).
+    pub fn from_u64(v: u64) -> Option<KeyFormat> {
+        Some(match v {
+            1 => KeyFormat::Raw,
+            2 => KeyFormat::Hex,
+            3 => KeyFormat::Passphrase,
+            _ => return None,
+        })
+    }
+    /// The `keyformat` property's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyFormat::Raw => "raw",
+            KeyFormat::Hex => "hex",
+            KeyFormat::Passphrase => "passphrase",
+        }
+    }
+}
+
+/// A 32-byte wrapping key, zeroed when dropped.
+pub struct WrappingKey([u8; WRAPPING_KEY_LEN]);
+
+impl Drop for WrappingKey {
+    fn drop(&mut self) {
+        wipe(&mut self.0);
+    }
+}
+
+impl WrappingKey {
+    /// The wrapping key from what the user gave, in `format`: raw (exactly
+    /// 32 bytes), hex (64 hex digits) or a passphrase (8..=512 bytes,
+    /// stretched with PBKDF2-HMAC-SHA1 over `salt`'s little-endian bytes
+    /// and `iters` rounds). A trailing newline of a hex key or passphrase
+    /// read from a file or terminal is not part of it.
+    pub fn derive(
+        format: KeyFormat,
+        material: &[u8],
+        salt: u64,
+        iters: u64,
+    ) -> Result<WrappingKey> {
+        let bad = |d: String| Err(Error::Invalid(format!("key: {d}")));
+        let line = |m: &[u8]| -> usize {
+            let mut n = m.len();
+            if n > 0 && m[n - 1] == b'\n' {
+                n -= 1;
+                if n > 0 && m[n - 1] == b'\r' {
+                    n -= 1;
+                }
+            }
+            n
+        };
+        let mut k = [0u8; WRAPPING_KEY_LEN];
+        match format {
+            KeyFormat::Raw => {
+                if material.len() != WRAPPING_KEY_LEN {
+                    return bad(format!(
+                        "a raw key is {WRAPPING_KEY_LEN} bytes, {} given",
+                        material.len()
+                    ));
+                }
+                k.copy_from_slice(material);
+            }
+            KeyFormat::Hex => {
+                let m = &material[..line(material)];
+                if m.len() != 2 * WRAPPING_KEY_LEN {
+                    return bad(format!(
+                        "a hex key is {} hex digits, {} given",
+                        2 * WRAPPING_KEY_LEN,
+                        m.len()
+                    ));
+                }
+                for (i, pair) in m.chunks_exact(2).enumerate() {
+                    match (hex_val(pair[0]), hex_val(pair[1])) {
+                        (Some(h), Some(l)) => k[i] = h << 4 | l,
+                        _ => {
+                            wipe(&mut k);
+                            return bad(format!("not a hex digit at position {}", 2 * i));
+                        }
+                    }
+                }
+            }
+            KeyFormat::Passphrase => {
+                let m = &material[..line(material)];
+                if !(8..=512).contains(&m.len()) {
+                    return bad(format!("a passphrase is 8 to 512 bytes, {} given", m.len()));
+                }
+                if iters == 0 || iters > u32::MAX as u64 {
+                    return Err(Error::corrupt(
+                        "DSL crypto key",
+                        format!("pbkdf2iters {iters}"),
+                    ));
+                }
+                pbkdf2::pbkdf2_hmac::<sha1::Sha1>(m, &salt.to_le_bytes(), iters as u32, &mut k);
+            }
+        }
+        Ok(WrappingKey(k))
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Overwrite key bytes in a way the optimiser keeps.
+fn wipe(b: &mut [u8]) {
+    for x in b.iter_mut() {
+        // SAFETY: `x` is a valid, aligned, exclusive reference.
+        unsafe { std::ptr::write_volatile(x, 0) };
+    }
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A dataset's master and HMAC keys as the DSL Crypto Key object stores
+/// them: wrapped.
+#[derive(Debug, Clone)]
+pub struct WrappedKey {
+    pub suite: Suite,
+    pub guid: u64,
+    pub version: u64,
+    /// `DSL_CRYPTO_MASTER_KEY_1` (32 bytes; the suite's length is used).
+    pub master: Vec<u8>,
+    /// `DSL_CRYPTO_HMAC_KEY_1` (64 bytes).
+    pub hmac: Vec<u8>,
+    pub iv: [u8; 12],
+    pub mac: [u8; 16],
+}
+
+impl WrappedKey {
+    /// Unwrap with `wk`; a wrong wrapping key (or a damaged key object)
+    /// fails the MAC and is refused as a permission error.
+    pub fn unwrap_with(&self, wk: &WrappingKey) -> Result<MasterKey> {
+        let kl = self.suite.key_len();
+        if self.master.len() < kl || self.hmac.len() != HMAC_KEY_LEN {
+            return Err(Error::corrupt(
+                "DSL crypto key",
+                format!(
+                    "master key {} bytes, HMAC key {} bytes",
+                    self.master.len(),
+                    self.hmac.len()
+                ),
+            ));
+        }
+        if self.version > KEY_VERSION_CURRENT {
+            return Err(Error::unsupported(
+                "DSL crypto key",
+                format!("version {}", self.version),
+            ));
+        }
+        let mut buf = [0u8; 32 + HMAC_KEY_LEN];
+        buf[..kl].copy_from_slice(&self.master[..kl]);
+        buf[kl..kl + HMAC_KEY_LEN].copy_from_slice(&self.hmac);
+        let mut aad = [0u8; 24];
+        aad[..8].copy_from_slice(&self.guid.to_le_bytes());
+        let aad_len = if self.version == 0 {
+            8
+        } else {
+            aad[8..16].copy_from_slice(&(suite_value(self.suite)).to_le_bytes());
+            aad[16..24].copy_from_slice(&self.version.to_le_bytes());
+            24
+        };
+        // The wrap is always AES-256 (the whole wrapping key) in the
+        // suite's mode, whatever the suite's own key length.
+        let r = aead_open(
+            self.suite.with_key_len(WRAPPING_KEY_LEN),
+            &wk.0,
+            &self.iv,
+            &aad[..aad_len],
+            &mut buf[..kl + HMAC_KEY_LEN],
+            &self.mac,
+        );
+        if r.is_err() {
+            wipe(&mut buf);
+            return Err(Error::Permission(
+                "incorrect key provided (the wrapped key's MAC does not verify)".into(),
+            ));
+        }
+        let mut mk = MasterKey {
+            suite: self.suite,
+            version: self.version,
+            master: [0u8; 32],
+            hmac: [0u8; HMAC_KEY_LEN],
+        };
+        mk.master[..kl].copy_from_slice(&buf[..kl]);
+        mk.hmac.copy_from_slice(&buf[kl..kl + HMAC_KEY_LEN]);
+        wipe(&mut buf);
+        Ok(mk)
+    }
+}
+
+fn suite_value(s: Suite) -> u64 {
+    match s {
+        Suite::Aes128Ccm => 3,
+        Suite::Aes192Ccm => 4,
+        Suite::Aes256Ccm => 5,
+        Suite::Aes128Gcm => 6,
+        Suite::Aes192Gcm => 7,
+        Suite::Aes256Gcm => 8,
+    }
+}
+
+/// Open (decrypt and verify) `buf` in place; the tag is checked before
+/// the caller may use a byte.
+fn aead_open(
+    suite: Suite,
+    key: &[u8],
+    iv: &[u8; 12],
+    aad: &[u8],
+    buf: &mut [u8],
+    tag: &[u8; 16],
+) -> std::result::Result<(), ()> {
+    macro_rules! open {
+        ($t:ty) => {{
+            let c = <$t>::new_from_slice(key).map_err(|_| ())?;
+            c.decrypt_in_place_detached(iv.into(), aad, buf, tag.into())
+                .map_err(|_| ())
+        }};
+    }
+    match suite {
+        Suite::Aes128Ccm => open!(Ccm<Aes128, U16, U12>),
+        Suite::Aes192Ccm => open!(Ccm<Aes192, U16, U12>),
+        Suite::Aes256Ccm => open!(Ccm<Aes256, U16, U12>),
+        Suite::Aes128Gcm => open!(AesGcm<Aes128, U12>),
+        Suite::Aes192Gcm => open!(AesGcm<Aes192, U12>),
+        Suite::Aes256Gcm => open!(AesGcm<Aes256, U12>),
+    }
+}
+
+/// A dataset's unwrapped keys, zeroed when dropped. Held only in the
+/// memory of the process that reads the dataset.
+pub struct MasterKey {
+    suite: Suite,
+    version: u64,
+    master: [u8; 32],
+    hmac: [u8; HMAC_KEY_LEN],
+}
+
+impl Drop for MasterKey {
+    fn drop(&mut self) {
+        wipe(&mut self.master);
+        wipe(&mut self.hmac);
+    }
+}
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MasterKey({}, version {})",
+            self.suite.name(),
+            self.version
+        )
+    }
+}
+
+impl MasterKey {
+    /// The suite this key is for.
+    pub fn suite(&self) -> Suite {
+        self.suite
+    }
+
+    /// The per-block key for `salt`: HKDF-SHA512 of the master key with
+    /// the salt as the info.
+    fn block_key(&self, salt: &[u8; 8]) -> [u8; 32] {
+        let kl = self.suite.key_len();
+        let mut out = [0u8; 32];
+        let hk = hkdf::Hkdf::<sha2::Sha512>::new(None, &self.master[..kl]);
+        // The output is at most 32 bytes, far below HKDF's limit.
+        if hk.expand(salt, &mut out[..kl]).is_err() {
+            wipe(&mut out);
+        }
+        out
+    }
+
+    /// Decrypt one encrypted block's physical bytes: `data` is what the
+    /// pool read and checksummed (PSIZE bytes), `bp` the block's pointer
+    /// (`swap`: it came from the other byte order). Returns the plain
+    /// physical bytes, still compressed as the pointer says. Dnode blocks
+    /// decrypt only their encrypted bonus buffers, with everything else
+    /// authenticated; intent-log blocks are refused as unsupported.
+    pub fn decrypt_block(&self, bp: &BlkPtr, swap: bool, data: &[u8]) -> Result<Vec<u8>> {
+        let Some(p) = bp.crypt_params(swap) else {
+            return Ok(data.to_vec());
+        };
+        let t = bp.object_type();
+        if t == ot::INTENT_LOG {
+            return Err(Error::unsupported(
+                "intent log block",
+                "encrypted intent-log blocks are not read",
+            ));
+        }
+        let mut key = self.block_key(&p.salt);
+        let kl = self.suite.key_len();
+        let r = if t == ot::DNODE {
+            self.open_dnode_block(&key[..kl], &p, swap, data)
+        } else {
+            let mut out = data.to_vec();
+            aead_open(self.suite, &key[..kl], &p.iv, &[], &mut out, &p.mac)
+                .map(|()| out)
+                .map_err(|()| tag_error(bp))
+        };
+        wipe(&mut key);
+        r
+    }
+
+    fn open_dnode_block(
+        &self,
+        key: &[u8],
+        p: &CryptParams,
+        swap: bool,
+        data: &[u8],
+    ) -> Result<Vec<u8>> {
+        const SLOT: usize = 512;
+        const CORE: usize = 64;
+        const BP: usize = 128;
+        const FLAG_SPILL: u8 = 1 << 2;
+        let what = "encrypted dnode block";
+        if data.len() % SLOT != 0 {
+            return Err(Error::corrupt(
+                what,
+                format!("{} bytes, not a whole number of dnodes", data.len()),
+            ));
+        }
+        let slots = data.len() / SLOT;
+        let mut out = data.to_vec();
+        let mut aad: Vec<u8> = Vec::with_capacity(data.len());
+        // The encrypted bonus areas, in order: (offset, length).
+        let mut enc: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < slots {
+            let d = &data[i * SLOT..];
+            let (dn_type, nblkptr, bonustype, flags, bonuslen, extra) = (
+                d[0],
+                d[3] as usize,
+                d[4],
+                d[7],
+                u16_of(d, 10, swap),
+                d[12] as usize,
+            );
+            let span = (extra + 1) * SLOT;
+            if i + extra + 1 > slots {
+                return Err(Error::corrupt(
+                    what,
+                    format!("dnode {i} claims {extra} extra slots past the block's end"),
+                ));
+            }
+            let spill = flags & FLAG_SPILL != 0;
+            let bonus_off = CORE + nblkptr * BP;
+            let bonus_end = if spill { span - BP } else { span };
+            if (nblkptr == 0 && dn_type != 0) || bonus_off > bonus_end {
+                return Err(Error::corrupt(
+                    what,
+                    format!("dnode {i}: {nblkptr} block pointers in {span} bytes"),
+                ));
+            }
+            let base = i * SLOT;
+            let mut core = [0u8; CORE];
+            core.copy_from_slice(&d[..CORE]);
+            core[7] &= FLAG_SPILL;
+            core[24..32].fill(0);
+            aad.extend_from_slice(&core);
+            for j in 0..nblkptr {
+                let off = CORE + j * BP;
+                auth_bp(&mut aad, &d[off..off + BP], swap, self.version)?;
+            }
+            if spill {
+                auth_bp(&mut aad, &d[span - BP..span], swap, self.version)?;
+            }
+            let encrypted = dn_type != 0 && object_type_is_encrypted(bonustype) && bonuslen != 0;
+            if encrypted {
+                enc.push((base + bonus_off, bonus_end - bonus_off));
+            } else {
+                aad.extend_from_slice(&d[bonus_off..bonus_end]);
+            }
+            i += extra + 1;
+        }
+        // One cipher stream over the encrypted bonus areas, concatenated.
+        let total: usize = enc.iter().map(|&(_, n)| n).sum();
+        let mut stream = Vec::with_capacity(total);
+        for &(off, n) in &enc {
+            stream.extend_from_slice(&data[off..off + n]);
+        }
+        aead_open(self.suite, key, &p.iv, &aad, &mut stream, &p.mac).map_err(|()| {
+            Error::corrupt(what, "its MAC does not verify (wrong key or damaged block)")
+        })?;
+        let mut at = 0;
+        for &(off, n) in &enc {
+            out[off..off + n].copy_from_slice(&stream[at..at + n]);
+            at += n;
+        }
+        wipe(&mut stream);
+        Ok(out)
+    }
+}
+
+fn tag_error(bp: &BlkPtr) -> Error {
+    Error::corrupt(
+        "encrypted block",
+        format!(
+            "{} block fails its MAC (damaged, or not this dataset's key)",
+            ozfs_format::types::object_type_name(bp.object_type())
+        ),
+    )
+}
+
+fn u16_of(d: &[u8], off: usize, swap: bool) -> u16 {
+    let v = u16::from_le_bytes([d[off], d[off + 1]]);
+    if swap {
+        v.swap_bytes()
+    } else {
+        v
+    }
+}
+
+/// Append a block pointer's authenticated form (`blkptr_auth_buf_t`): its
+/// properties with the non-portable fields cleared, little-endian, then its
+/// MAC, then (from version 1) eight zero bytes.
+fn auth_bp(aad: &mut Vec<u8>, raw: &[u8], swap: bool, version: u64) -> Result<()> {
+    let bp = BlkPtr::from_bytes(raw, swap)?;
+    if bp.is_embedded() {
+        return Err(Error::corrupt(
+            "encrypted dnode block",
+            "an embedded block pointer (never written in an encrypted dataset)",
+        ));
+    }
+    let mac = bp.mac(swap);
+    let mut prop = bp.prop();
+    let set = |prop: &mut u64, shift: u32, bits: u32, v: u64| {
+        let mask = ((1u64 << bits) - 1) << shift;
+        *prop = (*prop & !mask) | ((v << shift) & mask);
+    };
+    if version == 0 {
+        set(&mut prop, 62, 1, 0); // dedup
+        set(&mut prop, 40, 8, 0); // checksum
+        set(&mut prop, 16, 16, 0); // psize = 512 (stored as sectors - 1)
+    } else if bp.is_hole() {
+        prop = 0;
+    } else {
+        if bp.level() != 0 {
+            set(&mut prop, 63, 1, 0); // byte order
+            set(&mut prop, 32, 7, 0); // compression
+            set(&mut prop, 16, 16, 0); // psize = 512
+        }
+        set(&mut prop, 62, 1, 0);
+        set(&mut prop, 40, 8, 0);
+    }
+    aad.extend_from_slice(&prop.to_le_bytes());
+    aad.extend_from_slice(&mac);
+    if version != 0 {
+        aad.extend_from_slice(&[0u8; 8]);
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! # Encrypted datasets: key objects and loaded keys
+//!
+//! Every encrypted DSL directory names, in its ZAP (`com.datto:crypto_key_obj`),
+//! a DSL Crypto Key object in the MOS: a ZAP holding the directory's
+//! wrapped master and HMAC keys (`DSL_CRYPTO_MASTER_KEY_1`,
+//! `DSL_CRYPTO_HMAC_KEY_1`, the wrap's `DSL_CRYPTO_IV` and `DSL_CRYPTO_MAC`),
+//! its suite (`DSL_CRYPTO_SUITE`), guid and version, and the directory of
+//! its *encryption root* (`DSL_CRYPTO_ROOT_DDOBJ`). The encryption root's
+//! key object also holds how the user's key is given: `keyformat`,
+//! `pbkdf2salt`, `pbkdf2iters`. All datasets under one root are wrapped by
+//! the root's wrapping key, so one `load-key` of the root unlocks them all;
+//! snapshots share their head's directory and key.
+//!
+//! Loading a key derives the wrapping key and proves it by unwrapping the
+//! root's own key object (a wrong key fails that MAC and nothing is kept).
+//! The wrapping key is then held in the pool's [`ozfs_spa::KeyStore`], in
+//! this process's memory only; each directory's master key is unwrapped
+//! the first time one of its objsets is opened. Unloading forgets both.
+//!
+//! Invariants: key material never reaches a log, an error message or the
+//! disk; a dataset whose key is not loaded is refused with a permission
+//! error naming its encryption root, never read as corrupt.
+
+use crate::pool::{DatasetInfo, DslPool};
+use ozfs_codec::crypt::{KeyFormat, MasterKey, Suite, WrappedKey, WrappingKey};
+use ozfs_dmu::zap;
+use ozfs_format::types::object_type_is_zap;
+use ozfs_format::zap::ZapEntry;
+use ozfs_format::{Error, Result};
+use std::sync::Arc;
+
+/// The DSL directory ZAP entry naming its crypto key object.
+pub const CRYPTO_KEY_OBJ: &str = "com.datto:crypto_key_obj";
+
+/// What an encrypted directory's key object says.
+#[derive(Debug, Clone)]
+pub struct DirCrypt {
+    pub key_obj: u64,
+    /// The encryption root's DSL directory.
+    pub root_dir: u64,
+    pub wrapped: WrappedKey,
+}
+
+/// How the encryption root's key is given.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyParams {
+    pub format: KeyFormat,
+    pub salt: u64,
+    pub iters: u64,
+}
+
+/// A dataset's encryption properties, as `zfs get` shows them.
+#[derive(Debug, Clone)]
+pub struct CryptProps {
+    pub suite: Suite,
+    /// Full name of the encryption root.
+    pub root: String,
+    pub params: KeyParams,
+    /// Whether this process holds the root's key.
+    pub available: bool,
+}
+
+fn bytes_of(e: &ZapEntry, len: usize, what: &str) -> Result<Vec<u8>> {
+    if e.int_len != 1 || e.value.len() != len {
+        return Err(Error::corrupt(
+            "DSL crypto key",
+            format!(
+                "{what}: {} integers of {} bytes, expected {len} bytes",
+                e.value.len(),
+                e.int_len
+            ),
+        ));
+    }
+    Ok(e.value.iter().map(|&b| b as u8).collect())
+}
+
+impl DslPool {
+    /// The crypto key object of DSL directory `dir_obj`, None when the
+    /// directory is not encrypted (or predates extensible directories).
+    pub fn crypto_key_obj(&self, dir_obj: u64) -> Result<Option<u64>> {
+        let dn = self.mos.dnode(dir_obj)?;
+        if !object_type_is_zap(dn.phys.object_type) {
+            return Ok(None);
+        }
+        match zap::lookup(&self.mos, &dn, CRYPTO_KEY_OBJ)? {
+            None => Ok(None),
+            Some(e) => e.as_u64().filter(|&o| o != 0).map(Some).ok_or_else(|| {
+                Error::corrupt(
+                    format!("DSL directory {dir_obj}"),
+                    format!("{CRYPTO_KEY_OBJ} is not one object number"),
+                )
+            }),
+        }
+    }
+
+    fn key_entry(&self, key_obj: u64, name: &str) -> Result<ZapEntry> {
+        zap::lookup_obj(&self.mos, key_obj, name)?.ok_or_else(|| {
+            Error::corrupt(
+                format!("DSL crypto key {key_obj}"),
+                format!("no {name} entry"),
+            )
+        })
+    }
+
+    fn key_u64(&self, key_obj: u64, name: &str) -> Result<u64> {
+        self.key_entry(key_obj, name)?.as_u64().ok_or_else(|| {
+            Error::corrupt(
+                format!("DSL crypto key {key_obj}"),
+                format!("{name} is not one integer"),
+            )
+        })
+    }
+
+    /// The key object of an encrypted directory, read and checked; None
+    /// for a directory that is not encrypted.
+    pub fn dir_crypt(&self, dir_obj: u64) -> Result<Option<DirCrypt>> {
+        let Some(key_obj) = self.crypto_key_obj(dir_obj)? else {
+            return Ok(None);
+        };
+        let ctx = |e: Error| e.context(&format!("DSL crypto key of directory {dir_obj}"));
+        let suite_v = self.key_u64(key_obj, "DSL_CRYPTO_SUITE").map_err(ctx)?;
+        let suite = Suite::from_u64(suite_v).ok_or_else(|| {
+            Error::unsupported(
+                format!("DSL crypto key {key_obj}"),
+                format!("encryption suite {suite_v}"),
+            )
+        })?;
+        let guid = self.key_u64(key_obj, "DSL_CRYPTO_GUID").map_err(ctx)?;
+        let root_dir = self
+            .key_u64(key_obj, "DSL_CRYPTO_ROOT_DDOBJ")
+            .map_err(ctx)?;
+        // Version 0 is implied by a missing entry.
+        let version = match zap::lookup_obj(&self.mos, key_obj, "DSL_CRYPTO_VERSION")? {
+            None => 0,
+            Some(e) => e.as_u64().ok_or_else(|| {
+                Error::corrupt(
+                    format!("DSL crypto key {key_obj}"),
+                    "DSL_CRYPTO_VERSION is not one integer",
+                )
+            })?,
+        };
+        let master = bytes_of(
+            &self.key_entry(key_obj, "DSL_CRYPTO_MASTER_KEY_1")?,
+            32,
+            "master key",
+        )?;
+        let hmac = bytes_of(
+            &self.key_entry(key_obj, "DSL_CRYPTO_HMAC_KEY_1")?,
+            64,
+            "HMAC key",
+        )?;
+        let mut iv = [0u8; 12];
+        iv.copy_from_slice(&bytes_of(
+            &self.key_entry(key_obj, "DSL_CRYPTO_IV")?,
+            12,
+            "IV",
+        )?);
+        let mut mac = [0u8; 16];
+        mac.copy_from_slice(&bytes_of(
+            &self.key_entry(key_obj, "DSL_CRYPTO_MAC")?,
+            16,
+            "MAC",
+        )?);
+        Ok(Some(DirCrypt {
+            key_obj,
+            root_dir,
+            wrapped: WrappedKey {
+                suite,
+                guid,
+                version,
+                master,
+                hmac,
+                iv,
+                mac,
+            },
+        }))
+    }
+
+    /// How encryption root `root_dir`'s key is given.
+    pub fn key_params(&self, root_dir: u64) -> Result<KeyParams> {
+        let key_obj = self.crypto_key_obj(root_dir)?.ok_or_else(|| {
+            Error::corrupt(
+                format!("DSL directory {root_dir}"),
+                "named as an encryption root but has no crypto key",
+            )
+        })?;
+        let f = self.key_u64(key_obj, "keyformat")?;
+        let format = KeyFormat::from_u64(f).ok_or_else(|| {
+            Error::corrupt(
+                format!("DSL crypto key {key_obj}"),
+                format!("keyformat {f}"),
+            )
+        })?;
+        Ok(KeyParams {
+            format,
+            salt: self.key_u64(key_obj, "pbkdf2salt")?,
+            iters: self.key_u64(key_obj, "pbkdf2iters")?,
+        })
+    }
+
+    /// The `keylocation` property of encryption root `ds` (kept in its
+    /// directory's props ZAP; "none" when not set).
+    pub fn keylocation(&self, ds: &DatasetInfo) -> Result<String> {
+        if ds.dir.props_zapobj == 0 {
+            return Ok("none".into());
+        }
+        Ok(
+            zap::lookup_obj(&self.mos, ds.dir.props_zapobj, "keylocation")?
+                .and_then(|e| e.as_string())
+                .unwrap_or_else(|| "none".into()),
+        )
+    }
+
+    /// A dataset's encryption properties, None when it is not encrypted.
+    pub fn crypt_props(&self, ds: &DatasetInfo) -> Result<Option<CryptProps>> {
+        let Some(c) = self.dir_crypt(ds.dir_obj)? else {
+            return Ok(None);
+        };
+        Ok(Some(CryptProps {
+            suite: c.wrapped.suite,
+            root: self.dir_name(c.root_dir)?,
+            params: self.key_params(c.root_dir)?,
+            available: self.pool.keys.wrapping(c.root_dir).is_some(),
+        }))
+    }
+
+    /// Load the key of encryption root `ds` from `material` (the user's
+    /// key in the root's `keyformat`). The key is proven on the root's own
+    /// key object before it is kept; `dry_run` proves it and keeps nothing
+    /// (`zfs load-key -n`). A dataset that is not an encryption root, or a
+    /// key already loaded, is refused as OpenZFS refuses them.
+    pub fn load_key(&self, ds: &DatasetInfo, material: &[u8], dry_run: bool) -> Result<()> {
+        let head = self.head_name(ds);
+        let c = self
+            .dir_crypt(ds.dir_obj)?
+            .ok_or_else(|| Error::Invalid(format!("'{head}': encryption is not enabled")))?;
+        if c.root_dir != ds.dir_obj {
+            let root = self.dir_name(c.root_dir)?;
+            return Err(Error::Invalid(format!(
+                "'{head}': keys must be loaded for encryption root of '{head}' ({root})"
+            )));
+        }
+        if !dry_run && self.pool.keys.wrapping(c.root_dir).is_some() {
+            return Err(Error::Exists(format!("'{head}': key already loaded")));
+        }
+        let p = self.key_params(c.root_dir)?;
+        let wk = WrappingKey::derive(p.format, material, p.salt, p.iters)?;
+        let mk = c
+            .wrapped
+            .unwrap_with(&wk)
+            .map_err(|e| e.context(&format!("'{head}'")))?;
+        if !dry_run {
+            self.pool.keys.set_wrapping(c.root_dir, wk);
+            self.pool.keys.set_master(ds.dir_obj, mk);
+        }
+        Ok(())
+    }
+
+    /// Forget encryption root `ds`'s key and every master key unwrapped
+    /// with it.
+    pub fn unload_key(&self, ds: &DatasetInfo) -> Result<()> {
+        let head = self.head_name(ds);
+        let c = self
+            .dir_crypt(ds.dir_obj)?
+            .ok_or_else(|| Error::Invalid(format!("'{head}': encryption is not enabled")))?;
+        if c.root_dir != ds.dir_obj {
+            let root = self.dir_name(c.root_dir)?;
+            return Err(Error::Invalid(format!(
+                "'{head}': keys must be unloaded for encryption root of '{head}' ({root})"
+            )));
+        }
+        if self.pool.keys.wrapping(c.root_dir).is_none() {
+            return Err(Error::Invalid(format!("'{head}': key already unloaded")));
+        }
+        let mut dirs = vec![c.root_dir];
+        for d in self.list(&self.root()?, false, None)? {
+            if let Ok(Some(dc)) = self.dir_crypt(d.dir_obj) {
+                if dc.root_dir == c.root_dir {
+                    dirs.push(d.dir_obj);
+                }
+            }
+        }
+        self.pool.keys.unload(c.root_dir, &dirs);
+        Ok(())
+    }
+
+    /// The master key of encrypted dataset `ds`, unwrapped on first use
+    /// with its encryption root's loaded key.
+    pub fn dataset_key(&self, ds: &DatasetInfo) -> Result<Arc<MasterKey>> {
+        if let Some(k) = self.pool.keys.master(ds.dir_obj) {
+            return Ok(k);
+        }
+        let c = self.dir_crypt(ds.dir_obj)?.ok_or_else(|| {
+            Error::corrupt(
+                format!("dataset '{}'", ds.name),
+                "its objset is encrypted but its directory has no crypto key",
+            )
+        })?;
+        let Some(wk) = self.pool.keys.wrapping(c.root_dir) else {
+            let root = self
+                .dir_name(c.root_dir)
+                .unwrap_or_else(|_| format!("directory {}", c.root_dir));
+            return Err(Error::Permission(format!(
+                "dataset '{}' is encrypted and the key of its encryption root '{root}' is not loaded (zfs load-key {root})",
+                ds.name
+            )));
+        };
+        let mk = c
+            .wrapped
+            .unwrap_with(&wk)
+            .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))?;
+        Ok(self.pool.keys.set_master(ds.dir_obj, mk))
+    }
+
+    fn head_name(&self, ds: &DatasetInfo) -> String {
+        ds.name.split('@').next().unwrap_or(&ds.name).to_string()
+    }
+}

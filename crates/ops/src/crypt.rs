@@ -1,0 +1,185 @@
+//! Encryption keys for the operations that read encrypted datasets:
+//! where a key comes from (`keylocation`: `prompt` or `file:///…`, or a
+//! location given on the command line) and `zfs load-key` /
+//! `unload-key`.
+//!
+//! A loaded key lives in the memory of the process that loaded it (the
+//! pool's `KeyStore`) and nowhere else. A one-shot command that reads an
+//! encrypted dataset loads the key it needs when asked to (`ozfs cp -l`,
+//! as `zfs mount -l`); `zfs load-key` proves a key on the pool and keeps
+//! it in the process that holds the pool — today none holds a read-only
+//! import, so it proves the key and says so.
+//!
+//! Invariants: key material is read from the named place only, at most
+//! 1 MiB of it, never echoed, never logged, and dropped (zeroed) as soon
+//! as the wrapping key is derived.
+
+use crate::error::{invalid, Error, Result};
+use ozfs_codec::crypt::KeyFormat;
+use ozfs_dsl::pool::DatasetInfo;
+use ozfs_dsl::DslPool;
+use std::io::Read;
+
+/// How a command gets the keys of the encrypted datasets it reads.
+#[derive(Debug, Clone, Default)]
+pub struct KeyLoad {
+    /// Load missing keys from their `keylocation` (`-l`).
+    pub load: bool,
+    /// Read the key from here instead (`-L keylocation`).
+    pub location: Option<String>,
+}
+
+impl KeyLoad {
+    /// Whether any key is to be loaded.
+    pub fn wanted(&self) -> bool {
+        self.load || self.location.is_some()
+    }
+}
+
+const MAX_KEY_FILE: u64 = 1 << 20;
+
+/// Key material from `location` for a key in `format` of encryption root
+/// `root`: `file:///path` is read whole; `prompt` reads the terminal
+/// without echo (a passphrase twice is not asked: the key exists) or, when
+/// standard input is not a terminal, standard input.
+pub fn read_key_material(location: &str, format: KeyFormat, root: &str) -> Result<Zeroed> {
+    let cannot = |m: String| Error::Invalid(format!("cannot load key for '{root}': {m}"));
+    if let Some(path) = location.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(cannot(format!(
+                "keylocation '{location}' is not an absolute file:// URI"
+            )));
+        }
+        let f = std::fs::File::open(path)
+            .map_err(|e| Error::io(format!("cannot load key for '{root}': {path}"), e))?;
+        let mut buf = Vec::new();
+        f.take(MAX_KEY_FILE + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(format!("cannot load key for '{root}': {path}"), e))?;
+        if buf.len() as u64 > MAX_KEY_FILE {
+            return Err(cannot(format!("{path} is larger than a key")));
+        }
+        return Ok(Zeroed(buf));
+    }
+    if location == "prompt" {
+        return prompt(format, root).map(Zeroed);
+    }
+    if location.starts_with("https://") || location.starts_with("http://") {
+        return Err(Error::unsupported(
+            format!("cannot load key for '{root}'"),
+            format!("keylocation '{location}' (network locations are not fetched)"),
+        ));
+    }
+    Err(cannot(format!("invalid keylocation '{location}'")))
+}
+
+fn prompt(format: KeyFormat, root: &str) -> Result<Vec<u8>> {
+    let tty = unsafe { libc::isatty(0) } == 1;
+    let mut buf = Vec::new();
+    if !tty {
+        std::io::stdin()
+            .take(MAX_KEY_FILE + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("standard input", e))?;
+        return Ok(buf);
+    }
+    let what = match format {
+        KeyFormat::Passphrase => "passphrase",
+        _ => "key",
+    };
+    eprint!("Enter {what} for '{root}': ");
+    // SAFETY: termios is plain data; fd 0 is a terminal (checked above).
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    let saved = unsafe { libc::tcgetattr(0, &mut t) } == 0;
+    let old = t;
+    if saved {
+        t.c_lflag &= !libc::ECHO;
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &t) };
+    }
+    let mut line = String::new();
+    let r = std::io::stdin().read_line(&mut line);
+    if saved {
+        unsafe { libc::tcsetattr(0, libc::TCSANOW, &old) };
+    }
+    eprintln!();
+    r.map_err(|e| Error::io("terminal", e))?;
+    buf.extend_from_slice(line.as_bytes());
+    line.clear();
+    Ok(buf)
+}
+
+/// Bytes zeroed when dropped (key material on its way to a wrapping key).
+pub struct Zeroed(pub Vec<u8>);
+
+impl Drop for Zeroed {
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            // SAFETY: a valid, exclusive reference.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// Load the key of `ds`'s encryption root as `keys` says, unless it is
+/// loaded already or `ds` is not encrypted.
+pub fn load_for(dsl: &DslPool, ds: &DatasetInfo, keys: &KeyLoad) -> Result<()> {
+    if !keys.wanted() {
+        return Ok(());
+    }
+    let Some(c) = dsl.crypt_props(ds)? else {
+        return Ok(());
+    };
+    if c.available {
+        return Ok(());
+    }
+    let root = dsl.lookup(&c.root)?;
+    let location = match &keys.location {
+        Some(l) => l.clone(),
+        None => dsl.keylocation(&root)?,
+    };
+    if location == "none" {
+        return Err(invalid(format!(
+            "cannot load key for '{}': keylocation is none",
+            c.root
+        )));
+    }
+    let material = read_key_material(&location, c.params.format, &c.root)?;
+    dsl.load_key(&root, &material.0, false)
+}
+
+/// `zfs load-key [-n] [-L keylocation] DATASET`: read the key of
+/// encryption root `dataset` and prove it on the pool. The key is kept
+/// only by a process that holds the pool; with none, a proven key is
+/// reported as not kept (an error unless `dry_run`).
+pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<()> {
+    let (_rec, pool) = crate::host::open_imported(dataset)?;
+    let dsl = DslPool::open(pool)?;
+    let ds = dsl
+        .lookup(dataset)
+        .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
+    let c = dsl.crypt_props(&ds)?.ok_or_else(|| {
+        invalid(format!(
+            "Key load error: '{dataset}': encryption is not enabled"
+        ))
+    })?;
+    if c.root != ds.name {
+        return Err(invalid(format!(
+            "Key load error: Keys must be loaded for encryption root of '{dataset}' ({}).",
+            c.root
+        )));
+    }
+    let location = match location {
+        Some(l) => l.to_string(),
+        None => dsl.keylocation(&ds)?,
+    };
+    let material = read_key_material(&location, c.params.format, &c.root)?;
+    dsl.load_key(&ds, &material.0, true)
+        .map_err(|e| e.context("Key load error"))?;
+    if dry_run {
+        return Ok(());
+    }
+    Err(Error::unsupported(
+        format!("cannot keep the key of '{dataset}'"),
+        "the key is correct, but no ozfs process holds the pool to keep it in (a read-only import has none); read encrypted datasets with `ozfs cp -l`",
+    ))
+}
