@@ -120,7 +120,10 @@ fn main() {
             2
         }
         Err(Fail::Err(m)) => {
-            eprintln!("{m}");
+            // Empty: the command printed its errors as it went.
+            if !m.is_empty() {
+                eprintln!("{m}");
+            }
             1
         }
     };

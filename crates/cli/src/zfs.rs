@@ -28,7 +28,9 @@ const USAGE: &str = "usage: zfs <command>
 	unmount [-a | <filesystem|mountpoint>]
 	list [-rH] [-p] [-d max] [-o property[,...]] [-t type[,...]] [filesystem|snapshot] ...
 	get [-rHp] [-d max] [-o \"all\" | field[,...]] [-t type[,...]] [-s source[,...]]
-	    <\"all\" | property[,...]> [filesystem|snapshot] ...";
+	    <\"all\" | property[,...]> [filesystem|snapshot] ...
+	load-key [-rn] [-L <keylocation>] <-a | filesystem|volume>
+	unload-key [-r] <-a | filesystem|volume>";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -58,11 +60,86 @@ pub fn main(argv: &[String]) -> CmdResult {
             "zfs {cmd}: has no meaning for ozfs (a user-space file system is not attached to a jail or namespace by ZFS)"
         ))),
         "upgrade" => upgrade(rest),
-        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark" | "allow" | "unallow" | "load-key" | "unload-key" | "change-key"
+        "load-key" => load_key(rest),
+        "unload-key" => unload_key(rest),
+        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark" | "allow" | "unallow" | "change-key"
         | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
+    }
+}
+
+const LOAD_KEY_USAGE: &str = "usage:\n\tload-key [-rn] [-L <keylocation>] <-a | filesystem|volume>";
+
+/// `zfs load-key [-rn] [-L keylocation] -a | DATASET`: read each
+/// encryption root's key from its `keylocation` (or `-L`) and prove it.
+/// `-n` only proves it; without `-n` a proven key is reported as not kept
+/// when no ozfs process holds the pool. `-r`/`-a` count what was proven.
+fn load_key(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "rna", "L")?;
+    let all = a.flag('a');
+    if all == (a.pos.len() == 1) || a.pos.len() > 1 {
+        return Err(Fail::Usage(LOAD_KEY_USAGE.into()));
+    }
+    let many = all || a.flag('r');
+    if many && a.opt('L').is_some_and(|l| l == "prompt") {
+        return Err(Fail::Usage(
+            "cannot use 'prompt' keylocation with -a or -r".into(),
+        ));
+    }
+    let roots = if many {
+        ozfs_ops::crypt::encryption_roots(a.pos.first().map(String::as_str), true)?
+    } else {
+        vec![a.pos[0].clone()]
+    };
+    let mut ok = 0;
+    let mut failed = false;
+    for r in &roots {
+        match ozfs_ops::crypt::load_key(r, a.opt('L'), a.flag('n')) {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                eprintln!("{e}");
+                failed = true;
+            }
+        }
+    }
+    if many {
+        let what = if a.flag('n') { "verified" } else { "loaded" };
+        println!("{ok} / {} key(s) successfully {what}", roots.len());
+    }
+    if failed {
+        Err(Fail::Err(String::new()))
+    } else {
+        Ok(())
+    }
+}
+
+/// `zfs unload-key [-r] -a | DATASET`.
+fn unload_key(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "ra", "")?;
+    let all = a.flag('a');
+    if all == (a.pos.len() == 1) || a.pos.len() > 1 {
+        return Err(Fail::Usage(
+            "usage:\n\tunload-key [-r] <-a | filesystem|volume>".into(),
+        ));
+    }
+    let roots = if all || a.flag('r') {
+        ozfs_ops::crypt::encryption_roots(a.pos.first().map(String::as_str), true)?
+    } else {
+        vec![a.pos[0].clone()]
+    };
+    let mut failed = false;
+    for r in &roots {
+        if let Err(e) = ozfs_ops::crypt::unload_key(r) {
+            eprintln!("{e}");
+            failed = true;
+        }
+    }
+    if failed {
+        Err(Fail::Err(String::new()))
+    } else {
+        Ok(())
     }
 }
 
@@ -356,8 +433,19 @@ fn canonical(c: &str) -> &str {
     }
 }
 
+/// The encryption properties.
+const CRYPT_PROPS: [&str; 6] = [
+    "encryption",
+    "keylocation",
+    "keyformat",
+    "pbkdf2iters",
+    "encryptionroot",
+    "keystatus",
+];
+
 fn known(p: &str) -> bool {
     p.contains(':')
+        || CRYPT_PROPS.contains(&p)
         || matches!(
             p,
             "name"
@@ -424,18 +512,21 @@ fn get(argv: &[String]) -> CmdResult {
             sort_props(&mut props);
             let chosen: Vec<(String, PropValue, PropSource)> = match &wanted {
                 None => props,
+                // A property that does not apply to this dataset is
+                // shown as "-", except the encryption ones, which OpenZFS
+                // leaves out where they do not apply.
                 Some(w) => w
                     .iter()
-                    .map(|name| {
+                    .filter_map(|name| {
                         props
                             .iter()
                             .find(|(n, _, _)| n == name)
                             .cloned()
-                            .unwrap_or((
-                                name.clone(),
-                                PropValue::Text("-".into()),
-                                PropSource::None,
-                            ))
+                            .or_else(|| {
+                                (!CRYPT_PROPS.contains(&name.as_str())).then(|| {
+                                    (name.clone(), PropValue::Text("-".into()), PropSource::None)
+                                })
+                            })
                     })
                     .collect(),
             };
@@ -542,6 +633,12 @@ const GET_ORDER: &[&str] = &[
     "guid",
     "createtxg",
     "acltype",
+    "encryption",
+    "keylocation",
+    "keyformat",
+    "pbkdf2iters",
+    "encryptionroot",
+    "keystatus",
 ];
 
 fn sort_props(props: &mut [(String, PropValue, PropSource)]) {

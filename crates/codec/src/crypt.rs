@@ -440,7 +440,7 @@ impl MasterKey {
         const BP: usize = 128;
         const FLAG_SPILL: u8 = 1 << 2;
         let what = "encrypted dnode block";
-        if data.len() % SLOT != 0 {
+        if !data.len().is_multiple_of(SLOT) {
             return Err(Error::corrupt(
                 what,
                 format!("{} bytes, not a whole number of dnodes", data.len()),
@@ -575,4 +575,130 @@ fn auth_bp(aad: &mut Vec<u8>, raw: &[u8], swap: bool, version: u64) -> Result<()
         aad.extend_from_slice(&[0u8; 8]);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ozfs_format::ErrorKind;
+
+    #[test]
+    fn passphrase_is_pbkdf2_sha1_over_the_salt_le_bytes() {
+        // Python's hashlib.pbkdf2_hmac('sha1', b'correct horse battery',
+        // struct.pack('<Q', 0x0123456789abcdef), 1000, 32).
+        let want = "356594bcb411d314d9e5a095f67729f9e4656d8639f8cd9e26812badd2f2ce5a";
+        for input in [&b"correct horse battery"[..], b"correct horse battery\n"] {
+            let k = WrappingKey::derive(KeyFormat::Passphrase, input, 0x0123456789abcdef, 1000)
+                .expect("derive");
+            let hex: String = k.0.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, want);
+        }
+        for bad in [&b"short"[..], &[b'x'; 513][..]] {
+            let e = WrappingKey::derive(KeyFormat::Passphrase, bad, 1, 1)
+                .err()
+                .expect("refused");
+            assert_eq!(e.kind(), ErrorKind::Invalid);
+        }
+        assert!(WrappingKey::derive(KeyFormat::Passphrase, b"long enough", 1, 0).is_err());
+    }
+
+    #[test]
+    fn hex_and_raw_keys_are_checked() {
+        let hex = b"00000000000000000000000000000000000000000000000000000000000c155c\n";
+        let k = WrappingKey::derive(KeyFormat::Hex, hex, 0, 0).expect("hex");
+        assert_eq!(&k.0[29..], &[0x0c, 0x15, 0x5c]);
+        assert!(k.0[..29].iter().all(|&b| b == 0));
+        let mut bad = hex.to_vec();
+        bad[3] = b'g';
+        assert!(WrappingKey::derive(KeyFormat::Hex, &bad, 0, 0).is_err());
+        assert!(WrappingKey::derive(KeyFormat::Hex, &hex[..62], 0, 0).is_err());
+        assert!(WrappingKey::derive(KeyFormat::Raw, &[7u8; 32], 0, 0).is_ok());
+        assert!(WrappingKey::derive(KeyFormat::Raw, &[7u8; 33], 0, 0).is_err());
+    }
+
+    #[test]
+    fn block_keys_are_hkdf_sha512_of_the_master_key() {
+        let mut master = [0u8; 32];
+        for (i, b) in master.iter_mut().enumerate().take(16) {
+            *b = i as u8;
+        }
+        let mk = MasterKey {
+            suite: Suite::Aes128Gcm,
+            version: 1,
+            master,
+            hmac: [0; HMAC_KEY_LEN],
+        };
+        // Python: HMAC-SHA512 extract with an empty salt, expand with the
+        // salt bytes as info, 16 bytes.
+        let k = mk.block_key(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let hex: String = k[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "d402d95f7362ebf3d771faa4950d9725");
+        assert!(k[16..].iter().all(|&b| b == 0));
+    }
+
+    /// Wrap as OpenZFS wraps (AES-256 in the suite's mode, guid, suite and
+    /// version as associated data), then unwrap.
+    fn wrap(suite: Suite, version: u64, wk: &[u8; 32]) -> (WrappedKey, Vec<u8>) {
+        let kl = suite.key_len();
+        let mut plain: Vec<u8> = (0..kl + HMAC_KEY_LEN).map(|i| (i * 7 + 3) as u8).collect();
+        let keys = plain.clone();
+        let guid = 0x1122334455667788u64;
+        let mut aad = guid.to_le_bytes().to_vec();
+        if version == 1 {
+            aad.extend_from_slice(&suite_value(suite).to_le_bytes());
+            aad.extend_from_slice(&1u64.to_le_bytes());
+        }
+        let iv = [9u8; 12];
+        let tag: [u8; 16] = match suite.with_key_len(32) {
+            Suite::Aes256Gcm => AesGcm::<Aes256, U12>::new_from_slice(wk)
+                .expect("key")
+                .encrypt_in_place_detached((&iv).into(), &aad, &mut plain)
+                .expect("seal")
+                .into(),
+            _ => Ccm::<Aes256, U16, U12>::new_from_slice(wk)
+                .expect("key")
+                .encrypt_in_place_detached((&iv).into(), &aad, &mut plain)
+                .expect("seal")
+                .into(),
+        };
+        let mut master = plain[..kl].to_vec();
+        master.resize(32, 0);
+        (
+            WrappedKey {
+                suite,
+                guid,
+                version,
+                master,
+                hmac: plain[kl..].to_vec(),
+                iv,
+                mac: tag,
+            },
+            keys,
+        )
+    }
+
+    #[test]
+    fn unwrapping_needs_the_right_key() {
+        let wk = [0x5au8; 32];
+        for suite in [Suite::Aes128Ccm, Suite::Aes256Gcm, Suite::Aes192Gcm] {
+            for version in [0, 1] {
+                let (w, keys) = wrap(suite, version, &wk);
+                let mk = w.unwrap_with(&WrappingKey(wk)).expect("unwrap");
+                let kl = suite.key_len();
+                assert_eq!(&mk.master[..kl], &keys[..kl]);
+                assert_eq!(&mk.hmac[..], &keys[kl..]);
+                let mut other = wk;
+                other[31] ^= 1;
+                let e = w.unwrap_with(&WrappingKey(other)).expect_err("wrong key");
+                assert_eq!(e.kind(), ErrorKind::Permission);
+                let mut tampered = w.clone();
+                tampered.guid ^= 1;
+                assert!(tampered.unwrap_with(&WrappingKey(wk)).is_err());
+            }
+        }
+        let (mut w, _) = wrap(Suite::Aes256Gcm, 1, &wk);
+        w.version = 2;
+        let e = w.unwrap_with(&WrappingKey(wk)).expect_err("version 2");
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+    }
 }

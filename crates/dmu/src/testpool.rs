@@ -100,6 +100,7 @@ impl TestPool {
             cache_data: Default::default(),
             external: Default::default(),
             checksum_salt: Default::default(),
+            keys: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),

@@ -301,7 +301,7 @@ impl DslPool {
                 .dir_name(c.root_dir)
                 .unwrap_or_else(|_| format!("directory {}", c.root_dir));
             return Err(Error::Permission(format!(
-                "dataset '{}' is encrypted and the key of its encryption root '{root}' is not loaded (zfs load-key {root})",
+                "dataset '{}' is encrypted and the key of its encryption root '{root}' is not loaded",
                 ds.name
             )));
         };

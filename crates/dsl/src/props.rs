@@ -4,6 +4,7 @@
 
 use crate::pool::{DatasetInfo, DslPool};
 use ozfs_dmu::zap;
+use ozfs_dmu::Objset;
 use ozfs_format::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -350,10 +351,13 @@ impl DslPool {
         let n = PropSource::None;
         let d = &ds.ds;
         let dir = &ds.dir;
+        // The objset block is never encrypted: its type reads without a key.
         let os_type = if ds.ds.bp.is_hole() {
             2
         } else {
-            self.objset(ds).map(|o| o.phys.os_type).unwrap_or(2)
+            Objset::open(self.pool.clone(), &ds.ds.bp)
+                .map(|o| o.phys.os_type)
+                .unwrap_or(2)
         };
         let typ = if ds.is_snapshot {
             "snapshot"
@@ -511,6 +515,7 @@ impl DslPool {
             PropValue::Num(d.creation_txg),
             n.clone(),
         ));
+        self.crypt_properties(ds, &chain, &mut out);
         // User properties (name contains ':').
         let mut seen = std::collections::BTreeSet::new();
         for (i, (dsname, props)) in chain.iter().enumerate() {
@@ -530,6 +535,67 @@ impl DslPool {
             }
         }
         Ok(out)
+    }
+}
+
+impl DslPool {
+    /// The encryption properties as OpenZFS shows them: for an encrypted
+    /// dataset `encryption`, `keylocation` (its root's; "none" elsewhere),
+    /// `keyformat`, `pbkdf2iters`, `encryptionroot` and `keystatus` (a
+    /// snapshot shows only `encryption`, `encryptionroot`, `keystatus`);
+    /// on a feature-flag pool an unencrypted file system shows the first
+    /// four at their defaults. Version-23 pools know none of them.
+    fn crypt_properties(
+        &self,
+        ds: &DatasetInfo,
+        chain: &[(String, BTreeMap<String, Stored>)],
+        out: &mut Vec<(String, PropValue, PropSource)>,
+    ) {
+        let n = PropSource::None;
+        let text = |s: &str| PropValue::Text(s.to_string());
+        match self.crypt_props(ds) {
+            Ok(Some(c)) => {
+                out.push(("encryption".into(), text(c.suite.name()), n.clone()));
+                if !ds.is_snapshot {
+                    let loc = if c.root == ds.name {
+                        self.resolve(chain, "keylocation", false)
+                    } else {
+                        None
+                    };
+                    out.push(match loc {
+                        Some((Stored::Text(l), src)) => {
+                            ("keylocation".into(), PropValue::Text(l), src)
+                        }
+                        _ => ("keylocation".into(), text("none"), PropSource::Default),
+                    });
+                    out.push(("keyformat".into(), text(c.params.format.name()), n.clone()));
+                    let src = if c.params.iters == 0 {
+                        PropSource::Default
+                    } else {
+                        n.clone()
+                    };
+                    out.push(("pbkdf2iters".into(), PropValue::Num(c.params.iters), src));
+                }
+                out.push(("encryptionroot".into(), text(&c.root), n.clone()));
+                let status = if c.available {
+                    "available"
+                } else {
+                    "unavailable"
+                };
+                out.push(("keystatus".into(), text(status), n));
+            }
+            Ok(None) if self.pool.uberblock.version >= 5000 => {
+                let d = PropSource::Default;
+                out.push(("encryption".into(), text("off"), d.clone()));
+                if !ds.is_snapshot {
+                    out.push(("keylocation".into(), text("none"), d.clone()));
+                    out.push(("keyformat".into(), text("none"), d.clone()));
+                    out.push(("pbkdf2iters".into(), PropValue::Num(0), d));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("ozfs: '{}': encryption properties not read: {e}", ds.name),
+        }
     }
 }
 

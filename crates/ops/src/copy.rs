@@ -39,9 +39,19 @@ pub fn open_fs_with(
         .lookup(ds_name)
         .map_err(|_| Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist")))?;
     load_for(&dsl, &ds, keys)?;
-    let os = dsl.objset(&ds).map_err(ctx)?;
+    let os = dsl.objset(&ds).map_err(|e| ctx(key_hint(e, keys)))?;
     let zpl = Zpl::open(os, ds_name).map_err(ctx)?;
     Ok((rec, pool, zpl))
+}
+
+/// A locked dataset's error, with how to give its key when none was asked for.
+fn key_hint(e: Error, keys: &KeyLoad) -> Error {
+    match e {
+        Error::Permission(m) if !keys.wanted() => Error::Permission(format!(
+            "{m} (load it with -l from its keylocation, or -L keylocation)"
+        )),
+        e => e,
+    }
 }
 
 /// What a copy-out did (entries it could not copy are listed, the rest
@@ -114,7 +124,7 @@ pub fn copy_volume_out_with(ds_name: &str, dest: &Path, keys: &KeyLoad) -> Resul
             Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist"))
         })?;
         load_for(&dsl, &ds, keys)?;
-        let os = dsl.objset(&ds).map_err(ctx)?;
+        let os = dsl.objset(&ds).map_err(|e| ctx(key_hint(e, keys)))?;
         if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZVOL {
             return Err(invalid(format!(
                 "ozfs cp: '{ds_name}' is not a volume (name a path in a file system as {ds_name}:PATH)"

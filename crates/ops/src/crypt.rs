@@ -183,3 +183,59 @@ pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<
         "the key is correct, but no ozfs process holds the pool to keep it in (a read-only import has none); read encrypted datasets with `ozfs cp -l`",
     ))
 }
+
+/// The encryption roots at `name` and below it (`recursive`), or of every
+/// imported pool (`name` None): what `zfs load-key -r`/`-a` act on.
+pub fn encryption_roots(name: Option<&str>, recursive: bool) -> Result<Vec<String>> {
+    let pools: Vec<String> = match name {
+        Some(n) => vec![crate::names::pool_of(n).to_string()],
+        None => crate::host::Record::all(),
+    };
+    let mut out = Vec::new();
+    for p in pools {
+        let (_rec, pool) = crate::host::open_imported(&p)?;
+        let dsl = DslPool::open(pool)?;
+        let start = match name {
+            Some(n) => dsl.lookup(n).map_err(|_| {
+                Error::NotFound(format!("cannot open '{n}': dataset does not exist"))
+            })?,
+            None => dsl.root()?,
+        };
+        let all = if recursive || name.is_none() {
+            dsl.list(&start, false, None)?
+        } else {
+            vec![start]
+        };
+        for ds in all {
+            if let Some(c) = dsl.crypt_props(&ds)? {
+                if c.root == ds.name {
+                    out.push(ds.name);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `zfs unload-key DATASET`: no ozfs process keeps keys of a pool it does
+/// not hold, so a key is never loaded here: refused as OpenZFS refuses an
+/// unloaded key (after checking `dataset` is an encryption root).
+pub fn unload_key(dataset: &str) -> Result<()> {
+    let (_rec, pool) = crate::host::open_imported(dataset)?;
+    let dsl = DslPool::open(pool)?;
+    let ds = dsl
+        .lookup(dataset)
+        .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
+    match dsl.crypt_props(&ds)? {
+        None => Err(invalid(format!(
+            "Key unload error: '{dataset}': encryption is not enabled"
+        ))),
+        Some(c) if c.root != ds.name => Err(invalid(format!(
+            "Key unload error: Keys must be unloaded for encryption root of '{dataset}' ({}).",
+            c.root
+        ))),
+        Some(_) => dsl
+            .unload_key(&ds)
+            .map_err(|e| e.context("Key unload error")),
+    }
+}
