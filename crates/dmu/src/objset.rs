@@ -404,7 +404,7 @@ impl Objset {
     }
 
     /// Every BP of the objset born after txg `since`: the meta-dnode's
-    /// tree, every object's tree and spill block, the user/group used
+    /// tree, every object's tree and spill block, the user/group/project used
     /// objects; subtrees born at or before `since` are not entered (all
     /// they hold is older). Embedded BPs are left out (they hold no space).
     pub fn bps_born_after(&self, since: u64) -> Result<Vec<BlkPtr>> {
@@ -420,7 +420,11 @@ impl Objset {
         let mut seen = HashSet::new();
         let meta = self.meta_dnode();
         self.walk_tree_seen(&meta, since, &mut seen, &mut take)?;
-        for special in [&self.phys.userused_dnode, &self.phys.groupused_dnode] {
+        for special in [
+            &self.phys.userused_dnode,
+            &self.phys.groupused_dnode,
+            &self.phys.projectused_dnode,
+        ] {
             if special.object_type != 0 {
                 let dn = Dnode {
                     object: u64::MAX,

@@ -111,7 +111,7 @@ impl PoolWriter {
                 continue;
             }
             let dn = match self.mos.dnode(obj) {
-                Ok(d) if d.phys.object_type == ot::DSL_DATASET => d,
+                Ok(d) if d.phys.bonustype == ot::DSL_DATASET => d,
                 Ok(_) | Err(Error::NotFound(_)) => continue,
                 Err(e) => return Err(e),
             };

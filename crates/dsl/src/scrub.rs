@@ -340,7 +340,8 @@ impl Walker<'_> {
                         if child.object_type == 0 || objid == 0 {
                             continue;
                         }
-                        if os == 0 && child.object_type == ot::DSL_DATASET {
+                        // By bonus type: extensible datasets are ZAPs.
+                        if os == 0 && child.bonustype == ot::DSL_DATASET {
                             if let Ok(ds) = DslDatasetPhys::parse(&child.bonus, swap) {
                                 self.datasets.push((objid, ds));
                             }

@@ -167,7 +167,11 @@ fn walk_objset_body(
         }
         take(bp)
     })?;
-    for special in [&os.phys.userused_dnode, &os.phys.groupused_dnode] {
+    for special in [
+        &os.phys.userused_dnode,
+        &os.phys.groupused_dnode,
+        &os.phys.projectused_dnode,
+    ] {
         if special.object_type != 0 {
             let dn = Dnode {
                 object: u64::MAX,
@@ -466,7 +470,8 @@ impl PoolWriter {
                 Err(Error::NotFound(_)) => continue,
                 Err(e) => return Err(e),
             };
-            match dn.phys.object_type {
+            // By bonus type: extensible directories and datasets are ZAPs.
+            match dn.phys.bonustype {
                 ot::DSL_DIR => {
                     let d = DslDirPhys::parse(&dn.phys.bonus, dn.swap)
                         .map_err(|e| e.context(&format!("MOS object {obj}")))?;

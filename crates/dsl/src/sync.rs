@@ -41,7 +41,7 @@ use ozfs_format::types::{cksum, comp, ot};
 use ozfs_format::{BlkPtr, Error, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
 use ozfs_spa::metaslab::{Allocator, MetaslabGroup};
-use ozfs_spa::spacemap::{self, SpaceMapHeader};
+use ozfs_spa::spacemap::{self, SmEntry, SpaceMapHeader};
 use ozfs_spa::write::BlockProps;
 use ozfs_spa::Pool;
 use ozfs_vdev::VdevKind;
@@ -246,6 +246,8 @@ pub const MAX_SPACE_MAP_BYTES: u64 = 256 << 20;
 pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<MetaslabGroup>, Vec<u64>)> {
     let mut groups = Vec::new();
     let mut ms_arrays = Vec::new();
+    let mut unflushed =
+        unflushed_log_entries(pool, mos_os).map_err(|e| e.context("log space maps"))?;
     for top in &pool.root.children {
         let cfg = &top.config;
         let ms_shift = cfg
@@ -271,18 +273,24 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
         let arr = mos_os.read(&arr_dn, 0, count * 8)?;
         for id in 0..count {
             let sm = ozfs_format::bytes::u64_at(&arr, id * 8, arr_dn.swap, "metaslab array")?;
-            if sm == 0 {
+            let log = unflushed.remove(&(top.id, id as u64)).unwrap_or_default();
+            if sm == 0 && log.is_empty() {
                 continue;
             }
-            let dn = mos_os.dnode(sm)?;
-            let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
-            let data = mos_os.read_sized(
-                &dn,
-                hdr.length,
-                MAX_SPACE_MAP_BYTES,
-                &format!("space map object {sm}"),
-            )?;
-            let entries = spacemap::decode(&data, dn.swap, top.ashift as u32)?;
+            let mut entries = if sm == 0 {
+                Vec::new()
+            } else {
+                let dn = mos_os.dnode(sm)?;
+                let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+                let data = mos_os.read_sized(
+                    &dn,
+                    hdr.length,
+                    MAX_SPACE_MAP_BYTES,
+                    &format!("space map object {sm}"),
+                )?;
+                spacemap::decode(&data, dn.swap, top.ashift as u32)?
+            };
+            entries.extend(log);
             g.load_metaslab_deferring(id as u64, sm, &entries, pool.uberblock.txg)
                 .map_err(|e| e.context(&format!("vdev {} metaslab {id}", top.id)))?;
         }
@@ -290,6 +298,129 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
         ms_arrays.push(ms_array);
     }
     Ok((groups, ms_arrays))
+}
+
+/// The changes the log space maps hold that their metaslabs' own space
+/// maps do not have yet (`log_spacemap`: OpenZFS writes each txg's
+/// allocations and frees to one pool-wide log and flushes metaslabs into
+/// their space maps later). A log of txg T applies to a metaslab whose
+/// unflushed txg (its top-level vdev's `ms_unflushed_phys_txgs` array) is
+/// at most T. Returned per (top-level vdev, metaslab), in txg order, as
+/// metaslab-relative entries each run headed by a debug entry naming its
+/// txg (so frees of the last txgs are deferred as any others). Empty for a
+/// pool without the feature.
+fn unflushed_log_entries(
+    pool: &Arc<Pool>,
+    mos_os: &Objset,
+) -> Result<BTreeMap<(u64, u64), Vec<SmEntry>>> {
+    let mut out: BTreeMap<(u64, u64), Vec<SmEntry>> = BTreeMap::new();
+    let Some(logs) = ozfs_dmu::zap::lookup_obj(mos_os, 1, "com.delphix:log_spacemap_zap")?
+        .and_then(|e| e.as_u64())
+    else {
+        return Ok(out);
+    };
+    let mut by_txg: Vec<(u64, u64)> = Vec::new();
+    let dn = mos_os.dnode(logs)?;
+    for e in ozfs_dmu::zap::list(mos_os, &dn)? {
+        // Keyed by txg in hex (`zap_add_int_key`).
+        let txg = u64::from_str_radix(&e.name_str(), 16).map_err(|_| {
+            Error::corrupt("log space map ZAP", format!("entry '{}'", e.name_str()))
+        })?;
+        let obj = e.as_u64().ok_or_else(|| {
+            Error::corrupt("log space map ZAP", format!("entry {txg} is not an object"))
+        })?;
+        by_txg.push((txg, obj));
+    }
+    by_txg.sort_unstable();
+    // Each top-level vdev's metaslabs' unflushed txgs.
+    let mut flushed: BTreeMap<u64, (u64, Vec<u8>, bool)> = BTreeMap::new();
+    for top in &pool.root.children {
+        let Some(zap_obj) = top.config.get_u64("com.delphix:vdev_zap_top") else {
+            continue;
+        };
+        let Some(arr) =
+            ozfs_dmu::zap::lookup_obj(mos_os, zap_obj, "com.delphix:ms_unflushed_phys_txgs")?
+                .and_then(|e| e.as_u64())
+        else {
+            continue;
+        };
+        let adn = mos_os.dnode(arr)?;
+        let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(0);
+        let count = if (17..=40).contains(&ms_shift) {
+            (top.asize >> ms_shift) as usize
+        } else {
+            0
+        };
+        let data = mos_os.read_sized(
+            &adn,
+            (count * 8) as u64,
+            MAX_SPACE_MAP_BYTES,
+            "unflushed txgs of metaslabs",
+        )?;
+        flushed.insert(top.id, (ms_shift, data, adn.swap));
+    }
+    for (txg, obj) in by_txg {
+        let dn = mos_os.dnode(obj)?;
+        let hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
+        let data = mos_os.read_sized(
+            &dn,
+            hdr.length,
+            MAX_SPACE_MAP_BYTES,
+            &format!("log space map of txg {txg}"),
+        )?;
+        for (vdev, e) in spacemap::decode_log(&data, dn.swap)
+            .map_err(|e| e.context(&format!("log space map of txg {txg}")))?
+        {
+            let Some(top) = pool.root.children.get(vdev as usize) else {
+                return Err(Error::corrupt(
+                    format!("log space map of txg {txg}"),
+                    format!("entry for vdev {vdev}, which does not exist"),
+                ));
+            };
+            let ms_shift = match flushed.get(&top.id) {
+                Some((s, _, _)) => *s,
+                None => top.config.get_u64("metaslab_shift").unwrap_or(0),
+            };
+            if !(17..=40).contains(&ms_shift) {
+                continue;
+            }
+            let (offset, len, alloc) = match e {
+                SmEntry::Alloc { offset, len } => (offset, len, true),
+                SmEntry::Free { offset, len } => (offset, len, false),
+                SmEntry::Debug { .. } => continue,
+            };
+            let ms = offset >> ms_shift;
+            let unflushed_txg = flushed
+                .get(&top.id)
+                .and_then(|(_, a, swap)| {
+                    ozfs_format::bytes::u64_at(a, ms as usize * 8, *swap, "unflushed txgs").ok()
+                })
+                .unwrap_or(0);
+            if txg < unflushed_txg {
+                continue;
+            }
+            let rel = offset - (ms << ms_shift);
+            let list = out.entry((top.id, ms)).or_default();
+            if !matches!(list.last(), Some(SmEntry::Debug { txg: t, .. }) if *t == txg)
+                && !list
+                    .iter()
+                    .rev()
+                    .any(|x| matches!(x, SmEntry::Debug { txg: t, .. } if *t == txg))
+            {
+                list.push(SmEntry::Debug {
+                    action: 0,
+                    pass: 1,
+                    txg,
+                });
+            }
+            list.push(if alloc {
+                SmEntry::Alloc { offset: rel, len }
+            } else {
+                SmEntry::Free { offset: rel, len }
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn u64_at(b: &[u8], off: usize) -> u64 {

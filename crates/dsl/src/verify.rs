@@ -108,7 +108,9 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
             Err(Error::NotFound(_)) => continue,
             Err(e) => return Err(e),
         };
-        if dn.phys.object_type == ot::DSL_DATASET {
+        // By bonus type: OpenZFS's extensible datasets are ZAPs with a
+        // dataset bonus, pool v23's are objects of the dataset type.
+        if dn.phys.bonustype == ot::DSL_DATASET {
             let ds = DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
                 .map_err(|e| e.context(&format!("MOS object {obj}")))?;
             datasets.push((obj, ds));

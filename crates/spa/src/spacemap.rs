@@ -75,6 +75,35 @@ fn units_to_bytes(units: u64, sm_shift: u32, word: usize) -> Result<u64> {
 /// words are in the opposite byte order of this host. Padding debug words are
 /// dropped; other debug words are returned as [`SmEntry::Debug`].
 pub fn decode(data: &[u8], swap: bool, sm_shift: u32) -> Result<Vec<SmEntry>> {
+    Ok(decode_inner(data, swap, sm_shift)?
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect())
+}
+
+/// Decode a *log* space map (the `log_spacemap` feature: one per synced
+/// txg, shared by every metaslab of the pool, in 512-byte units from the
+/// start of each vdev): each allocation or free with the top-level vdev
+/// its two-word entry names. A one-word entry (which names no vdev) is
+/// corrupt here.
+pub fn decode_log(data: &[u8], swap: bool) -> Result<Vec<(u64, SmEntry)>> {
+    let mut out = Vec::new();
+    for (n, (vdev, e)) in decode_inner(data, swap, 9)?.into_iter().enumerate() {
+        match (vdev, e) {
+            (_, SmEntry::Debug { .. }) => {}
+            (Some(v), e) => out.push((v, e)),
+            (None, _) => {
+                return Err(corrupt(format!(
+                    "log space map entry {n} names no vdev (a one-word entry)"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The entries, each with the vdev id of a two-word entry.
+fn decode_inner(data: &[u8], swap: bool, sm_shift: u32) -> Result<Vec<(Option<u64>, SmEntry)>> {
     if sm_shift >= 64 {
         return Err(corrupt(format!("sm_shift {sm_shift} too large")));
     }
@@ -105,7 +134,7 @@ pub fn decode(data: &[u8], swap: bool, sm_shift: u32) -> Result<Vec<SmEntry>> {
                 let pass = (w >> 50) & SM_DEBUG_PASS_MAX;
                 let txg = w & SM_DEBUG_TXG_MAX;
                 if action != 0 || pass != 0 || txg != 0 {
-                    out.push(SmEntry::Debug { action, pass, txg });
+                    out.push((None, SmEntry::Debug { action, pass, txg }));
                 }
                 i += 1;
             }
@@ -119,11 +148,15 @@ pub fn decode(data: &[u8], swap: bool, sm_shift: u32) -> Result<Vec<SmEntry>> {
                 let offset = w2 & ((1u64 << 63) - 1);
                 let len = units_to_bytes(run, sm_shift, i)?;
                 let offset = units_to_bytes(offset, sm_shift, i)?;
-                out.push(if w2 >> 63 == 0 {
-                    SmEntry::Alloc { offset, len }
-                } else {
-                    SmEntry::Free { offset, len }
-                });
+                let vdev = w & ((1u64 << 24) - 1);
+                out.push((
+                    Some(vdev),
+                    if w2 >> 63 == 0 {
+                        SmEntry::Alloc { offset, len }
+                    } else {
+                        SmEntry::Free { offset, len }
+                    },
+                ));
                 i += 2;
             }
             _ => {
@@ -131,11 +164,14 @@ pub fn decode(data: &[u8], swap: bool, sm_shift: u32) -> Result<Vec<SmEntry>> {
                 let offset = (w >> 16) & ((1u64 << SM_OFFSET_BITS) - 1);
                 let len = units_to_bytes(run, sm_shift, i)?;
                 let offset = units_to_bytes(offset, sm_shift, i)?;
-                out.push(if (w >> 15) & 1 == 0 {
-                    SmEntry::Alloc { offset, len }
-                } else {
-                    SmEntry::Free { offset, len }
-                });
+                out.push((
+                    None,
+                    if (w >> 15) & 1 == 0 {
+                        SmEntry::Alloc { offset, len }
+                    } else {
+                        SmEntry::Free { offset, len }
+                    },
+                ));
                 i += 1;
             }
         }
