@@ -3,8 +3,9 @@
 //! Checksums (fletcher2, fletcher4, SHA-256 in ZFS's word convention;
 //! SHA-512/256, salted Skein-512, Edon-R 512 and BLAKE3 as OpenZFS 2.x
 //! computes them),
-//! compression (lzjb, zle, gzip-N, lz4, zstd) and RAID-Z parity math
-//! (P/Q/R generation and reconstruction over GF(2^8)).
+//! compression (lzjb, zle, gzip-N, lz4, zstd), RAID-Z parity math
+//! (P/Q/R generation and reconstruction over GF(2^8)) and dRAID geometry
+//! (the fixed permutation tables and where a block's columns live).
 //!
 //! These are hot paths: no per-byte allocation, output buffers supplied by
 //! the caller, loops over whole words. ZFS's own algorithms (fletcher, lzjb,
@@ -19,6 +20,7 @@
 
 pub mod checksum;
 pub mod compress;
+pub mod draid;
 pub mod edonr;
 pub mod raidz;
 pub mod skein;
