@@ -1712,7 +1712,7 @@ fn draid_layout(nv: &NvList, nparity: u64, ashift: u64) -> Result<DraidLayout> {
     )
 }
 
-/// Which of its dRAID's spares a `dspare` is: config `spare_id`, else the
+/// Which of its dRAID's spares a `dspare` is: config `spareid`, else the
 /// last number of its name `draid<P>-<T>-<S>`.
 fn draid_spare_id(nv: &NvList) -> Result<usize> {
     let from_name = || {
@@ -1725,10 +1725,10 @@ fn draid_spare_id(nv: &NvList) -> Result<usize> {
         }
         s.parse::<u64>().ok()
     };
-    let id = nv.get_u64("spare_id").or_else(from_name).ok_or_else(|| {
+    let id = nv.get_u64("spareid").or_else(from_name).ok_or_else(|| {
         Error::corrupt(
             "vdev tree",
-            "distributed spare without spare_id or a draid<P>-<T>-<S> name",
+            "distributed spare without spareid or a draid<P>-<T>-<S> name",
         )
     })?;
     usize::try_from(id)
