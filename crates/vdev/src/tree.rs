@@ -244,6 +244,9 @@ pub struct Vdev {
     pub raidz_widths: Vec<(u64, usize)>,
 }
 
+/// The columns of a dRAID block's stripes, as read or rebuilt.
+type Stripes = Vec<Vec<Vec<u8>>>;
+
 /// How to open leaves while building a tree: given the leaf's guid and configured path.
 pub type LeafOpener<'a> =
     dyn FnMut(u64, Option<&str>) -> Option<(Arc<dyn BlockDevice>, String)> + 'a;
@@ -1321,32 +1324,31 @@ impl Vdev {
         }
         let np = layout.nparity;
         let rows: Vec<&RaidzMap> = map.rows.iter().map(|r| &r.map).collect();
-        let mut cols: Vec<Vec<Vec<u8>>> = rows
+        let mut cols: Stripes = rows
             .iter()
             .map(|m| vec![Vec::new(); m.cols.len()])
             .collect();
         // (stripe, column) pairs that could not be read.
         let mut failed: Vec<(usize, usize)> = Vec::new();
-        let read =
-            |r: usize, c: usize, cols: &mut Vec<Vec<Vec<u8>>>, failed: &mut Vec<(usize, usize)>| {
-                let col = rows[r].cols[c];
-                if col.size == 0 {
-                    return;
+        let read = |r: usize, c: usize, cols: &mut Stripes, failed: &mut Vec<(usize, usize)>| {
+            let col = rows[r].cols[c];
+            if col.size == 0 {
+                return;
+            }
+            match self.draid_column(layout, col.dev, col.offset, col.size, 0) {
+                Ok(b) => cols[r][c] = b,
+                Err(_) => {
+                    failed.push((r, c));
+                    cols[r][c] = vec![0u8; col.size as usize];
                 }
-                match self.draid_column(layout, col.dev, col.offset, col.size, 0) {
-                    Ok(b) => cols[r][c] = b,
-                    Err(_) => {
-                        failed.push((r, c));
-                        cols[r][c] = vec![0u8; col.size as usize];
-                    }
-                }
-            };
+            }
+        };
         for (r, m) in rows.iter().enumerate() {
             for c in np..m.cols.len() {
                 read(r, c, &mut cols, &mut failed);
             }
         }
-        let assemble = |cols: &[Vec<Vec<u8>>]| {
+        let assemble = |cols: &Stripes| {
             let mut out = Vec::with_capacity(psize as usize);
             for row in cols {
                 for c in row.iter().skip(np) {
@@ -1392,7 +1394,7 @@ impl Vdev {
         suspects.sort_unstable();
         for extra in 0..=np {
             let mut combo = Vec::new();
-            let mut found: Option<(Vec<Vec<Vec<u8>>>, Vec<usize>)> = None;
+            let mut found: Option<(Stripes, Vec<usize>)> = None;
             combinations(&suspects, extra, 0, &mut combo, &mut |chosen| {
                 let mut trial = cols.clone();
                 let mut rebuilt_data = false;
