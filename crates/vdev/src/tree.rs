@@ -11,6 +11,19 @@
 //! when the tree is built (strictly increasing txgs, original width above
 //! the parity, no expansion in progress), and blocks of a narrower width are
 //! only read, never healed.
+//!
+//! dRAID: a `draid` vdev's config (`nparity`, `draid_ndata`,
+//! `draid_nspares`, `draid_ngroups`, its children) becomes a checked
+//! `DraidLayout` when the tree is built — a bad config is refused there,
+//! naming the key. A block is read stripe by stripe as `DraidMap` places
+//! it; every stripe is RAID-Z math over the group's full width, so the
+//! RAID-Z reconstruction serves unchanged. A distributed spare (`dspare`)
+//! appears in the tree only in use — under a `spare` (or `replacing`) vdev
+//! in place of a child, or as the child itself — and must be one of its
+//! dRAID's own spares (checked at build): a column on it is read at the
+//! same offset of the child the permutation puts at the spare's position
+//! for that slice. dRAID vdevs are never written: the pool refuses a
+//! read-write import.
 
 use crate::device::BlockDevice;
 use crate::report::{self, ReportKind, VdevReport};
