@@ -14,9 +14,16 @@ use std::path::Path;
 
 /// The pools compared: version 28 without features, a default 2.3 pool
 /// (mirror, ashift 12, its features enabled and active as 2.3 makes
-/// them), one with the newer checksums active, and one with a removed
-/// device (whose space is no longer the pool's) and cloned blocks.
-const POOLS: &[&str] = &["c12-v28", "c2-mirror", "c6-checksums", "c10-removal"];
+/// them), one with the newer checksums active, one with a removed device
+/// (whose space is no longer the pool's) and cloned blocks, and a dRAID
+/// pool (its size: metaslabs of whole stripes).
+const POOLS: &[&str] = &[
+    "c12-v28",
+    "c2-mirror",
+    "c6-checksums",
+    "c10-removal",
+    "c8-draid",
+];
 
 /// Properties whose values differ for reasons above.
 const VARYING: &[&str] = &[

@@ -4,9 +4,10 @@
 //! SHA-512/256, salted Skein-512, Edon-R 512 and BLAKE3 as OpenZFS 2.x
 //! computes them),
 //! compression (lzjb, zle, gzip-N, lz4, zstd), RAID-Z parity math
-//! (P/Q/R generation and reconstruction over GF(2^8)) and native
-//! encryption (key unwrapping, per-block keys, AEAD; RustCrypto's AES,
-//! GCM, CCM, HKDF and PBKDF2 crates do the cipher work).
+//! (P/Q/R generation and reconstruction over GF(2^8)), dRAID geometry
+//! (the fixed permutation tables and where a block's columns live) and
+//! native encryption (key unwrapping, per-block keys, AEAD; RustCrypto's
+//! AES, GCM, CCM, HKDF and PBKDF2 crates do the cipher work).
 //!
 //! These are hot paths: no per-byte allocation, output buffers supplied by
 //! the caller, loops over whole words. ZFS's own algorithms (fletcher, lzjb,
@@ -22,6 +23,7 @@
 pub mod checksum;
 pub mod compress;
 pub mod crypt;
+pub mod draid;
 pub mod edonr;
 pub mod raidz;
 pub mod skein;

@@ -306,8 +306,8 @@ impl Objset {
 
     /// Whether a block may be read as part of a merged run: one whose
     /// stored bytes are its raw form (pre-compressed or uncompressed), not
-    /// a gang block, on a disk or mirror (RAID-Z lays each block out by
-    /// itself).
+    /// a gang block, on a disk or mirror (RAID-Z and dRAID lay each block
+    /// out by itself).
     fn mergeable(&self, bp: &BlkPtr) -> bool {
         let d = bp.dvas()[0];
         let c = bp.compression();
@@ -324,8 +324,10 @@ impl Objset {
                 .children
                 .get(d.vdev as usize)
                 .is_some_and(|t| {
-                    !matches!(t.kind, ozfs_vdev::VdevKind::Raidz { .. })
-                        && d.offset.checked_add(d.asize).is_some_and(|e| e <= t.asize)
+                    !matches!(
+                        t.kind,
+                        ozfs_vdev::VdevKind::Raidz { .. } | ozfs_vdev::VdevKind::Draid { .. }
+                    ) && d.offset.checked_add(d.asize).is_some_and(|e| e <= t.asize)
                 })
     }
 

@@ -210,6 +210,7 @@ pub fn add_spares(w: &mut PoolWriter, paths: &[std::path::PathBuf]) -> Result<()
             guid,
             path,
             dev: Some(dev),
+            distributed: None,
         });
     }
     for s in &new {

@@ -58,6 +58,8 @@ pub const READ_ONLY_FEATURES: &[&str] = &[
     // Expanded RAID-Z: blocks keep the width of their birth txg
     // (`ozfs_vdev::Vdev::raidz_width`); allocation on it is not written yet.
     "org.openzfs:raidz_expansion",
+    // dRAID vdevs: read through `ozfs_codec::draid`; never written.
+    "org.openzfs:draid",
 ];
 
 /// The features OpenZFS 2.3 knows, in the order `zpool get all` lists them

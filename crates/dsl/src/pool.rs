@@ -527,7 +527,21 @@ impl DslPool {
                 continue;
             }
             let ms_count = top.asize >> ms_shift;
-            let vsize = ms_count << ms_shift;
+            let vsize = match &top.kind {
+                // Each metaslab of a dRAID vdev starts on a stripe boundary
+                // and holds whole stripes only (OpenZFS trims it so).
+                VdevKind::Draid { layout } => {
+                    let stripe = (layout.width() as u64) << top.ashift;
+                    (0..ms_count.min(1 << 24))
+                        .map(|i| {
+                            let start = i << ms_shift;
+                            let lost = start.next_multiple_of(stripe) - start;
+                            ((1u64 << ms_shift) - lost) / stripe * stripe
+                        })
+                        .sum()
+                }
+                _ => ms_count << ms_shift,
+            };
             s.size += vsize;
             if let Some(t) = s.tops.last_mut() {
                 t.0 = vsize;
@@ -540,6 +554,9 @@ impl DslPool {
                     } else {
                         131072 / (a >> 9)
                     }
+                }
+                VdevKind::Draid { ref layout } if self.deflate => {
+                    131072 / (layout.asize(131072) >> 9).max(1)
                 }
                 _ => 512,
             };

@@ -110,6 +110,7 @@ fn collect(v: &Vdev, devs: &mut HashMap<u64, (Arc<dyn BlockDevice>, String)>) {
 pub(crate) fn check_leaf_size(top: &Vdev, dev: &dyn BlockDevice, path: &str) -> Result<()> {
     let per_leaf = match top.kind {
         VdevKind::Raidz { .. } => top.asize / top.children.len().max(1) as u64,
+        VdevKind::Draid { ref layout } => layout.child_need(top.asize),
         _ => top.asize,
     };
     let need =
@@ -134,6 +135,7 @@ fn can_do_without(top: &Vdev, guid: u64) -> bool {
     match top.kind {
         VdevKind::Mirror => others_whole >= 1,
         VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
+        VdevKind::Draid { ref layout } => top.children.len() - others_whole <= layout.nparity,
         _ => false,
     }
 }

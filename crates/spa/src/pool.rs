@@ -34,11 +34,15 @@ pub const SUPPORTED_READ_FEATURES: &[&str] = &[
     // (`crate::indirect`). Writing such a pool is refused by the DSL.
     "com.delphix:device_removal",
     RAIDZ_EXPANSION,
+    DRAID,
 ];
 
 /// RAID-Z expansion (`zpool attach` to a raidz vdev): read, not written
 /// (blocks keep the width they were born with, see `Vdev::raidz_width`).
 pub const RAIDZ_EXPANSION: &str = "org.openzfs:raidz_expansion";
+
+/// Distributed RAID vdevs: read (`ozfs_codec::draid`), not written.
+pub const DRAID: &str = "org.openzfs:draid";
 
 /// How to open a pool.
 #[derive(Debug, Clone, Default)]
@@ -234,6 +238,15 @@ impl Pool {
                 return Err(Error::unsupported(
                     &what,
                     format!("active features not supported: {}", unknown.join(", ")),
+                ));
+            }
+            if !opts.readonly && ffr.contains(DRAID) {
+                return Err(Error::unsupported(
+                    &what,
+                    format!(
+                        "writing a pool with {DRAID} active (a dRAID vdev) is not implemented; \
+                         import it read-only"
+                    ),
                 ));
             }
             if !opts.readonly && ffr.contains(RAIDZ_EXPANSION) {

@@ -25,6 +25,13 @@
 //!   `unspare` = 1; when its resilver completes the spare is detached (as
 //!   in the first way).
 //!
+//! A dRAID vdev's *distributed spares* (type `dspare`, named
+//! `draid<P>-<T>-<S>`, with `top_guid` and `spareid` in their entry) have
+//! no device: their space is spread over the dRAID's own children
+//! (`ozfs_codec::draid`). One is available while its dRAID vdev is in
+//! service; in use, it sits in the tree under a `spare` vdev of that dRAID
+//! and is read through it.
+//!
 //! Invariants: a spare guid is in the tree at most once; a spare is
 //! activated only in place of a leaf whose top-level vdev can rebuild it
 //! (mirror, RAID-Z) and only with a device at least as large as the leaf
@@ -34,7 +41,7 @@ use crate::label_write::seal_region;
 use crate::Pool;
 use ozfs_format::label::{aligned_psize, label_offset, VDEV_PHYS_OFFSET, VDEV_PHYS_SIZE};
 use ozfs_format::{Error, NvList, NvValue, Result};
-use ozfs_vdev::{BlockDevice, Vdev, VdevKind};
+use ozfs_vdev::{BlockDevice, Vdev, VdevKind, VdevState};
 use std::sync::Arc;
 
 /// Pool state of a spare's own label.
@@ -45,8 +52,11 @@ pub const POOL_STATE_SPARE: u64 = 3;
 pub struct Spare {
     pub guid: u64,
     pub path: String,
-    /// The device, or None when it was not found.
+    /// The device, or None when it was not found (always None for a
+    /// distributed spare).
     pub dev: Option<Arc<dyn BlockDevice>>,
+    /// A distributed spare: the guid of its dRAID vdev and its spare id.
+    pub distributed: Option<(u64, u64)>,
 }
 
 /// How `zpool status` shows a spare.
@@ -98,6 +108,17 @@ pub fn spare_config(guid: u64, path: &str) -> NvList {
     nv
 }
 
+/// The MOS `spares` entry of `s` (a distributed spare keeps its kind).
+fn entry_of(s: &Spare) -> NvList {
+    let mut nv = spare_config(s.guid, &s.path);
+    if let Some((top, id)) = s.distributed {
+        nv.set("type", NvValue::String("dspare".into()));
+        nv.set("top_guid", NvValue::Uint64(top));
+        nv.set("spareid", NvValue::Uint64(id));
+    }
+    nv
+}
+
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -146,12 +167,7 @@ impl Pool {
         let mut nv = NvList::new();
         nv.set(
             "spares",
-            NvValue::NvListArray(
-                self.spares()
-                    .iter()
-                    .map(|s| spare_config(s.guid, &s.path))
-                    .collect(),
-            ),
+            NvValue::NvListArray(self.spares().iter().map(entry_of).collect()),
         );
         nv
     }
@@ -175,6 +191,17 @@ impl Pool {
                 continue;
             };
             let path = c.get_str("path").unwrap_or("").to_string();
+            if c.get_str("type") == Some("dspare") {
+                let top = c.get_u64("top_guid").unwrap_or(0);
+                let id = c.get_u64("spareid").unwrap_or(u64::MAX);
+                out.push(Spare {
+                    guid,
+                    path,
+                    dev: None,
+                    distributed: Some((top, id)),
+                });
+                continue;
+            }
             let mut dev = cands
                 .iter()
                 .find(|(g, _, _)| *g == guid)
@@ -198,7 +225,12 @@ impl Pool {
                 Some((d, p)) => (Some(d), p),
                 None => (None, path),
             };
-            out.push(Spare { guid, path, dev });
+            out.push(Spare {
+                guid,
+                path,
+                dev,
+                distributed: None,
+            });
         }
         self.set_spares(out);
     }
@@ -208,8 +240,24 @@ impl Pool {
         find_by_guid(&self.root, guid).filter(|v| matches!(v.kind, VdevKind::Leaf(_)))
     }
 
-    /// Whether spare `guid` is in use (a member of the tree).
+    /// Whether spare `guid` is in use (a member of the tree). A distributed
+    /// spare is available while its dRAID vdev is in service and names it.
     pub fn spare_state(&self, s: &Spare) -> SpareState {
+        if let Some((top, id)) = s.distributed {
+            if find_by_guid(&self.root, s.guid).is_some() {
+                return SpareState::InUse;
+            }
+            let serves = self.root.children.iter().any(|t| {
+                t.guid == top
+                    && matches!(&t.kind, VdevKind::Draid { layout } if id < layout.nspares as u64)
+                    && matches!(t.state(), VdevState::Online | VdevState::Degraded)
+            });
+            return if serves {
+                SpareState::Avail
+            } else {
+                SpareState::Unavail
+            };
+        }
         if self.leaf_by_guid(s.guid).is_some() {
             SpareState::InUse
         } else if s.dev.is_some() {

@@ -1,8 +1,10 @@
 //! # ozfs-vdev: devices, labels and the vdev tree's read path
 //!
 //! A pool is a tree of virtual devices. Leaves are files or block devices;
-//! interior nodes are mirrors (every child holds the whole block) and RAID-Z
-//! groups (a block is striped in columns with 1–3 parity columns). The
+//! interior nodes are mirrors (every child holds the whole block), RAID-Z
+//! groups (a block is striped in columns with 1–3 parity columns) and dRAID
+//! vdevs (fixed-width RAID-Z groups spread over the children by fixed
+//! permutations, with distributed spares; `ozfs_codec::draid`). The
 //! top-level vdevs under the root are addressed by a DVA's vdev id.
 //!
 //! Theory of the read path: the vdev layer cannot tell good data from bad on

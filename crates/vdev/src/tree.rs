@@ -11,9 +11,23 @@
 //! when the tree is built (strictly increasing txgs, original width above
 //! the parity, no expansion in progress), and blocks of a narrower width are
 //! only read, never healed.
+//!
+//! dRAID: a `draid` vdev's config (`nparity`, `draid_ndata`,
+//! `draid_nspares`, `draid_ngroups`, its children) becomes a checked
+//! `DraidLayout` when the tree is built — a bad config is refused there,
+//! naming the key. A block is read stripe by stripe as `DraidMap` places
+//! it; every stripe is RAID-Z math over the group's full width, so the
+//! RAID-Z reconstruction serves unchanged. A distributed spare (`dspare`)
+//! appears in the tree only in use — under a `spare` (or `replacing`) vdev
+//! in place of a child, or as the child itself — and must be one of its
+//! dRAID's own spares (checked at build): a column on it is read at the
+//! same offset of the child the permutation puts at the spare's position
+//! for that slice. dRAID vdevs are never written: the pool refuses a
+//! read-write import.
 
 use crate::device::BlockDevice;
 use crate::report::{self, ReportKind, VdevReport};
+use ozfs_codec::draid::DraidLayout;
 use ozfs_codec::raidz::{reconstruct, ExpandedRaidzMap, RaidzMap};
 use ozfs_format::label::VDEV_LABEL_START_SIZE;
 use ozfs_format::{Error, NvList, Result};
@@ -165,6 +179,19 @@ pub enum VdevKind {
     Raidz {
         nparity: usize,
     },
+    /// Distributed RAID (`draid`): fixed-width RAID-Z groups spread over
+    /// the children through permutations (`ozfs_codec::draid`). Read only.
+    Draid {
+        layout: Arc<DraidLayout>,
+    },
+    /// A distributed spare (`dspare`, named `draid<P>-<T>-<S>`) in use in
+    /// place of a child of its dRAID vdev: it has no device of its own; its
+    /// space at each child offset lies on the child the permutation puts at
+    /// the spare's position there (`DraidLayout::spare_child`), so it is
+    /// read only through that dRAID vdev.
+    DraidSpare {
+        spare: usize,
+    },
     /// A hole or missing top-level placeholder.
     Hole,
     /// A removed top-level vdev (`zpool remove`): no device; its blocks
@@ -230,6 +257,9 @@ pub struct Vdev {
     pub raidz_widths: Vec<(u64, usize)>,
 }
 
+/// The columns of a dRAID block's stripes, as read or rebuilt.
+type Stripes = Vec<Vec<Vec<u8>>>;
+
 /// How to open leaves while building a tree: given the leaf's guid and configured path.
 pub type LeafOpener<'a> =
     dyn FnMut(u64, Option<&str>) -> Option<(Arc<dyn BlockDevice>, String)> + 'a;
@@ -255,6 +285,13 @@ impl Vdev {
         let guid = nv.get_u64("guid").unwrap_or(0);
         let mut path = nv.get_str("path").map(str::to_string);
         let nparity = nv.get_u64("nparity").unwrap_or(0);
+        // The allocation unit sizes every read and RAID-Z column: a
+        // shift from a (hostile) config is bounded before it shifts.
+        // (0, as some writers leave it on leaves, means unset.)
+        let ashift = nv.get_u64("ashift").filter(|&a| a != 0).unwrap_or(9);
+        if !(9..=16).contains(&ashift) {
+            return Err(Error::corrupt("vdev tree", format!("ashift {ashift}")));
+        }
         let kind = match type_name.as_str() {
             "root" => VdevKind::Root,
             "disk" | "file" => {
@@ -279,6 +316,12 @@ impl Vdev {
                     nparity: nparity as usize,
                 }
             }
+            "draid" => VdevKind::Draid {
+                layout: Arc::new(draid_layout(nv, nparity, ashift)?),
+            },
+            "dspare" => VdevKind::DraidSpare {
+                spare: draid_spare_id(nv)?,
+            },
             "hole" | "missing" => VdevKind::Hole,
             "indirect" => VdevKind::Indirect {
                 mapping_object: nv.get_u64("com.delphix:indirect_object").ok_or_else(|| {
@@ -320,12 +363,8 @@ impl Vdev {
             }
             _ => {}
         }
-        // The allocation unit sizes every read and RAID-Z column: a
-        // shift from a (hostile) config is bounded before it shifts.
-        // (0, as some writers leave it on leaves, means unset.)
-        let ashift = nv.get_u64("ashift").filter(|&a| a != 0).unwrap_or(9);
-        if !(9..=16).contains(&ashift) {
-            return Err(Error::corrupt("vdev tree", format!("ashift {ashift}")));
+        if let VdevKind::Draid { layout } = &kind {
+            check_draid_spares(&children, layout, guid)?;
         }
         let raidz_widths = match kind {
             VdevKind::Raidz { nparity } => raidz_expansions(nv, children.len(), nparity)?,
@@ -357,8 +396,22 @@ impl Vdev {
         match &self.kind {
             VdevKind::Leaf(_) => self.path.clone().unwrap_or_else(|| self.guid.to_string()),
             VdevKind::Raidz { nparity } => format!("raidz{}-{}", nparity, self.id),
+            VdevKind::Draid { layout } => format!("{}-{}", layout.type_name(), self.id),
+            VdevKind::DraidSpare { spare } => self
+                .path
+                .clone()
+                .unwrap_or_else(|| format!("draid{}-{spare}", self.nparity)),
             VdevKind::Root => "root".into(),
             _ => format!("{}-{}", self.type_name, self.id),
+        }
+    }
+
+    /// Parity columns of a RAID-Z or dRAID vdev (0 for other kinds).
+    pub fn parity_count(&self) -> usize {
+        match &self.kind {
+            VdevKind::Raidz { nparity } => *nparity,
+            VdevKind::Draid { layout } => layout.nparity,
+            _ => 0,
         }
     }
 
@@ -384,6 +437,8 @@ impl Vdev {
             VdevKind::Leaf(Some(_)) => VdevState::Online,
             // Needs no device: its data lives on the other vdevs.
             VdevKind::Indirect { .. } => VdevState::Online,
+            // Its space is on the dRAID's children, whose health counts there.
+            VdevKind::DraidSpare { .. } => VdevState::Online,
             VdevKind::Leaf(None) | VdevKind::Hole => VdevState::Unavail,
             VdevKind::Mirror => {
                 let bad = self
@@ -404,7 +459,8 @@ impl Vdev {
                     VdevState::Online
                 }
             }
-            VdevKind::Raidz { nparity } => {
+            VdevKind::Raidz { .. } | VdevKind::Draid { .. } => {
+                let nparity = self.parity_count();
                 let bad = self
                     .children
                     .iter()
@@ -415,7 +471,7 @@ impl Vdev {
                     .iter()
                     .filter(|c| c.state() != VdevState::Online || c.resilvering())
                     .count();
-                if bad > *nparity {
+                if bad > nparity {
                     VdevState::Unavail
                 } else if deg > 0 {
                     VdevState::Degraded
@@ -457,6 +513,7 @@ impl Vdev {
     pub fn check_leaf_sizes(&mut self) {
         let need = match &self.kind {
             VdevKind::Raidz { .. } => self.asize / self.children.len().max(1) as u64,
+            VdevKind::Draid { layout } => layout.child_need(self.asize),
             _ => self.asize,
         };
         for c in &mut self.children {
@@ -552,9 +609,13 @@ impl Vdev {
                 }
                 Err(last.unwrap_or_else(|| Error::corrupt("mirror", "no children")))
             }
-            VdevKind::Raidz { .. } | VdevKind::Root => {
-                Err(Error::Invalid("raw read of a raidz or root vdev".into()))
-            }
+            VdevKind::Raidz { .. } | VdevKind::Draid { .. } | VdevKind::Root => Err(
+                Error::Invalid("raw read of a raidz, draid or root vdev".into()),
+            ),
+            VdevKind::DraidSpare { .. } => Err(Error::Invalid(format!(
+                "vdev {}: a distributed spare is read through its dRAID vdev",
+                self.display_name()
+            ))),
         }
     }
 
@@ -651,6 +712,10 @@ impl Vdev {
                 self.stats.io.wrote(data.len());
                 Ok(())
             }
+            VdevKind::Draid { .. } | VdevKind::DraidSpare { .. } => Err(Error::unsupported(
+                format!("vdev {}", self.display_name()),
+                "writing to a dRAID vdev",
+            )),
             VdevKind::Root => Err(Error::Invalid("write to the root vdev".into())),
         }
     }
@@ -810,6 +875,13 @@ impl Vdev {
                 }
                 .inspect(|b| self.stats.io.read(b.len()))
             }
+            VdevKind::Draid { layout } => self
+                .draid_read(layout, offset, psize, verify)
+                .inspect(|b| self.stats.io.read(b.len())),
+            VdevKind::DraidSpare { .. } => Err(Error::Invalid(format!(
+                "vdev {}: a distributed spare is read through its dRAID vdev",
+                self.display_name()
+            ))),
             VdevKind::Hole | VdevKind::Root => Err(Error::corrupt(
                 format!("vdev {}", self.display_name()),
                 "block pointer refers to a vdev that holds no data",
@@ -1226,6 +1298,224 @@ impl Vdev {
         Err(self.cksum_error(offset, psize))
     }
 
+    /// Read a block of a dRAID vdev (`ozfs_codec::draid`): one or two
+    /// full-width stripes, each RAID-Z math over `D + P` columns.
+    ///
+    /// The data columns are read first; when the data does not verify (or a
+    /// column could not be read) the parity is read too and reconstruction
+    /// assumes sets of failed *children* — the unreadable columns plus up to
+    /// `nparity` suspect children, fewest first — rebuilding in every stripe
+    /// the columns on them, as long as no stripe lost more than its parity
+    /// covers. Within a stripe every child holds one column, so for a
+    /// one-stripe block this is the RAID-Z search by column; a block split
+    /// over two groups may have a column on the same child in both, and
+    /// both are suspected together. Empty data columns hold zeros by
+    /// definition and are never read. Nothing is healed: ozfs does not
+    /// write dRAID vdevs.
+    fn draid_read(
+        &self,
+        layout: &DraidLayout,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
+        let map = layout
+            .map(offset, psize)
+            .map_err(|e| e.context(&self.display_name()))?;
+        if self.asize > 0
+            && offset
+                .checked_add(map.asize)
+                .is_none_or(|end| end > self.asize)
+        {
+            return Err(Error::corrupt(
+                format!("vdev {}", self.display_name()),
+                format!(
+                    "block at {offset:#x} ({:#x} bytes allocated) past the vdev's {:#x} bytes",
+                    map.asize, self.asize
+                ),
+            ));
+        }
+        let np = layout.nparity;
+        let rows: Vec<&RaidzMap> = map.rows.iter().map(|r| &r.map).collect();
+        let mut cols: Stripes = rows
+            .iter()
+            .map(|m| vec![Vec::new(); m.cols.len()])
+            .collect();
+        // (stripe, column) pairs that could not be read.
+        let mut failed: Vec<(usize, usize)> = Vec::new();
+        let read = |r: usize, c: usize, cols: &mut Stripes, failed: &mut Vec<(usize, usize)>| {
+            let col = rows[r].cols[c];
+            if col.size == 0 {
+                return;
+            }
+            match self.draid_column(layout, col.dev, col.offset, col.size, 0) {
+                Ok(b) => cols[r][c] = b,
+                Err(_) => {
+                    failed.push((r, c));
+                    cols[r][c] = vec![0u8; col.size as usize];
+                }
+            }
+        };
+        for (r, m) in rows.iter().enumerate() {
+            for c in np..m.cols.len() {
+                read(r, c, &mut cols, &mut failed);
+            }
+        }
+        let assemble = |cols: &Stripes| {
+            let mut out = Vec::with_capacity(psize as usize);
+            for row in cols {
+                for c in row.iter().skip(np) {
+                    out.extend_from_slice(c);
+                }
+            }
+            out.truncate(psize as usize);
+            out
+        };
+        if failed.is_empty() {
+            let data = assemble(&cols);
+            if verify(&data) {
+                return Ok(data);
+            }
+        }
+        for (r, _) in rows.iter().enumerate() {
+            for c in 0..np {
+                read(r, c, &mut cols, &mut failed);
+            }
+        }
+        if let Some(r) = (0..rows.len()).find(|&r| failed.iter().filter(|f| f.0 == r).count() > np)
+        {
+            return Err(Error::Io {
+                what: format!(
+                    "{} offset {:#x}: {} of {} columns of a stripe unreadable",
+                    self.display_name(),
+                    offset,
+                    failed.iter().filter(|f| f.0 == r).count(),
+                    rows[r].cols.len()
+                ),
+                source: std::io::Error::other("too many unreadable columns for the parity"),
+            });
+        }
+        // Children holding a column of this block that was read.
+        let mut suspects: Vec<usize> = Vec::new();
+        for (r, m) in rows.iter().enumerate() {
+            for (c, col) in m.cols.iter().enumerate() {
+                if col.size > 0 && !failed.contains(&(r, c)) && !suspects.contains(&col.dev) {
+                    suspects.push(col.dev);
+                }
+            }
+        }
+        suspects.sort_unstable();
+        for extra in 0..=np {
+            let mut combo = Vec::new();
+            let mut found: Option<(Stripes, Vec<usize>)> = None;
+            combinations(&suspects, extra, 0, &mut combo, &mut |chosen| {
+                let mut trial = cols.clone();
+                let mut rebuilt_data = false;
+                for (r, m) in rows.iter().enumerate() {
+                    let missing: Vec<usize> = (0..m.cols.len())
+                        .filter(|&c| {
+                            m.cols[c].size > 0
+                                && (failed.contains(&(r, c)) || chosen.contains(&m.cols[c].dev))
+                        })
+                        .collect();
+                    if missing.len() > np {
+                        return false;
+                    }
+                    if missing.iter().all(|&c| c < np) {
+                        continue;
+                    }
+                    if reconstruct(np, &mut trial[r], &missing).is_err() {
+                        return false;
+                    }
+                    rebuilt_data = true;
+                }
+                if !rebuilt_data {
+                    return false;
+                }
+                let data = assemble(&trial);
+                if verify(&data) {
+                    found = Some((trial, chosen.to_vec()));
+                    true
+                } else {
+                    false
+                }
+            });
+            if let Some((trial, chosen)) = found {
+                for (r, m) in rows.iter().enumerate() {
+                    for (c, col) in m.cols.iter().enumerate() {
+                        let wrong = chosen.contains(&col.dev)
+                            && !failed.contains(&(r, c))
+                            && trial[r][c] != cols[r][c];
+                        if wrong {
+                            if let Some(child) = self.children.get(col.dev) {
+                                child.charge_cksum(col.offset, col.size);
+                            }
+                        }
+                    }
+                }
+                return Ok(assemble(&trial));
+            }
+        }
+        self.charge_cksum(offset, psize);
+        Err(self.cksum_error(offset, psize))
+    }
+
+    fn draid_member_read(
+        &self,
+        top: &Vdev,
+        layout: &DraidLayout,
+        offset: u64,
+        size: u64,
+        depth: usize,
+    ) -> Result<Vec<u8>> {
+        match &self.kind {
+            VdevKind::DraidSpare { spare } => {
+                // A spare's child could itself hold a spare in use; the
+                // chain is as long as the spares, bounded here.
+                if depth > layout.nspares {
+                    return Err(Error::corrupt(
+                        format!("vdev {}", self.display_name()),
+                        "distributed spares map onto each other in a loop",
+                    ));
+                }
+                let target = layout.spare_child(*spare, offset)?;
+                top.draid_column(layout, target, offset, size, depth + 1)
+            }
+            VdevKind::Mirror => {
+                let mut last = None;
+                for c in &self.children {
+                    match c.draid_member_read(top, layout, offset, size, depth) {
+                        Ok(b) => return Ok(b),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| self.unavailable()))
+            }
+            _ => self.read_phys(offset, size),
+        }
+    }
+
+    /// Read `size` bytes at `offset` of child `child` of this dRAID vdev,
+    /// following a spare or replacing vdev to the side that answers and a
+    /// distributed spare to the child that holds its space at `offset`
+    /// (`depth`: distributed spares followed so far).
+    fn draid_column(
+        &self,
+        layout: &DraidLayout,
+        child: usize,
+        offset: u64,
+        size: u64,
+        depth: usize,
+    ) -> Result<Vec<u8>> {
+        let c = self.children.get(child).ok_or_else(|| {
+            Error::corrupt(
+                format!("vdev {}", self.display_name()),
+                format!("column on child {child} of {}", self.children.len()),
+            )
+        })?;
+        c.draid_member_read(self, layout, offset, size, depth)
+    }
+
     /// A column whose device is a spare or replacing vdev reads from the
     /// side that holds it; the side being resilvered gets the column here
     /// (`cols`: the verified data columns; parity columns, when empty,
@@ -1417,6 +1707,76 @@ fn raidz_expansions(nv: &NvList, nchild: usize, nparity: usize) -> Result<Vec<(u
         .enumerate()
         .map(|(i, &t)| (t, nchild - (n - 1 - i)))
         .collect())
+}
+
+/// The layout of a `draid` vdev from its config (`draid_ndata`,
+/// `draid_nspares`, `draid_ngroups`, `nparity`, the children), checked.
+fn draid_layout(nv: &NvList, nparity: u64, ashift: u64) -> Result<DraidLayout> {
+    let key = |k: &str| {
+        nv.get_u64(k)
+            .ok_or_else(|| Error::corrupt("vdev tree", format!("draid vdev without {k}")))
+    };
+    let children = nv.get_nvlist_array("children").map_or(0, |k| k.len()) as u64;
+    DraidLayout::new(
+        key("draid_ndata")?,
+        nparity,
+        key("draid_nspares")?,
+        children,
+        key("draid_ngroups")?,
+        ashift as u32,
+    )
+}
+
+/// Which of its dRAID's spares a `dspare` is: config `spareid`, else the
+/// last number of its name `draid<P>-<T>-<S>`.
+fn draid_spare_id(nv: &NvList) -> Result<usize> {
+    let from_name = || {
+        let name = nv.get_str("path")?;
+        let rest = name.strip_prefix("draid")?;
+        let mut parts = rest.split('-');
+        let (_, _, s) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        s.parse::<u64>().ok()
+    };
+    let id = nv.get_u64("spareid").or_else(from_name).ok_or_else(|| {
+        Error::corrupt(
+            "vdev tree",
+            "distributed spare without spareid or a draid<P>-<T>-<S> name",
+        )
+    })?;
+    usize::try_from(id)
+        .ok()
+        .filter(|&i| i < ozfs_codec::draid::DRAID_MAX_SPARES as usize)
+        .ok_or_else(|| Error::corrupt("vdev tree", format!("distributed spare id {id}")))
+}
+
+/// Every distributed spare under a dRAID vdev must be one of its own
+/// spares (its space is only defined by that vdev's permutations).
+fn check_draid_spares(children: &[Vdev], layout: &DraidLayout, guid: u64) -> Result<()> {
+    let mut err = None;
+    for c in children {
+        c.walk(0, &mut |n, _| {
+            if let VdevKind::DraidSpare { spare } = n.kind {
+                let top = n.config.get_u64("top_guid");
+                if spare >= layout.nspares || top.is_some_and(|t| t != guid) {
+                    err.get_or_insert_with(|| {
+                        Error::corrupt(
+                            "vdev tree",
+                            format!(
+                                "distributed spare {} is not one of the {} spares of {}",
+                                n.display_name(),
+                                layout.nspares,
+                                layout.type_name()
+                            ),
+                        )
+                    });
+                }
+            }
+        });
+    }
+    err.map_or(Ok(()), Err)
 }
 
 /// A RAID-Z block's data: its data columns (after the `nparity` parity
