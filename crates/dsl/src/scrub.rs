@@ -263,7 +263,7 @@ impl Walker<'_> {
             self.bp(os, obj, dn, bp, dn.nlevels - 1, i as u64, min_birth);
         }
         if let Some(sp) = &dn.spill {
-            if !sp.is_hole() && sp.birth() > min_birth {
+            if !sp.is_hole() && !sp.is_embedded() && sp.birth() > min_birth {
                 self.examined.fetch_add(asize(sp), Ordering::Relaxed);
                 let at = BlockRef {
                     objset: os,

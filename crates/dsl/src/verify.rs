@@ -23,7 +23,11 @@
 //! zeros (ozfs writes it so; anything else is damage the checksum missed
 //! because the writer checksummed it).
 //!
-//! Deduplicated BPs share their DVAs and count once.
+//! Deduplicated BPs share their DVAs and count once, as do cloned ones
+//! in a pool with block cloning active. OpenZFS pools keep recent space
+//! map changes in log space maps, replayed over the metaslabs' own maps
+//! ([`crate::sync::load_metaslabs`]). A pool with a removed device is
+//! refused (its mapping's obsolete counts are not followed yet).
 //!
 //! Invariants: read only; nothing here writes the pool. Every DSL dataset
 //! bonus and BP is validated before it is followed. Gang blocks are
@@ -81,6 +85,21 @@ impl LeakReport {
 pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     let mos = Objset::mos(pool.clone());
     crate::pool::load_checksum_salt(pool, &mos)?;
+    // A removed device's blocks are accounted through its mapping and
+    // obsolete counts, which this check does not follow yet: refused
+    // rather than reported as leaks.
+    if !pool.indirect_vdevs().is_empty() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            "it has a removed device (an indirect vdev); the leak check does not follow removal mappings yet",
+        ));
+    }
+    // Cloned blocks (block_cloning) are named by several BPs, as
+    // deduplicated ones are: counted once.
+    let cloning = pool.uberblock.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
+        && crate::features::active(&mos, "features_for_write")?
+            .iter()
+            .any(|(n, _)| n == "com.fudosecurity:block_cloning");
     let mut r = LeakReport::default();
     let mut refs: BTreeMap<u64, RangeSet> = BTreeMap::new();
     let mut bps: Vec<BlkPtr> = vec![pool.uberblock.rootbp];
@@ -161,8 +180,9 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
                 continue;
             }
             let set = refs.entry(d.vdev).or_default();
-            if bp.dedup() && set.contains(d.offset, d.asize) {
-                // A deduplicated block: every reference names the same copy.
+            if (bp.dedup() || cloning) && set.contains(d.offset, d.asize) {
+                // A deduplicated or cloned block: every reference names
+                // the same copy.
                 continue;
             }
             r.referenced += d.asize;
