@@ -796,3 +796,54 @@ fn leak_check_agrees_with_openzfs_zdb() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A version-28 pool (`c12-v28`, made by OpenZFS with `-o version=28`)
+/// is read, never written: ozfs writes version-23 structures, which a
+/// version-28 pool's owner could not read. A read-write import is refused
+/// naming the version, and the images are left exactly as they were.
+#[test]
+fn a_version_28_pool_is_not_written() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-v28-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let devs = work.path().join("c12-v28");
+    unpack(&corpus().join("c12-v28"), &devs);
+    let digest = || {
+        let mut files: Vec<_> = std::fs::read_dir(&devs)
+            .expect("devs")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|f| std::fs::read(f).expect("image"))
+            .collect::<Vec<_>>()
+    };
+    let before = digest();
+    let r = oz.run(&["zpool", "import", "-d", &devs.to_string_lossy(), "c12-v28"]);
+    assert!(
+        !r.success(),
+        "read-write import of a v28 pool: {}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("version-28") && r.stderr.contains("readonly=on"),
+        "{}",
+        r.stderr
+    );
+    assert!(before == digest(), "a refused import changed the images");
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-o",
+        "readonly=on",
+        "-d",
+        &devs.to_string_lossy(),
+        "c12-v28",
+    ]);
+    oz.ok(&["zpool", "export", "c12-v28"]);
+    assert!(before == digest(), "a read-only import changed the images");
+}

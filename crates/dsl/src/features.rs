@@ -195,7 +195,19 @@ pub fn check_read(pool: &Pool, mos: &Objset) -> Result<()> {
 
 /// Check a pool's features before writing it (see the module invariants).
 pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
-    if pool.uberblock.version < SPA_VERSION_FEATURES {
+    let v = pool.uberblock.version;
+    // Versions 24..=28 changed on-disk structures ozfs writes in their
+    // version-23 form (system attributes, dead lists as ZAPs of bpobjs):
+    // writing one would leave a pool its owner cannot read.
+    if v > 23 && v < SPA_VERSION_FEATURES {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            format!(
+                "writing a version-{v} pool (ozfs reads pool versions up to 28 and writes version 23; import it with -o readonly=on)"
+            ),
+        ));
+    }
+    if v < SPA_VERSION_FEATURES {
         return Ok(());
     }
     let mut other: Vec<String> = active(mos, "features_for_write")?
