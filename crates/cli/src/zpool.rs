@@ -279,11 +279,26 @@ pub fn print_tree(root: &VdevNode, counters: bool, spares: &[(String, String)]) 
                 width = w - depth
             );
         }
-        for c in &v.children {
+        // Top-level vdevs of the normal class under the pool; the others
+        // after it under their class's heading, as OpenZFS prints them.
+        for c in v.children.iter().filter(|c| c.class.is_none()) {
             line(c, depth + 2, w, counters);
         }
     }
     line(root, 0, w, counters);
+    for class in ["dedup", "special", "logs"] {
+        let mut tops = root
+            .children
+            .iter()
+            .filter(|c| c.class.as_deref() == Some(class))
+            .peekable();
+        if tops.peek().is_some() {
+            println!("\t{class}\t");
+            for c in tops {
+                line(c, 2, w, counters);
+            }
+        }
+    }
     if !spares.is_empty() {
         println!("\tspares");
         for (n, st) in spares {

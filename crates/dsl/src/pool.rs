@@ -39,7 +39,20 @@ pub struct SpaceInfo {
     /// (size, allocated) of each top-level vdev, in the root's order
     /// (zeros for a hole or a vdev without metaslabs).
     pub tops: Vec<(u64, u64)>,
+    /// Deflated space of the normal allocation class (what OpenZFS's slop
+    /// rule is computed from): `dspace` without special, dedup and log
+    /// vdevs and without the embedded-log metaslabs.
+    pub normal_dspace: u64,
+    /// Deflated space of the embedded-log metaslabs (one per normal
+    /// top-level vdev of more than 64 metaslabs, as OpenZFS 2.2+ sets aside).
+    pub embedded_log_dspace: u64,
 }
+
+/// OpenZFS's `spa_min_slop` and `spa_max_slop`.
+const MIN_SLOP: u64 = 128 << 20;
+const MAX_SLOP: u64 = 128 << 30;
+/// OpenZFS's `zfs_embedded_slog_min_ms`.
+const EMBEDDED_SLOG_MIN_MS: u64 = 64;
 
 /// The DSL view of an open pool.
 pub struct DslPool {
@@ -510,6 +523,38 @@ impl DslPool {
             .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))
     }
 
+    /// The allocation class of a top-level vdev, None for the normal
+    /// class: "logs" for a log device (`is_log`), else the bias OpenZFS
+    /// keeps in the vdev's top-level ZAP
+    /// (`org.zfsonlinux:allocation_bias`: "special" or "dedup").
+    pub fn vdev_class(&self, top: &ozfs_vdev::Vdev) -> Option<&'static str> {
+        if top.config.get_u64("is_log").unwrap_or(0) != 0 {
+            return Some("logs");
+        }
+        let zap_obj = self.top_zap(top.id)?;
+        let bias = zap::lookup_obj(&self.mos, zap_obj, "org.zfsonlinux:allocation_bias")
+            .ok()
+            .flatten()?
+            .as_string()?;
+        match bias.as_str() {
+            "special" => Some("special"),
+            "dedup" => Some("dedup"),
+            _ => None,
+        }
+    }
+
+    /// The top-level ZAP of top-level vdev `id` (`com.delphix:vdev_zap_top`
+    /// in the MOS copy of the config; labels do not carry it).
+    pub fn top_zap(&self, id: u64) -> Option<u64> {
+        self.mos_config()
+            .ok()?
+            .get_nvlist("vdev_tree")?
+            .get_nvlist_array("children")?
+            .iter()
+            .find(|c| c.get_u64("id") == Some(id))?
+            .get_u64("com.delphix:vdev_zap_top")
+    }
+
     /// Pool space: SIZE from the metaslab geometry, ALLOC from the space maps, deflated space.
     pub fn space(&self) -> Result<SpaceInfo> {
         let mut s = SpaceInfo::default();
@@ -548,7 +593,9 @@ impl DslPool {
             }
             let ratio = match top.kind {
                 VdevKind::Raidz { nparity } if self.deflate => {
-                    let a = raidz_asize(131072, top.ashift as u32, top.children.len(), nparity);
+                    // The original width: an expansion does not change the
+                    // ratio (OpenZFS sizes with `vd_original_width`).
+                    let a = raidz_asize(131072, top.ashift as u32, top.raidz_width(0), nparity);
                     if a == 0 {
                         512
                     } else {
@@ -560,7 +607,19 @@ impl DslPool {
                 }
                 _ => 512,
             };
-            s.dspace += (vsize >> 9) * ratio;
+            let deflated = (vsize >> 9) * ratio;
+            s.dspace += deflated;
+            // Allocation classes: log devices and special or dedup vdevs
+            // are outside the normal class.
+            let normal = self.vdev_class(top).is_none();
+            if normal {
+                s.normal_dspace += deflated;
+                if ms_count > EMBEDDED_SLOG_MIN_MS {
+                    let one = ((1u64 << ms_shift) >> 9) * ratio;
+                    s.normal_dspace -= one.min(s.normal_dspace);
+                    s.embedded_log_dspace += one;
+                }
+            }
             if ms_array != 0 {
                 if let Ok(dn) = self.mos.dnode(ms_array) {
                     let n = ms_count.min(1 << 20) as usize;
@@ -594,10 +653,22 @@ impl DslPool {
     /// (1/64, at least 32 MiB, as pool v23 computes it) minus what the root uses.
     pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
         let root = self.dir(self.root_dir_obj)?;
-        let resv = (space.dspace >> 6).max(32 << 20);
-        Ok(space
-            .dspace
-            .saturating_sub(resv)
-            .saturating_sub(root.used_bytes))
+        if self.pool.uberblock.version <= 23 {
+            // zfs-fuse's rule (pool version 23 is its world): 1/64 of the
+            // pool, at least 32 MiB.
+            let resv = (space.dspace >> 6).max(32 << 20);
+            return Ok(space
+                .dspace
+                .saturating_sub(resv)
+                .saturating_sub(root.used_bytes));
+        }
+        // OpenZFS 2.x (`spa_get_slop_space`): 1/32 of the normal class, at
+        // most 128 GiB, less up to half of it for the embedded log, but at
+        // least 128 MiB or half the pool, whichever is smaller.
+        let rd = space.normal_dspace;
+        let mut slop = (rd >> 5).min(MAX_SLOP);
+        slop -= space.embedded_log_dspace.min(slop >> 1);
+        let slop = slop.max((rd >> 1).min(MIN_SLOP));
+        Ok(rd.saturating_sub(slop).saturating_sub(root.used_bytes))
     }
 }

@@ -334,8 +334,9 @@ fn unflushed_log_entries(
     by_txg.sort_unstable();
     // Each top-level vdev's metaslabs' unflushed txgs.
     let mut flushed: BTreeMap<u64, (u64, Vec<u8>, bool)> = BTreeMap::new();
+    let dsl = DslPool::from_mos(pool.clone(), mos_os.clone(), 0);
     for top in &pool.root.children {
-        let Some(zap_obj) = top.config.get_u64("com.delphix:vdev_zap_top") else {
+        let Some(zap_obj) = dsl.top_zap(top.id) else {
             continue;
         };
         let Some(arr) =

@@ -29,6 +29,9 @@ pub struct VdevNode {
     pub guid: u64,
     /// The device path of a leaf.
     pub path: Option<String>,
+    /// A top-level vdev's allocation class ("special", "dedup", "logs");
+    /// None for the normal class.
+    pub class: Option<String>,
     pub children: Vec<VdevNode>,
 }
 
@@ -52,6 +55,7 @@ impl VdevNode {
             },
             guid: v.guid,
             path: v.path.clone(),
+            class: None,
             children: v
                 .children
                 .iter()
@@ -102,11 +106,19 @@ fn spare_lines(pool: &Arc<Pool>) -> Vec<(String, String)> {
 }
 
 fn status_of(pool: &Arc<Pool>, name: &str) -> PoolStatus {
+    let mut tree = VdevNode::of(&pool.root, name);
+    // Allocation classes need the MOS (the bias is in each top-level
+    // vdev's ZAP); a pool whose MOS cannot be read shows none.
+    if let Ok(dsl) = ozfs_dsl::DslPool::open(pool.clone()) {
+        for (node, top) in tree.children.iter_mut().zip(pool.root.children.iter()) {
+            node.class = dsl.vdev_class(top).map(str::to_string);
+        }
+    }
     PoolStatus {
         name: name.to_string(),
         guid: pool.guid,
         state: pool.state().as_str().to_string(),
-        tree: VdevNode::of(&pool.root, name),
+        tree,
         spares: spare_lines(pool),
     }
 }
