@@ -227,6 +227,17 @@ fn print_importable(p: status::Importable) {
             println!(" config:\n");
             print_tree(&st.tree, false, &st.spares);
         }
+        Err(_) if !p.unsupported.is_empty() => {
+            // OpenZFS's words for a pool needing features this system lacks.
+            println!("  state: UNAVAIL");
+            println!(
+                "status: The pool uses the following feature(s) not supported on this system:"
+            );
+            for f in &p.unsupported {
+                println!("\t{f}");
+            }
+            println!("action: The pool cannot be imported. Access the pool on a system that supports\n\tthe required feature(s), or recreate the pool from backup.");
+        }
         Err(e) => {
             println!("  state: UNAVAIL");
             println!(" status: {e}");

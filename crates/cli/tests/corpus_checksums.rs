@@ -847,3 +847,54 @@ fn a_version_28_pool_is_not_written() {
     oz.ok(&["zpool", "export", "c12-v28"]);
     assert!(before == digest(), "a read-only import changed the images");
 }
+
+/// A pool whose labels name an active feature ozfs cannot read (here a
+/// made-up `com.example:future` added to `features_for_read` of
+/// `c1-single`) is listed by `zpool import` as OpenZFS lists it — UNAVAIL,
+/// the feature named — and importing it is refused naming the feature,
+/// read-only too.
+#[test]
+fn import_lists_unsupported_features() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-features-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let devs = work.path().join("c1-single");
+    unpack(&corpus().join("c1-single"), &devs);
+    let mut img = ozfs_testkit::mutate::Image::open(&devs.join("d0.img")).expect("image");
+    img.mutate_config(|nv| {
+        let mut ffr = nv
+            .get_nvlist("features_for_read")
+            .cloned()
+            .unwrap_or_default();
+        ffr.set("com.example:future", ozfs_format::NvValue::Boolean);
+        nv.set("features_for_read", ozfs_format::NvValue::NvList(ffr));
+    })
+    .expect("label config");
+    let list = oz.run(&["zpool", "import", "-d", &devs.to_string_lossy()]);
+    assert!(
+        list.stdout.contains("   pool: c1-single")
+            && list.stdout.contains("  state: UNAVAIL")
+            && list
+                .stdout
+                .contains("feature(s) not supported on this system:\n\tcom.example:future\n"),
+        "{}{}",
+        list.stdout,
+        list.stderr
+    );
+    for ro in [true, false] {
+        let mut args = vec!["zpool", "import"];
+        if ro {
+            args.extend(["-o", "readonly=on"]);
+        }
+        let d = devs.to_string_lossy();
+        args.extend(["-d", &d, "c1-single"]);
+        let r = oz.run(&args);
+        assert!(
+            !r.success() && r.stderr.contains("com.example:future"),
+            "{}",
+            r.stderr
+        );
+    }
+}

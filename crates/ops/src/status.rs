@@ -140,6 +140,9 @@ pub struct Importable {
     pub bad_name: Option<String>,
     /// Its health, or why it cannot be opened.
     pub status: std::result::Result<PoolStatus, String>,
+    /// Active features its labels say are needed to read it
+    /// (`features_for_read`) that ozfs does not read.
+    pub unsupported: Vec<String>,
 }
 
 /// `zpool import` without a name: the pools on the devices in `dirs`.
@@ -153,6 +156,17 @@ pub fn importable(dirs: &[PathBuf]) -> Result<Vec<Importable>> {
             let bad_name = ozfs_format::names::check_pool_name(&name)
                 .err()
                 .map(|w| w.to_string());
+            let unsupported = p
+                .config
+                .get_nvlist("features_for_read")
+                .map(|f| {
+                    f.pairs
+                        .iter()
+                        .map(|(k, _)| k.clone())
+                        .filter(|k| !ozfs_spa::pool::SUPPORTED_READ_FEATURES.contains(&k.as_str()))
+                        .collect()
+                })
+                .unwrap_or_default();
             let status = Pool::open(
                 p,
                 &PoolOptions {
@@ -167,6 +181,7 @@ pub fn importable(dirs: &[PathBuf]) -> Result<Vec<Importable>> {
                 guid,
                 bad_name,
                 status,
+                unsupported,
             }
         })
         .collect())
