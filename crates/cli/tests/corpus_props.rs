@@ -5,8 +5,8 @@
 //! OpenZFS spells them, every `feature@…` included — with the same values,
 //! except those that change with time or with the import itself
 //! (allocation, fragmentation, the per-import guid, `readonly` since ozfs
-//! imports read-only here) and the dedup and block-cloning figures ozfs
-//! does not compute yet (the dedup table, the block-reference table).
+//! imports read-only here) and the dedup figures ozfs does not compute
+//! yet (from the dedup table).
 
 mod common;
 use common::*;
@@ -35,10 +35,6 @@ const VARYING: &[&str] = &[
     "readonly",
     "dedupratio",
     "dedup_table_size",
-    // The block-cloning table is not read yet.
-    "bcloneused",
-    "bclonesaved",
-    "bcloneratio",
 ];
 
 /// OpenZFS's `zpool get all` rows (property, value) from `props.txt`.

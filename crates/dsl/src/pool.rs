@@ -543,6 +543,30 @@ impl DslPool {
         }
     }
 
+    /// Block cloning's figures (`bcloneused`, `bclonesaved`): the sums of
+    /// `bvp_usedspace` and `bvp_savedspace` over the per-vdev block
+    /// reference tables (MOS directory entries `com.fudosecurity:brt:vdev:N`,
+    /// each an object whose bonus is a `brt_vdev_phys_t`). Zeros for a
+    /// pool that never cloned a block.
+    pub fn bclone_space(&self) -> Result<(u64, u64)> {
+        const PREFIX: &str = "com.fudosecurity:brt:vdev:";
+        let (mut used, mut saved) = (0u64, 0u64);
+        for e in zap::list_obj(&self.mos, 1)? {
+            if !e.name_str().starts_with(PREFIX) {
+                continue;
+            }
+            let Some(obj) = e.as_u64() else {
+                continue;
+            };
+            let dn = self.mos.dnode(obj)?;
+            let what = format!("block reference table {}", e.name_str());
+            let word = |i: usize| ozfs_format::bytes::u64_at(&dn.phys.bonus, i * 8, dn.swap, &what);
+            used = used.saturating_add(word(5)?);
+            saved = saved.saturating_add(word(6)?);
+        }
+        Ok((used, saved))
+    }
+
     /// The top-level ZAP of top-level vdev `id` (`com.delphix:vdev_zap_top`
     /// in the MOS copy of the config; labels do not carry it).
     pub fn top_zap(&self, id: u64) -> Option<u64> {

@@ -363,9 +363,20 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
     push("load_guid", (z ^ (z >> 31)).to_string(), None, "-");
     push("autotrim", "off".into(), None, "default");
     push("compatibility", "off".into(), None, "default");
-    push("bcloneused", "0".into(), Some(0), "-");
-    push("bclonesaved", "0".into(), Some(0), "-");
-    push("bcloneratio", "1.00".into(), None, "-");
+    let (used, saved) = dsl.bclone_space().map_err(ctx)?;
+    push("bcloneused", used.to_string(), Some(used), "-");
+    push("bclonesaved", saved.to_string(), Some(saved), "-");
+    // OpenZFS's brt_get_ratio: (used + saved) / used, two decimals.
+    let ratio = (used.saturating_add(saved))
+        .saturating_mul(100)
+        .checked_div(used)
+        .unwrap_or(100);
+    push(
+        "bcloneratio",
+        format!("{}.{:02}", ratio / 100, ratio % 100),
+        None,
+        "-",
+    );
     push("dedup_table_size", "0".into(), Some(0), "-");
     push("dedup_table_quota", "auto".into(), None, "default");
     push("last_scrubbed_txg", "0".into(), None, "-");
