@@ -367,6 +367,38 @@ fn a_volume_reads_exactly() {
     );
 }
 
+/// `ozfs cp` arguments that give encrypted dataset `ds` of corpus pool
+/// `pool` its key: the keylocation OpenZFS recorded (`props.txt`, a
+/// `file:///share/POOL/keys/…` path of the machine that made it) mapped
+/// to the corpus's `keys/`. None for a dataset without one.
+fn key_args(pool: &str, ds: &str) -> Vec<String> {
+    let Ok(props) = std::fs::read_to_string(corpus().join(pool).join("props.txt")) else {
+        return Vec::new();
+    };
+    let prop = |name: &str, prop: &str| {
+        props.lines().find_map(|l| {
+            let mut f = l.split('\t');
+            (f.next() == Some(name) && f.next() == Some(prop))
+                .then(|| f.next().map(str::to_string))?
+        })
+    };
+    let Some(root) = prop(ds, "encryptionroot").filter(|r| r != "-") else {
+        return Vec::new();
+    };
+    let Some(loc) = prop(&root, "keylocation") else {
+        return Vec::new();
+    };
+    let Some(file) = loc
+        .rsplit("/keys/")
+        .next()
+        .filter(|_| loc.contains("/keys/"))
+    else {
+        return Vec::new();
+    };
+    let path = corpus().join(pool).join("keys").join(file);
+    vec!["-L".into(), format!("file://{}", path.display())]
+}
+
 /// Native encryption (`c7-crypt`: aes-256-gcm with a passphrase,
 /// aes-128-ccm with a hex key, each with a snapshot): with its key given
 /// (`ozfs cp -L file://…`) every encrypted file system and snapshot reads
@@ -392,10 +424,22 @@ fn encrypted_datasets_read_with_their_keys() {
         };
         Some(format!("file://{}", keys.join(f).display()))
     };
+    // The key files as the keylocations recorded by OpenZFS name them.
+    for ds in [
+        "c7-crypt/gcm",
+        "c7-crypt/gcm@s1",
+        "c7-crypt/ccm",
+        "c7-crypt/ccm@s1",
+    ] {
+        assert_eq!(
+            key_args("c7-crypt", ds),
+            vec!["-L".to_string(), key_of(ds).expect("key")],
+            "{ds}"
+        );
+    }
+    assert!(key_args("c7-crypt", "c7-crypt").is_empty());
     let failed = check_pool_with(&oz, work.path(), "c7-crypt", &[], &|_| {}, &|ds| {
-        key_of(ds)
-            .map(|k| vec!["-L".to_string(), k])
-            .unwrap_or_default()
+        key_args("c7-crypt", ds)
     });
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
 
@@ -526,7 +570,11 @@ fn survey_every_corpus_pool() {
             std::fs::read_to_string(corpus().join(&pool).join("manifest.txt")).expect("manifest");
         let n = datasets(&text).len();
         all += n;
-        let r = std::panic::catch_unwind(|| check_pool(&oz, work.path(), &pool, &[]));
+        let r = std::panic::catch_unwind(|| {
+            check_pool_with(&oz, work.path(), &pool, &[], &|_| {}, &|ds| {
+                key_args(&pool, ds)
+            })
+        });
         match r {
             Ok(failed) => {
                 good += n - failed.len();
@@ -897,4 +945,75 @@ fn import_lists_unsupported_features() {
             r.stderr
         );
     }
+}
+
+/// Names longer than 255 bytes (`c13-names-props/p`, OpenZFS's longname
+/// feature: a 600-byte file name). The host's file systems cannot hold
+/// such a name, so a tree copy refuses that one entry, naming why, and
+/// copies everything else exactly; the file itself, copied under a short
+/// name, has OpenZFS's contents, size, mode and mtime.
+#[test]
+fn long_names_read_exactly() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-longname-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let pool = "c13-names-props";
+    let text = std::fs::read_to_string(corpus().join(pool).join("manifest.txt")).expect("manifest");
+    let mut want = theirs(&text, "c13-names-props/p");
+    let long: Vec<PathBuf> = want
+        .keys()
+        .filter(|p| p.as_os_str().len() > 255 + 2)
+        .cloned()
+        .collect();
+    assert_eq!(long.len(), 1, "{long:?}");
+    let long = long[0].clone();
+    let long_want = want.remove(&long).expect("entry");
+    let devs = work.path().join(pool);
+    unpack(&corpus().join(pool), &devs);
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-o",
+        "readonly=on",
+        "-d",
+        &devs.to_string_lossy(),
+        pool,
+    ]);
+    let dest = work.path().join("copy");
+    let r = oz.run(&["cp", "-r", "c13-names-props/p:/", &dest.to_string_lossy()]);
+    assert!(
+        !r.success()
+            && r.stderr.contains("1 entries could not be copied")
+            && r.stderr.contains("File name too long"),
+        "{}",
+        r.stderr
+    );
+    let got = ours(&Manifest::scan(&dest).expect("scan"));
+    assert_eq!(got, want, "everything but the long name");
+    let name = long.to_string_lossy();
+    let name = name.trim_start_matches("./");
+    assert_eq!(name.len(), 600);
+    let one_dir = work.path().join("one");
+    std::fs::create_dir(&one_dir).expect("mkdir");
+    oz.ok(&[
+        "cp",
+        &format!("c13-names-props/p:/{name}"),
+        &one_dir.join("short").to_string_lossy(),
+    ]);
+    let one = Manifest::scan(&one_dir).expect("scan one file");
+    let got_one = ours(&one);
+    let (_, g) = got_one.iter().next().expect("the file");
+    assert_eq!(
+        (g.size, &g.sha256, g.mode, g.mtime),
+        (
+            long_want.size,
+            &long_want.sha256,
+            long_want.mode,
+            long_want.mtime
+        ),
+        "the long-named file"
+    );
+    oz.ok(&["zpool", "export", pool]);
 }
