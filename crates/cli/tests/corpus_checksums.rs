@@ -1017,3 +1017,51 @@ fn long_names_read_exactly() {
     );
     oz.ok(&["zpool", "export", pool]);
 }
+
+/// After `zpool remove` the removed device is usually gone: `c10-removal`
+/// without its second image imports (the removed vdev is described only
+/// in the MOS copy of the config and becomes `indirect-1` from there),
+/// lists ONLINE, and reads exactly. A pool missing a top-level vdev that
+/// holds data (`c4-raidz13` without all three disks of its raidz1) is
+/// still refused as unavailable, naming the missing vdev.
+#[test]
+fn a_removed_device_is_not_needed() {
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-gone-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let failed = check_pool_damaged(&oz, work.path(), "c10-removal", &[], &|devs| {
+        std::fs::remove_file(devs.join("d1.img")).expect("remove d1.img");
+    });
+    assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
+    let devs = work.path().join("again");
+    unpack(&corpus().join("c10-removal"), &devs);
+    std::fs::remove_file(devs.join("d1.img")).expect("remove d1.img");
+    let list = oz.ok(&["zpool", "import", "-d", &devs.to_string_lossy()]);
+    assert!(
+        list.contains("  state: ONLINE")
+            && list.contains("indirect-1")
+            && !list.contains("missing"),
+        "{list}"
+    );
+    let devs = work.path().join("c4");
+    unpack(&corpus().join("c4-raidz13"), &devs);
+    for d in ["a0.img", "a1.img", "a2.img"] {
+        std::fs::remove_file(devs.join(d)).expect("remove");
+    }
+    let r = oz.run(&[
+        "zpool",
+        "import",
+        "-o",
+        "readonly=on",
+        "-d",
+        &devs.to_string_lossy(),
+        "c4-raidz13",
+    ]);
+    assert!(
+        !r.success() && r.stderr.contains("unavailable") && r.stderr.contains("missing-0"),
+        "{}",
+        r.stderr
+    );
+}

@@ -101,6 +101,7 @@ impl TestPool {
             external: Default::default(),
             checksum_salt: Default::default(),
             keys: Default::default(),
+            unresolved_tops: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),

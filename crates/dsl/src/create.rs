@@ -311,6 +311,7 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         external: Default::default(),
         checksum_salt: Default::default(),
         keys: Default::default(),
+        unresolved_tops: Default::default(),
         indirect: Default::default(),
         io_hold: Default::default(),
         heal: Default::default(),

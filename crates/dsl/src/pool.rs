@@ -161,10 +161,28 @@ pub fn load_indirect_mappings(pool: &Pool, mos: &Objset) -> Result<()> {
     pool.install_indirect(maps)
 }
 
+/// Whether the pool waits for top-level vdevs to be resolved from the MOS.
+fn lock_unresolved(pool: &Pool) -> bool {
+    pool.unresolved_tops
+        .lock()
+        .map(|g| g.is_some())
+        .unwrap_or(true)
+}
+
 impl DslPool {
     /// Open the MOS object directory and find the root dataset.
     pub fn open(pool: Arc<Pool>) -> Result<DslPool> {
         let mos = Objset::mos(pool.clone());
+        // A removed device's vdev is described only here: resolved before
+        // its mapping is loaded (a pool still missing a device is refused).
+        if lock_unresolved(&pool) {
+            let cfg = DslPool::from_mos(pool.clone(), mos.clone(), 0).mos_config()?;
+            let tops = cfg
+                .get_nvlist("vdev_tree")
+                .and_then(|t| t.get_nvlist_array("children"))
+                .unwrap_or(&[]);
+            pool.resolve_missing_tops(tops)?;
+        }
         // First: later MOS reads may follow old blocks on a removed vdev.
         load_indirect_mappings(&pool, &mos)?;
         let root_dir_obj = zap::lookup_obj(&mos, 1, "root_dataset")

@@ -106,10 +106,12 @@ fn spare_lines(pool: &Arc<Pool>) -> Vec<(String, String)> {
 }
 
 fn status_of(pool: &Arc<Pool>, name: &str) -> PoolStatus {
+    // Opening the DSL first also resolves a removed device's vdev from the
+    // MOS config. Allocation classes need the MOS too (the bias is in each
+    // top-level vdev's ZAP); a pool whose MOS cannot be read shows none.
+    let dsl = ozfs_dsl::DslPool::open(pool.clone());
     let mut tree = VdevNode::of(&pool.root, name);
-    // Allocation classes need the MOS (the bias is in each top-level
-    // vdev's ZAP); a pool whose MOS cannot be read shows none.
-    if let Ok(dsl) = ozfs_dsl::DslPool::open(pool.clone()) {
+    if let Ok(dsl) = dsl {
         for (node, top) in tree.children.iter_mut().zip(pool.root.children.iter()) {
             node.class = dsl.vdev_class(top).map(str::to_string);
         }

@@ -111,6 +111,9 @@ pub struct Pool {
     pub spare_candidates: std::sync::Mutex<Option<Vec<SpareCandidate>>>,
     /// Encryption keys loaded in this process (see [`KeyStore`]).
     pub keys: KeyStore,
+    /// Why the pool would be unavailable, while top-level vdevs no device
+    /// was found for wait for [`resolve_missing_tops`](Self::resolve_missing_tops).
+    pub unresolved_tops: std::sync::Mutex<Option<String>>,
 }
 
 /// The encryption keys this process holds for a pool's datasets, in
@@ -333,6 +336,17 @@ impl Pool {
             Ok(root)
         };
         let root = build_root(&pick(u64::MAX))?;
+        // Top-level vdevs no device was found for at all may need none (a
+        // removed device, now an indirect vdev: only the MOS copy of the
+        // config describes it). The pool is opened to find out; the DSL
+        // resolves them from the MOS (`resolve_missing_tops`) or refuses
+        // the pool with this error.
+        let placeholders_only = root
+            .children
+            .iter()
+            .filter(|c| c.state() == VdevState::Unavail)
+            .all(|c| c.type_name == "missing");
+        let mut unavail: Option<Error> = None;
         if root.state() == VdevState::Unavail {
             let mut missing: Vec<String> = Vec::new();
             for c in root
@@ -352,10 +366,14 @@ impl Pool {
                 });
                 missing.push(format!("{} ({})", c.display_name(), why.join("; ")));
             }
-            return Err(Error::Invalid(format!(
+            let e = Error::Invalid(format!(
                 "{what}: one or more devices are unavailable beyond the pool's redundancy (top-level vdevs: {})",
                 missing.join(", ")
-            )));
+            ));
+            if !placeholders_only {
+                return Err(e);
+            }
+            unavail = Some(e);
         }
         let full_tree = root
             .children
@@ -398,6 +416,7 @@ impl Pool {
             external: Default::default(),
             checksum_salt: Default::default(),
             keys: KeyStore::default(),
+            unresolved_tops: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
@@ -459,6 +478,7 @@ impl Pool {
                     pool.uberblock = u.ub;
                     pool.uberblock_found = u;
                     pool.mos_phys = os;
+                    pool.unresolved_tops = std::sync::Mutex::new(unavail.map(|e| e.to_string()));
                     return Ok(pool);
                 }
                 Err(e) => {
@@ -466,7 +486,39 @@ impl Pool {
                 }
             }
         }
-        Err(last_err)
+        Err(unavail.unwrap_or(last_err))
+    }
+
+    /// Replace the placeholders of top-level vdevs no device was found
+    /// for with their configs from `mos_tops` (the MOS copy of the pool
+    /// config's top-level vdevs) when those need no device — an indirect
+    /// vdev, what a removed device becomes. Any placeholder left makes
+    /// this the error the open deferred (devices unavailable).
+    pub fn resolve_missing_tops(&self, mos_tops: &[NvList]) -> Result<()> {
+        let Some(err) = lock(&self.unresolved_tops).clone() else {
+            return Ok(());
+        };
+        let mut tops: Vec<NvList> = Vec::new();
+        let mut left = false;
+        for c in self.root.children.iter() {
+            let from_mos = (c.type_name == "missing")
+                .then(|| mos_tops.iter().find(|t| t.get_u64("id") == Some(c.id)))
+                .flatten()
+                .filter(|t| t.get_str("type") == Some("indirect"));
+            match from_mos {
+                Some(t) => tops.push(t.clone()),
+                None => {
+                    left |= c.type_name == "missing";
+                    tops.push(c.config.clone());
+                }
+            }
+        }
+        if left {
+            return Err(Error::Invalid(err));
+        }
+        self.install_with(tops, Vec::new(), None)?;
+        *lock(&self.unresolved_tops) = None;
+        Ok(())
     }
 
     /// The pool's health.
