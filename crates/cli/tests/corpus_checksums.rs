@@ -18,8 +18,6 @@ mod ccommon;
 mod common;
 use ccommon::*;
 use common::*;
-use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

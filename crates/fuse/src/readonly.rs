@@ -290,13 +290,13 @@ fn sa_rdev(z: u64) -> u64 {
 fn space_of(zpl: &Zpl) -> (u64, u64, u64, u64, u64, u32) {
     const BS: u64 = 4096;
     let (referenced, avail) = ozfs_dsl::DslPool::open(zpl.os.pool.clone())
-        .and_then(|dsl| {
+        .map(|dsl| {
             let referenced = dsl
                 .lookup(&zpl.name)
                 .map(|d| d.ds.referenced_bytes)
                 .unwrap_or(0);
             let avail = dsl.space().and_then(|s| dsl.available(&s)).unwrap_or(0);
-            Ok((referenced, avail))
+            (referenced, avail)
         })
         .unwrap_or((0, 0));
     let used_objs: u64 = zpl
