@@ -1,5 +1,7 @@
 //! # ozfs-fuse: a dataset mounted through FUSE, read-write
 //!
+//! (Read-only mounts over the read path alone: [`readonly`].)
+//!
 //! [`ZfsFuse`] implements `fuser::Filesystem` on top of the write path
 //! ([`PoolWriter`] + [`ZplTx`]): every request reads and changes the file
 //! system through the open transaction group's [`ObjsetTx`], so a change is
@@ -61,7 +63,9 @@
 //!
 //! ## Limits (known gaps)
 //! * Pool-version-23 file systems (legacy znode bonus, ZPL ≤ 4) only; ZPL 5
-//!   (system attributes) is refused by [`ZplTx`].
+//!   (system attributes) is refused by [`ZplTx`]. Those, and anything else
+//!   mounted read-only, are served by [`readonly`] ([`serve_readonly`])
+//!   straight from the read path.
 //! * atime is not updated on reads. Directory lookups and listings decode
 //!   the whole directory ZAP (fine up to tens of thousands of entries).
 //! * `RENAME_EXCHANGE` and `RENAME_WHITEOUT` are refused with EINVAL;
