@@ -14,10 +14,10 @@
 //! sizes are what ZFS reports, which a copy does not keep, so they are not
 //! compared.
 
+mod ccommon;
 mod common;
+use ccommon::*;
 use common::*;
-use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,146 +43,8 @@ fn corpus() -> PathBuf {
     corpus_dir()
 }
 
-/// One line of a `== tree` section, with what the other sections add.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Want {
-    kind: Option<Kind>,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    /// Regular files and symlinks (ZFS's directory sizes are not kept by a copy).
-    size: Option<u64>,
-    mtime: (i64, i64),
-    sha256: Option<String>,
-    target: Option<OsString>,
-    xattrs: BTreeMap<OsString, Vec<u8>>,
-}
-
-fn kind_of(c: &str) -> Kind {
-    match c {
-        "f" => Kind::File,
-        "d" => Kind::Dir,
-        "l" => Kind::Symlink,
-        "p" => Kind::Fifo,
-        "c" => Kind::CharDev,
-        "b" => Kind::BlockDev,
-        "s" => Kind::Socket,
-        _ => panic!("manifest: unknown type {c}"),
-    }
-}
-
-/// `SECONDS.FRACTION` (any number of fraction digits) as (s, ns).
-fn time_of(s: &str) -> (i64, i64) {
-    let (sec, frac) = s.split_once('.').unwrap_or((s, ""));
-    let mut ns = String::from(frac);
-    ns.truncate(9);
-    while ns.len() < 9 {
-        ns.push('0');
-    }
-    (sec.parse().unwrap(), ns.parse().unwrap())
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
-/// A manifest path (`./a/b`) relative to the tree's root.
-fn rel(p: &str) -> PathBuf {
-    PathBuf::from(p.strip_prefix("./").unwrap_or(p))
-}
-
-/// The entries of `label` in the corpus `manifest.txt` (the root itself is
-/// not listed there).
-fn theirs(text: &str, label: &str) -> BTreeMap<PathBuf, Want> {
-    let section = |kind: &str| -> Vec<&str> {
-        let head = format!("== {kind} {label}");
-        text.lines()
-            .skip_while(|l| *l != head)
-            .skip(1)
-            .take_while(|l| !l.starts_with("== "))
-            .collect()
-    };
-    let mut out = BTreeMap::new();
-    for l in section("tree") {
-        let f: Vec<&str> = l.splitn(7, ' ').collect();
-        assert_eq!(f.len(), 7, "{label}: tree line {l:?}");
-        let kind = kind_of(f[0]);
-        let (uid, gid) = f[2].split_once(':').unwrap();
-        let (path, target) = match (kind, f[6].split_once(" -> ")) {
-            (Kind::Symlink, Some((p, t))) => (p, Some(OsString::from(t))),
-            _ => (f[6], None),
-        };
-        out.insert(
-            rel(path),
-            Want {
-                kind: Some(kind),
-                mode: u32::from_str_radix(f[1], 8).unwrap(),
-                uid: uid.parse().unwrap(),
-                gid: gid.parse().unwrap(),
-                size: (kind != Kind::Dir).then(|| f[3].parse().unwrap()),
-                mtime: time_of(f[5]),
-                target,
-                ..Default::default()
-            },
-        );
-    }
-    for l in section("sha256") {
-        let (sum, path) = l.split_once("  ").unwrap();
-        out.get_mut(&rel(path))
-            .unwrap_or_else(|| panic!("{label}: sha256 of unlisted {path}"))
-            .sha256 = Some(sum.to_string());
-    }
-    for l in section("xattr") {
-        let f: Vec<&str> = l.splitn(3, ' ').collect();
-        assert_eq!(f.len(), 3, "{label}: xattr line {l:?}");
-        out.get_mut(&rel(f[0]))
-            .unwrap_or_else(|| panic!("{label}: xattr of unlisted {}", f[0]))
-            .xattrs
-            .insert(OsString::from(f[1]), unhex(f[2]));
-    }
-    out
-}
-
-/// The same view of a scanned copy.
-fn ours(m: &Manifest) -> BTreeMap<PathBuf, Want> {
-    m.entries
-        .iter()
-        .filter(|(p, _)| p.as_os_str() != ".")
-        .map(|(p, e)| {
-            (
-                p.clone(),
-                Want {
-                    kind: Some(e.kind),
-                    mode: e.mode,
-                    uid: e.uid,
-                    gid: e.gid,
-                    size: if e.kind == Kind::Dir { None } else { e.size },
-                    mtime: e.mtime,
-                    sha256: e.sha256.clone(),
-                    target: e.target.clone(),
-                    xattrs: e
-                        .xattrs
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                },
-            )
-        })
-        .collect()
-}
-
 fn unpack(src: &Path, devs: &Path) {
     unpack_corpus(src, devs)
-}
-
-/// The file systems `manifest.txt` lists (`== tree NAME` sections).
-fn datasets(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("== tree "))
-        .map(str::to_string)
-        .collect()
 }
 
 /// Import `pool` read-only, copy every file system out, compare; the

@@ -1,5 +1,7 @@
 //! # ozfs-fuse: a dataset mounted through FUSE, read-write
 //!
+//! (Read-only mounts over the read path alone: [`readonly`].)
+//!
 //! [`ZfsFuse`] implements `fuser::Filesystem` on top of the write path
 //! ([`PoolWriter`] + [`ZplTx`]): every request reads and changes the file
 //! system through the open transaction group's [`ObjsetTx`], so a change is
@@ -61,7 +63,9 @@
 //!
 //! ## Limits (known gaps)
 //! * Pool-version-23 file systems (legacy znode bonus, ZPL ≤ 4) only; ZPL 5
-//!   (system attributes) is refused by [`ZplTx`].
+//!   (system attributes) is refused by [`ZplTx`]. Those, and anything else
+//!   mounted read-only, are served by [`readonly`] ([`serve_readonly`])
+//!   straight from the read path.
 //! * atime is not updated on reads. Directory lookups and listings decode
 //!   the whole directory ZAP (fine up to tens of thousands of entries).
 //! * `RENAME_EXCHANGE` and `RENAME_WHITEOUT` are refused with EINVAL;
@@ -2289,6 +2293,29 @@ impl Filesystem for ZfsFuse {
     }
 }
 
+/// The mount options every ozfs mount has, from `o`.
+///
+/// The dataset's properties decide the per-mount flags (OpenZFS's
+/// zfs_mount options): a pool from elsewhere carries setuid-root files
+/// and device nodes, and `setuid=off`/`devices=off`/`exec=off` must hold
+/// against them. `allow_other` so that every user sees the file system
+/// as with a kernel one; `default_permissions` so that the kernel checks
+/// modes and owners (docs/POSIX.md).
+fn mount_options(o: &Options) -> Vec<MountOption> {
+    let flag = |on: bool, yes: MountOption, no: MountOption| if on { yes } else { no };
+    vec![
+        MountOption::FSName(o.fsname.clone()),
+        MountOption::Subtype("ozfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::AllowOther,
+        flag(o.devices, MountOption::Dev, MountOption::NoDev),
+        flag(o.setuid, MountOption::Suid, MountOption::NoSuid),
+        flag(o.exec, MountOption::Exec, MountOption::NoExec),
+        flag(o.atime, MountOption::Atime, MountOption::NoAtime),
+        flag(o.readonly, MountOption::RO, MountOption::RW),
+    ]
+}
+
 /// Mount `st`'s file system on `mountpoint` (canonicalized) with the
 /// options every ozfs mount has; returns the session, the mountpoint and
 /// the txg interval.
@@ -2301,24 +2328,7 @@ fn open_session(
         (g.opts.clone(), g.opts.txg_interval)
     };
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
-    // The dataset's properties decide the per-mount flags (OpenZFS's
-    // zfs_mount options): a pool from elsewhere carries setuid-root files
-    // and device nodes, and `setuid=off`/`devices=off`/`exec=off` must hold
-    // against them. `allow_other` so that every user sees the file system
-    // as with a kernel one; `default_permissions` so that the kernel checks
-    // modes and owners (docs/POSIX.md).
-    let flag = |on: bool, yes: MountOption, no: MountOption| if on { yes } else { no };
-    let opts = [
-        MountOption::FSName(o.fsname.clone()),
-        MountOption::Subtype("ozfs".into()),
-        MountOption::DefaultPermissions,
-        MountOption::AllowOther,
-        flag(o.devices, MountOption::Dev, MountOption::NoDev),
-        flag(o.setuid, MountOption::Suid, MountOption::NoSuid),
-        flag(o.exec, MountOption::Exec, MountOption::NoExec),
-        flag(o.atime, MountOption::Atime, MountOption::NoAtime),
-        flag(o.readonly, MountOption::RO, MountOption::RW),
-    ];
+    let opts = mount_options(&o);
     let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
     Ok((session, mountpoint, interval))
 }
@@ -2430,5 +2440,8 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
     res
 }
 
+pub mod readonly;
 pub mod shared;
 pub mod snapdir;
+
+pub use readonly::serve_readonly;

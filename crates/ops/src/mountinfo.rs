@@ -50,7 +50,20 @@ pub fn check_mountpoint(mp: &str) -> Result<(), String> {
 }
 
 pub fn ds_mount_info(w: &ozfs_dsl::sync::PoolWriter, name: &str) -> Result<DsMount> {
-    let dsl = w.dsl();
+    info_of(&w.dsl(), name)
+}
+
+/// [`ds_mount_info`] from the last synced state of an imported pool,
+/// opened read-only (no writer, no lock): for read-only mounts, and to
+/// learn `readonly=on` before deciding how to mount.
+pub fn ds_mount_info_ro(name: &str) -> Result<DsMount> {
+    let (_rec, pool) = crate::host::open_imported(name)?;
+    let dsl =
+        ozfs_dsl::DslPool::open(pool).map_err(|e| e.context(&format!("cannot open '{name}'")))?;
+    info_of(&dsl, name)
+}
+
+fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
     let ds = dsl
         .lookup(name)
         .map_err(|_| Error::NotFound(format!("cannot open '{name}': dataset does not exist")))?;
