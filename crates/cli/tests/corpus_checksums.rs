@@ -854,6 +854,17 @@ fn long_names_read_exactly() {
     );
     let got = ours(&Manifest::scan(&dest).expect("scan"));
     assert_eq!(got, want, "everything but the long name");
+    // The manifest has no device numbers: OpenZFS on Linux stores the
+    // kernel's dev_t; `mknod chardev c 1 3` must come out as 1:3.
+    use std::os::unix::fs::MetadataExt;
+    let rdev = std::fs::symlink_metadata(dest.join("chardev"))
+        .expect("chardev")
+        .rdev();
+    assert_eq!(
+        (libc::major(rdev), libc::minor(rdev)),
+        (1, 3),
+        "chardev rdev {rdev:#x}"
+    );
     let name = long.to_string_lossy();
     let name = name.trim_start_matches("./");
     assert_eq!(name.len(), 600);
@@ -877,6 +888,24 @@ fn long_names_read_exactly() {
         ),
         "the long-named file"
     );
+    // A non-ASCII name in this case-folding directory (`casesensitivity=
+    // mixed`) is found by name too, not only by listing.
+    let uni = "ünïcødé-名前-230.txt";
+    let uni_want = want
+        .iter()
+        .find(|(p, _)| p.to_string_lossy().ends_with(uni))
+        .map(|(_, w)| w)
+        .expect("in manifest");
+    let uni_dir = work.path().join("uni");
+    std::fs::create_dir(&uni_dir).expect("mkdir");
+    oz.ok(&[
+        "cp",
+        &format!("c13-names-props/p:/{uni}"),
+        &uni_dir.join("u").to_string_lossy(),
+    ]);
+    let got_uni = ours(&Manifest::scan(&uni_dir).expect("scan"));
+    let (_, g) = got_uni.iter().next().expect("the file");
+    assert_eq!(g.sha256, uni_want.sha256, "{uni}");
     oz.ok(&["zpool", "export", pool]);
 }
 

@@ -27,10 +27,9 @@
 //! * **Reads** of at least 64 KiB go to request threads (the objset and
 //!   dnode are cloned into the job), so reads of several files proceed
 //!   in parallel while the session thread takes the next request.
-//! * **Names** are bytes: a lookup of a name that is not UTF-8 (which the
-//!   ZAP hash cannot be asked for), or a non-ASCII name the hash did not
-//!   find (case-folding directories fold only ASCII before hashing here),
-//!   scans the directory for its exact bytes. Names
+//! * **Names** are bytes (`Zpl::lookup` matches a name the ZAP hash cannot
+//!   find — not UTF-8, or non-ASCII in a case-folding directory — by its
+//!   bytes). Names
 //!   longer than 255 bytes (OpenZFS's `longname` feature) are served as
 //!   they are: Linux FUSE passes names up to 1024 bytes.
 //! * **Device numbers** of ZPL 5 file systems are OpenZFS's (the Linux
@@ -136,10 +135,7 @@ impl ReadOnlyFs {
     }
 
     fn fattr(&self, obj: u64) -> Res<(FileAttr, u64)> {
-        let (dn, mut a) = self.attrs(obj)?;
-        if self.zpl.sa.is_some() {
-            a.rdev = sa_rdev(a.rdev);
-        }
+        let (dn, a) = self.attrs(obj)?;
         let attr = file_attr(self.ino(obj), &a, dn.phys.used_bytes(), dn.phys.datablksz());
         Ok((attr, a.gen))
     }
@@ -154,21 +150,11 @@ impl ReadOnlyFs {
 
     /// The object `name` names in directory `dn`.
     fn find(&self, dn: &Dnode, name: &[u8]) -> Res<u64> {
+        // Names the hash cannot find (non-UTF-8, non-ASCII in a
+        // case-folding directory) are matched by their bytes in `Zpl::lookup`.
         match self.zpl.lookup(dn, name) {
             Ok(Some(o)) => Ok(o),
-            // The hash of a name in a case-folding directory
-            // (`casesensitivity=mixed`) folds only ASCII here: a name with
-            // other bytes may sit under another hash. Look for its bytes.
-            Ok(None) if name.is_ascii() => Err(ENOENT),
-            // A name that is not UTF-8 cannot be hashed at all.
-            Ok(None) | Err(Error::Invalid(_)) => self
-                .zpl
-                .readdir(dn)
-                .map_err(|e| zerr("readdir", e))?
-                .into_iter()
-                .find(|e| e.name == name)
-                .map(|e| e.object)
-                .ok_or(ENOENT),
+            Ok(None) => Err(ENOENT),
             Err(e) => Err(zerr(&format!("lookup in directory {}", dn.object), e)),
         }
     }
@@ -268,20 +254,6 @@ impl ReadOnlyFs {
         }
         Ok(out)
     }
-}
-
-/// The device number of a system-attribute file system (ZPL 5, made by
-/// OpenZFS) in the form [`file_attr`] takes. OpenZFS on Linux stores the
-/// kernel's own `dev_t` (`major << 20 | minor`), where zfs-fuse's ZPL 3
-/// file systems hold the 32-bit userspace encoding; a 64-bit
-/// `major << 32 | minor` (illumos) is left as it is.
-fn sa_rdev(z: u64) -> u64 {
-    if z >> 32 != 0 {
-        return z;
-    }
-    let major = (z >> 20) & 0xfff;
-    let minor = z & 0xfffff;
-    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 
 /// statfs of a read-only mount: the dataset's referenced bytes plus the

@@ -27,6 +27,20 @@ pub struct DirEntry {
 /// Maximum path depth followed by [`Zpl::resolve`].
 pub const MAX_PATH_DEPTH: usize = 4096;
 
+/// The device number of a system-attribute file system (ZPL 5, made by
+/// OpenZFS) in the encoding the rest of ozfs reads (zfs-fuse's 32-bit
+/// userspace form, `write::decode_rdev`). OpenZFS on Linux stores the
+/// kernel's own `dev_t` (`major << 20 | minor`); a 64-bit
+/// `major << 32 | minor` (illumos) is left as it is.
+fn sa_rdev(z: u64) -> u64 {
+    if z >> 32 != 0 {
+        return z;
+    }
+    let major = (z >> 20) & 0xfff;
+    let minor = z & 0xfffff;
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
 impl Zpl {
     /// Read the master node of a file system objset.
     pub fn open(os: Objset, name: &str) -> Result<Zpl> {
@@ -77,6 +91,7 @@ impl Zpl {
                     .as_ref()
                     .ok_or_else(|| Error::corrupt(&what, "SA bonus but no SA tables"))?;
                 ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables).and_then(|mut a| {
+                    a.rdev = sa_rdev(a.rdev);
                     // What did not fit the bonus is in the spill block.
                     if let Some(bp) = dn.phys.spill.filter(|bp| !bp.is_hole()) {
                         let buf = self.os.read_bp(&bp).map_err(|e| e.context("spill block"))?;
@@ -120,11 +135,24 @@ impl Zpl {
 
     /// Look a name up in a directory.
     pub fn lookup(&self, dir: &Dnode, name: &[u8]) -> Result<Option<u64>> {
-        let name = std::str::from_utf8(name)
-            .map_err(|_| Error::Invalid("non-UTF-8 lookup name".into()))?;
-        Ok(zap::lookup(&self.os, dir, name)?
-            .and_then(|e| e.as_u64())
-            .map(|v| v & ((1 << 48) - 1)))
+        let hashed = match std::str::from_utf8(name) {
+            Ok(n) => zap::lookup(&self.os, dir, n)?
+                .and_then(|e| e.as_u64())
+                .map(|v| v & ((1 << 48) - 1)),
+            Err(_) => None,
+        };
+        if hashed.is_some() || name.is_ascii() {
+            return Ok(hashed);
+        }
+        // A name that is not UTF-8 cannot be hashed, and a case-folding
+        // directory (`casesensitivity=mixed`) hashes a name folded as
+        // OpenZFS folds Unicode, which the hash here does only for ASCII:
+        // such a name may sit under another hash. Its exact bytes decide.
+        Ok(self
+            .readdir(dir)?
+            .into_iter()
+            .find(|e| e.name == name)
+            .map(|e| e.object))
     }
 
     /// The path of an object, found through its parent pointers and the
