@@ -28,6 +28,16 @@ if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/pjdfstest"
     cargo install --quiet --locked pjdfstest --version 0.2.2 </dev/null || echo "install-deps: pjdfstest could not be installed; posix_pjdfstest will fail under CI=true" >&2
 fi
 
+# OpenZFS 2.3's own zdb/zstream in user space (beside zfs-fuse, no kernel
+# module): the oracle the corpus tests compare ozfs's zdb with. From
+# ../shared/oracle next to the checkout; the tests that need it fail under
+# CI=true when it is missing.
+ORACLE_SCRIPT="$(cd "$(dirname "$0")/.." && pwd)/../shared/oracle/openzfs-userland.sh"
+if [ ! -x /opt/openzfs-2.3/bin/zdb ] && [ -f "$ORACLE_SCRIPT" ]; then
+    echo "install-deps: OpenZFS 2.3 user-space tools into /opt/openzfs-2.3"
+    bash "$ORACLE_SCRIPT" /opt/openzfs-2.3 </dev/null || echo "install-deps: the OpenZFS oracle could not be installed" >&2
+fi
+
 # FUSE device node (best effort; normally present).
 if [ ! -e /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
     modprobe fuse 2>/dev/null || true

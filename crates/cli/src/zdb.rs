@@ -26,10 +26,13 @@ const USAGE: &str = "Usage:	zdb [-CudAeLP] [-e [-p path ...]] poolname [object .
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "bcdhilmsuvACDFGHLMPRSXeEYrVTQOKkNBWZ", "pUIoxatq")?;
-    a.refuse("cDFGHMNOQSWXYZBEiklsvKTLVxatqIUo", "zdb")
+    a.refuse("cDFGHMNOQSWXYZBEiksvKTLVxatqIUo", "zdb")
         .map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(USAGE.into()));
+    }
+    if a.flag('l') {
+        return labels(&a.pos[0]);
     }
     let target = a.pos[0].clone();
     let pool_name = target.split(['/', '@']).next().unwrap_or("").to_string();
@@ -39,6 +42,56 @@ pub fn main(argv: &[String]) -> CmdResult {
         let _ = r.save_counters(&pool);
     }
     out
+}
+
+/// `zdb -l DEVICE`: the device's four labels as OpenZFS's zdb prints
+/// them — each distinct config once, under the first label that holds it,
+/// followed by the labels that hold it; a label that cannot be read is
+/// named. Exit 2 when no label is valid, as OpenZFS does.
+fn labels(path: &str) -> CmdResult {
+    let dev = ozfs_vdev::device::open_path(std::path::Path::new(path), false)
+        .map_err(|e| Fail::Err(format!("zdb: can't open '{path}': {e}")))?;
+    let set = ozfs_vdev::labels::read_labels(dev.as_ref());
+    let mut shown: Vec<usize> = Vec::new();
+    let mut out = String::new();
+    let mut any = false;
+    for (i, c) in set.configs.iter().enumerate() {
+        match c {
+            Err(e) => {
+                out.push_str(&format!(
+                    "------------------------------------\nLABEL {i} \n------------------------------------\nfailed to unpack label {i}: {e}\n"
+                ));
+            }
+            Ok(cfg) => {
+                any = true;
+                if shown
+                    .iter()
+                    .any(|&j| matches!(&set.configs[j], Ok(o) if o == cfg))
+                {
+                    continue;
+                }
+                shown.push(i);
+                out.push_str(&format!(
+                    "------------------------------------\nLABEL {i} \n------------------------------------\n"
+                ));
+                cfg.dump(4, &mut out);
+                let same: Vec<String> = set
+                    .configs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| matches!(o, Ok(o) if o == cfg))
+                    .map(|(j, _)| j.to_string())
+                    .collect();
+                out.push_str(&format!("    labels = {} \n", same.join(" ")));
+            }
+        }
+    }
+    print!("{out}");
+    if any {
+        Ok(())
+    } else {
+        Err(Fail::Usage(String::new()))
+    }
 }
 
 fn open_pool(a: &Args, name: &str) -> Result<(Arc<Pool>, Option<Record>), Fail> {

@@ -956,3 +956,57 @@ fn a_removed_device_is_not_needed() {
         r.stderr
     );
 }
+
+/// `ozfs zdb -l` prints every device's labels exactly as OpenZFS 2.3's own
+/// `zdb -l` prints them (the oracle, run here on the same images): every
+/// image of every corpus pool — single, mirror, RAID-Z, dRAID with its
+/// spare, special and log vdevs, version 28, a removed device's survivor.
+#[test]
+fn zdb_labels_as_openzfs_prints_them() {
+    let Some(zdb) = oracle_zdb() else { return };
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-labels-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    let mut pools: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .expect("corpus")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("manifest.txt").is_file())
+        .collect();
+    pools.sort();
+    for src in pools {
+        let devs = work.path().join(src.file_name().expect("name"));
+        unpack(&src, &devs);
+        let mut imgs: Vec<PathBuf> = std::fs::read_dir(&devs)
+            .expect("devs")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        imgs.sort();
+        for img in imgs {
+            let ours = oz.run(&["zdb", "-l", &img.to_string_lossy()]);
+            let theirs = std::process::Command::new(&zdb)
+                .arg("-l")
+                .arg(&img)
+                .output()
+                .expect("run OpenZFS zdb");
+            checked += 1;
+            if !ours.success() || ours.stdout.as_bytes() != theirs.stdout.as_slice() {
+                wrong.push(format!(
+                    "{}:\n--- ozfs\n{}{}\n--- OpenZFS\n{}",
+                    img.display(),
+                    ours.stdout,
+                    ours.stderr,
+                    String::from_utf8_lossy(&theirs.stdout)
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&devs);
+    }
+    assert!(checked >= 30, "{checked} images");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

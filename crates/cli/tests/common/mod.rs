@@ -327,3 +327,23 @@ pub fn unpack_corpus(src: &Path, devs: &Path) {
         assert!(ok, "unpacking {}", e.path().display());
     }
 }
+
+/// OpenZFS 2.3's own `zdb` in user space (`../shared/oracle/openzfs-userland.sh`,
+/// installed by `scripts/install-deps.sh` into /opt/openzfs-2.3, or
+/// `OZFS_ORACLE_ZDB`). Under `CI=true` its absence fails the test; on a
+/// developer machine without it the caller is told to skip (None).
+pub fn oracle_zdb() -> Option<PathBuf> {
+    let p = std::env::var_os("OZFS_ORACLE_ZDB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/openzfs-2.3/bin/zdb"));
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{}: OpenZFS's zdb (the oracle) is missing; scripts/install-deps.sh installs it",
+        p.display()
+    );
+    eprintln!("skipped: no OpenZFS zdb at {}", p.display());
+    None
+}
