@@ -180,16 +180,192 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
             let mos = Objset::mos(pool.clone());
             let mos_used = dsl.mos_used().unwrap_or(0);
             dump_objset(&mos, "mos", "META", 0, 4, mos_used, dlevel, &objects, None)?;
-            let root = dsl.root().map_err(|e| Fail::Err(e.to_string()))?;
-            for ds in dsl
-                .list(&root, true, None)
-                .map_err(|e| Fail::Err(e.to_string()))?
-            {
-                dump_dataset(&dsl, &ds, dlevel, &objects)?;
+            // In the order OpenZFS's zdb visits them.
+            let all = dsl
+                .objset_find_order()
+                .map_err(|e| Fail::Err(e.to_string()))?;
+            for ds in &all {
+                dump_dataset(&dsl, ds, dlevel, &objects)?;
+            }
+            // OpenZFS's checks (a version-23 pool is zfs-fuse's world,
+            // whose zdb has none).
+            if pool.uberblock.version > 23 {
+                let (text, ok) = verify_feature_refcounts(&dsl, &all)
+                    .map_err(|e| Fail::Err(format!("zdb: {}: {e}", pool.name)))?;
+                print!("{text}");
+                if !ok {
+                    return Err(Fail::Usage(String::new()));
+                }
             }
         }
     }
     Ok(())
+}
+
+/// The features whose reference counts `zdb -d` checks, in OpenZFS's
+/// order: per-dataset ones (counted over the datasets whose object names
+/// the feature) and the bookmark and livelist ones (counted over
+/// bookmarks and clone livelists). None: global.
+const COUNTED_FEATURES: &[(&str, &str, bool)] = &[
+    ("large_blocks", "org.open-zfs:large_blocks", true),
+    ("large_dnode", "org.zfsonlinux:large_dnode", true),
+    ("sha512", "org.illumos:sha512", true),
+    ("skein", "org.illumos:skein", true),
+    ("edonr", "org.illumos:edonr", true),
+    (
+        "userobj_accounting",
+        "org.zfsonlinux:userobj_accounting",
+        true,
+    ),
+    ("encryption", "com.datto:encryption", true),
+    ("project_quota", "org.zfsonlinux:project_quota", true),
+    (
+        "redaction_bookmarks",
+        "com.delphix:redaction_bookmarks",
+        false,
+    ),
+    ("redacted_datasets", "com.delphix:redacted_datasets", true),
+    ("bookmark_written", "com.delphix:bookmark_written", false),
+    ("livelist", "com.delphix:livelist", false),
+    ("zstd_compress", "org.freebsd:zstd_compress", true),
+    ("zilsaxattr", "org.openzfs:zilsaxattr", true),
+    ("blake3", "org.openzfs:blake3", true),
+    (
+        "redaction_list_spill",
+        "com.delphix:redaction_list_spill",
+        false,
+    ),
+    ("longname", "org.zfsonlinux:longname", true),
+    ("large_microzap", "com.klarasystems:large_microzap", true),
+];
+
+/// Whether ZAP-with-bonus object `obj` of the MOS has entry `name`.
+fn has_entry(dsl: &DslPool, obj: u64, name: &str) -> ozfs_format::Result<bool> {
+    let dn = dsl.mos.dnode(obj)?;
+    if !object_type_is_zap(dn.phys.object_type) {
+        return Ok(false);
+    }
+    Ok(zap::lookup(&dsl.mos, &dn, name)?.is_some())
+}
+
+/// What OpenZFS's `zdb -d` checks after the datasets: each counted
+/// feature's reference count in the MOS against its consumers, then the
+/// device-removal counts. The lines as OpenZFS prints them, and whether
+/// every count agreed. Bookmarks are not read: a bookmark feature with a
+/// nonzero count is reported as not checked rather than guessed.
+fn verify_feature_refcounts(
+    dsl: &DslPool,
+    all: &[DatasetInfo],
+) -> ozfs_format::Result<(String, bool)> {
+    let enabled = ozfs_dsl::features::enabled(&dsl.mos)?;
+    let refcount = |guid: &str| enabled.iter().find(|(n, _)| n == guid).map(|(_, c)| *c);
+    let mut out = String::new();
+    let mut ok = true;
+    let mut line = |out: &mut String, name: &str, have: u64, want: u64| {
+        if have == want {
+            let _ = writeln!(out, "Verified {name} feature refcount of {want} is correct");
+        } else {
+            ok = false;
+            let _ = writeln!(
+                out,
+                "{name} feature refcount mismatch: {have} consumers != {want} refcount"
+            );
+        }
+    };
+    for &(name, guid, per_dataset) in COUNTED_FEATURES {
+        let Some(want) = refcount(guid) else { continue };
+        let have = if per_dataset {
+            let mut n = 0;
+            for ds in all {
+                if has_entry(dsl, ds.ds_obj, guid)? {
+                    n += 1;
+                }
+            }
+            n
+        } else if name == "livelist" {
+            let mut n = 0;
+            for ds in all.iter().filter(|d| !d.is_snapshot) {
+                if has_entry(dsl, ds.dir_obj, "com.delphix:livelist")? {
+                    n += 1;
+                }
+            }
+            n
+        } else if want != 0 {
+            let _ = writeln!(
+                out,
+                "{name} feature refcount of {want} not verified (bookmarks are not read)"
+            );
+            continue;
+        } else {
+            0
+        };
+        line(&mut out, name, have, want);
+    }
+    // Device removal: one indirect vdev per removal; the obsolete-count
+    // objects (precise flags, obsolete space maps, mapping counts, a
+    // condensing record, the obsolete bpobj, remap dead lists).
+    let (mut indirect, mut precise, mut obsolete_sm, mut havecounts) = (0u64, 0, 0, 0);
+    for top in dsl.pool.root.children.iter() {
+        let Some(mapping) = top.config.get_u64("com.delphix:indirect_object") else {
+            continue;
+        };
+        if mapping == 0 {
+            continue;
+        }
+        indirect += 1;
+        // A mapping with per-entry counts has the longer bonus
+        // (`vimp_counts_object` after the three words of version 0).
+        if dsl.mos.dnode(mapping)?.phys.bonus.len() > 24 {
+            havecounts += 1;
+        }
+        if let Some(zap_obj) = dsl.top_zap(top.id) {
+            if has_entry(dsl, zap_obj, "com.delphix:obsolete_counts_are_precise")? {
+                precise += 1;
+            }
+            if has_entry(dsl, zap_obj, "com.delphix:indirect_obsolete_sm")? {
+                obsolete_sm += 1;
+            }
+        }
+    }
+    let dr = refcount("com.delphix:device_removal").unwrap_or(0);
+    if dr == indirect {
+        let _ = writeln!(
+            out,
+            "Verified device_removal feature refcount of {dr} is correct"
+        );
+    } else {
+        ok = false;
+        let _ = writeln!(
+            out,
+            "Number of indirect vdevs ({indirect}) does not match feature count ({dr})"
+        );
+    }
+    let mut oc = precise + obsolete_sm + havecounts;
+    if has_entry(dsl, 1, "com.delphix:condensing_indirect")? {
+        oc += 2;
+    }
+    if has_entry(dsl, 1, "com.delphix:obsolete_bpobj")? {
+        oc += 1;
+    }
+    for ds in all {
+        if has_entry(dsl, ds.ds_obj, "com.delphix:remap_deadlist")? {
+            oc += 1;
+        }
+    }
+    let want = refcount("com.delphix:obsolete_counts").unwrap_or(0);
+    if want == oc {
+        let _ = writeln!(
+            out,
+            "Verified indirect_refcount feature refcount of {want} is correct"
+        );
+    } else {
+        ok = false;
+        let _ = writeln!(
+            out,
+            "Number of obsolete counts objects ({oc}) does not match feature count ({want})"
+        );
+    }
+    Ok((out, ok))
 }
 
 /// `zdb -b`: traverse every block and compare with the space maps.
@@ -264,7 +440,13 @@ fn dump_dataset(dsl: &DslPool, ds: &DatasetInfo, dlevel: usize, objects: &[u64])
     if ds.ds.bp.is_hole() {
         return Ok(());
     }
-    let os = dsl.objset(ds).map_err(|e| Fail::Err(e.to_string()))?;
+    // An encrypted dataset without its key: its objset and dnodes read
+    // as stored (bonus buffers of encrypted types stay ciphertext).
+    let os = match dsl.objset(ds) {
+        Err(ozfs_format::Error::Permission(_)) => Objset::open(dsl.pool.clone(), &ds.ds.bp),
+        r => r,
+    }
+    .map_err(|e| Fail::Err(e.to_string()))?;
     let kind = match os.phys.os_type {
         2 => "ZPL",
         3 => "ZVOL",

@@ -56,3 +56,27 @@ pub fn lookup_obj(os: &Objset, obj: u64, name: &str) -> Result<Option<ZapEntry>>
     let dn = os.dnode(obj)?;
     lookup(os, &dn, name)
 }
+
+/// All entries of a ZAP object in the order OpenZFS's cursor walks them:
+/// by hash (with the ZAP's salt and normalization, masked as the ZAP's
+/// hash width), then collision differentiator. What `zdb` and
+/// `dmu_objset_find` order their output by. Binary-keyed ZAPs keep their
+/// stored order.
+pub fn list_hash_order(os: &Objset, dn: &Dnode) -> Result<Vec<ZapEntry>> {
+    let (b0, swap) = block0(os, dn)?;
+    let (salt, normflags, bits) = match zap::parse_header(&b0, swap)? {
+        zap::ZapHeader::Micro { salt, normflags } => (salt, normflags, zap::hashbits_for(0)),
+        zap::ZapHeader::Fat(h) => {
+            if h.flags & zap::ZAP_FLAG_UINT64_KEY != 0 {
+                return list(os, dn);
+            }
+            (h.salt, h.normflags, zap::hashbits_for(h.flags))
+        }
+    };
+    let mut v: Vec<(u64, ZapEntry)> = list(os, dn)?
+        .into_iter()
+        .map(|e| (zap::zap_hash(salt, &e.name, normflags, bits), e))
+        .collect();
+    v.sort_by_key(|(h, e)| (*h, e.cd));
+    Ok(v.into_iter().map(|(_, e)| e).collect())
+}

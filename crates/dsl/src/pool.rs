@@ -484,6 +484,62 @@ impl DslPool {
         Ok(())
     }
 
+    /// Every dataset and snapshot in the order OpenZFS's
+    /// `dmu_objset_find(…, DS_FIND_SNAPSHOTS | DS_FIND_CHILDREN)` visits
+    /// them (and so `zdb -d` prints them): depth first, a directory's
+    /// children before its snapshots and the snapshots before the head
+    /// itself, children and snapshots in their ZAPs' hash order; names
+    /// beginning with `$` are hidden.
+    pub fn objset_find_order(&self) -> Result<Vec<DatasetInfo>> {
+        let mut out = Vec::new();
+        let root = self.root()?;
+        self.find_rec(&root, 0, &mut out)?;
+        Ok(out)
+    }
+
+    fn find_rec(&self, ds: &DatasetInfo, depth: usize, out: &mut Vec<DatasetInfo>) -> Result<()> {
+        if depth > MAX_DEPTH || out.len() > MAX_DATASETS {
+            return Err(Error::corrupt(
+                "DSL directory tree",
+                "too deep or too many datasets (loop?)",
+            ));
+        }
+        if ds.dir.child_dir_zapobj != 0 {
+            let dn = self.mos.dnode(ds.dir.child_dir_zapobj)?;
+            for e in zap::list_hash_order(&self.mos, &dn)? {
+                let name = e.name_str();
+                let Some(dir_obj) = e.as_u64() else { continue };
+                if name.starts_with('$') || check_component(&name).is_err() {
+                    continue;
+                }
+                let dir = self.dir(dir_obj)?;
+                if dir.head_dataset_obj == 0 {
+                    continue;
+                }
+                let child = self.info(
+                    format!("{}/{}", ds.name, name),
+                    dir.head_dataset_obj,
+                    dir_obj,
+                    false,
+                )?;
+                self.find_rec(&child, depth + 1, out)?;
+            }
+        }
+        if ds.ds.snapnames_zapobj != 0 {
+            let dn = self.mos.dnode(ds.ds.snapnames_zapobj)?;
+            for e in zap::list_hash_order(&self.mos, &dn)? {
+                let name = e.name_str();
+                let Some(obj) = e.as_u64() else { continue };
+                if check_component(&name).is_err() {
+                    continue;
+                }
+                out.push(self.info(format!("{}@{}", ds.name, name), obj, ds.dir_obj, true)?);
+            }
+        }
+        out.push(ds.clone());
+        Ok(())
+    }
+
     /// Find a dataset or snapshot by full name.
     pub fn lookup(&self, name: &str) -> Result<DatasetInfo> {
         let (fs, snap) = match name.split_once('@') {
