@@ -72,6 +72,12 @@ impl Objset {
     pub fn open_keyed(pool: Arc<Pool>, bp: &BlkPtr, key: Option<Arc<MasterKey>>) -> Result<Objset> {
         let data = pool.read_bp(bp)?;
         let swap = swap_of(bp);
+        // An encrypted objset is authenticated by its own MACs.
+        if let Some(k) = key.as_deref() {
+            if bp.uses_crypt() {
+                k.verify_objset(&data, swap)?;
+            }
+        }
         let phys = ObjsetPhys::parse(&data, swap)?;
         Ok(Objset {
             pool,

@@ -10,6 +10,8 @@
 //!   a changed block-pointer property or an encrypted bonus byte fails the
 //!   MAC, while the fields OpenZFS leaves out (`dn_used`, a DVA) do not;
 //! - a changed byte of an encrypted data block fails the MAC;
+//! - the objset's portable and local MACs verify, and a change to its
+//!   type, meta-dnode or accounting dnodes is caught;
 //! - a scrub verifies every block of the pool without any key.
 
 use ozfs_dsl::scrub::{scrub, ScanMode};
@@ -132,6 +134,36 @@ fn keys_unlock_and_blocks_authenticate_as_openzfs_wrote_them() {
         let ds = dsl.lookup(name).expect(name);
         dsl.objset(&ds).expect(name);
     }
+
+    // The objset block: both of its MACs verify, and a change to what
+    // each covers is caught (the portable MAC: the type and meta-dnode;
+    // the local MAC: the accounting dnodes, present and complete here).
+    let raw_os = pool.read_bp(&gcm.ds.bp).expect("objset block");
+    let mk0 = dsl.dataset_key(&gcm).expect("master key");
+    mk0.verify_objset(&raw_os, false)
+        .expect("objset MACs verify");
+    assert!(
+        raw_os[712] & 1 == 1 && raw_os[1024] != 0,
+        "accounting complete and present: the local MAC is checked"
+    );
+    for (off, what) in [
+        (704, "os_type"),
+        (64 + 48, "meta-dnode block pointer LSIZE"),
+        (16, "meta-dnode maxblkid"),
+        (1024 + 64 + 48, "user-used dnode block pointer"),
+        (2048 + 16, "project-used maxblkid"),
+    ] {
+        let mut b = raw_os.clone();
+        b[off] ^= 1;
+        assert!(
+            mk0.verify_objset(&b, false).is_err(),
+            "{what} changed, MACs verified"
+        );
+    }
+    let mut b = raw_os.clone();
+    b[512] ^= 1; // the intent-log header is covered by neither MAC
+    mk0.verify_objset(&b, false)
+        .expect("ZIL header is not authenticated");
 
     // The first dnode block of gcm's objset, as stored and as decrypted.
     let os = dsl.objset(&gcm).expect("objset");
