@@ -177,21 +177,25 @@ fn parse_types(t: Option<&str>, default_snap: bool) -> Result<Types, Fail> {
         return Ok(Types {
             fs: true,
             snap: default_snap,
+            vol: true,
         });
     };
     let mut r = Types {
         fs: false,
         snap: false,
+        vol: false,
     };
     for x in t.split(',') {
         match x {
             "all" => {
                 r.fs = true;
                 r.snap = true;
+                r.vol = true;
             }
             "filesystem" | "fs" => r.fs = true,
             "snapshot" | "snap" => r.snap = true,
-            "volume" | "vol" | "bookmark" => {}
+            "volume" | "vol" => r.vol = true,
+            "bookmark" => {}
             other => return Err(Fail::Usage(format!("invalid type '{other}'"))),
         }
     }
@@ -674,6 +678,7 @@ fn upgrade(argv: &[String]) -> CmdResult {
         types: query::Types {
             fs: true,
             snap: false,
+            vol: false,
         },
         all_recursive: true,
         ..Default::default()

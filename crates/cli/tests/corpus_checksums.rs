@@ -214,6 +214,20 @@ fn a_volume_reads_exactly() {
     let r = oz.run(&["cp", pool, &work.path().join("x").to_string_lossy()]);
     assert_eq!(r.code, Some(1), "{}", r.describe());
     assert!(r.stderr.contains("is not a volume"), "{}", r.describe());
+    // `zfs list -t` tells volumes from file systems; a volume has no
+    // mountpoint.
+    let vols = oz.ok(&[
+        "zfs",
+        "list",
+        "-H",
+        "-t",
+        "volume",
+        "-o",
+        "name,type,mountpoint",
+    ]);
+    assert_eq!(vols, format!("{pool}/vol\tvolume\t-\n"));
+    let fss = oz.ok(&["zfs", "list", "-H", "-t", "filesystem", "-o", "name"]);
+    assert_eq!(fss, format!("{pool}\n"));
     oz.ok(&["zpool", "export", pool]);
     let want = std::fs::read_to_string(src.join("zvols.txt")).expect("zvols.txt");
     let want = want

@@ -435,6 +435,11 @@ impl DslPool {
             {
                 continue;
             }
+            if *name == "mountpoint" && typ == "volume" {
+                // A volume mounts nothing.
+                out.push(("mountpoint".into(), PropValue::Text("-".into()), n.clone()));
+                continue;
+            }
             if *name == "mountpoint" {
                 let (v, src) = match self.resolve(&chain, "mountpoint", true) {
                     Some((Stored::Text(s), src)) => {

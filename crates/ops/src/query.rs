@@ -17,6 +17,8 @@ pub type Prop = (String, PropValue, PropSource);
 pub struct Types {
     pub fs: bool,
     pub snap: bool,
+    /// Volumes (zvols).
+    pub vol: bool,
 }
 
 /// What `zfs list` / `zfs get` select.
@@ -74,7 +76,7 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
             .into_iter()
             .filter(|d| {
                 (d.is_snapshot && (types.snap || first.is_some_and(|f| *f == d.name)))
-                    || (!d.is_snapshot && types.fs)
+                    || (!d.is_snapshot && (types.fs || types.vol))
             })
             .collect();
         let space = dsl.space()?;
@@ -88,6 +90,15 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
             let mut props = dsl
                 .properties(&ds, avail)
                 .map_err(|e| e.context(&ds.name))?;
+            // File systems and volumes are told apart by their objset type.
+            if !ds.is_snapshot {
+                let volume = props.iter().any(|(n, v, _)| {
+                    n == "type" && matches!(v, PropValue::Text(t) if t == "volume")
+                });
+                if (volume && !types.vol) || (!volume && !types.fs) {
+                    continue;
+                }
+            }
             if full {
                 add_zpl_props(&dsl, &ds, &mut props);
                 if ds.is_snapshot {

@@ -23,6 +23,7 @@ fn prop(name: &str, key: &str) -> String {
         types: Types {
             fs: true,
             snap: true,
+            vol: true,
         },
         ..Default::default()
     };
@@ -202,6 +203,7 @@ fn operations_on_simulated_devices() {
             types: Types {
                 fs: true,
                 snap: false,
+                vol: true,
             },
             ..Default::default()
         },
