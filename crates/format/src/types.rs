@@ -361,8 +361,8 @@ mod tests {
             (ot::MASTER_NODE, false),
             (ot::SA, true),
             (ot::ZNODE, false),
-            (0xc4, true),
-            (0xc4 & !DMU_OT_ENCRYPTED, false),
+            (0xe4, true),
+            (0xe4 & !DMU_OT_ENCRYPTED, false),
         ] {
             assert_eq!(object_type_is_encrypted(t), enc, "type {t}");
         }
