@@ -162,7 +162,7 @@ pub fn load_indirect_mappings(pool: &Pool, mos: &Objset) -> Result<()> {
 }
 
 /// Whether the pool waits for top-level vdevs to be resolved from the MOS.
-fn lock_unresolved(pool: &Pool) -> bool {
+fn has_unresolved_tops(pool: &Pool) -> bool {
     pool.unresolved_tops
         .lock()
         .map(|g| g.is_some())
@@ -175,7 +175,7 @@ impl DslPool {
         let mos = Objset::mos(pool.clone());
         // A removed device's vdev is described only here: resolved before
         // its mapping is loaded (a pool still missing a device is refused).
-        if lock_unresolved(&pool) {
+        if has_unresolved_tops(&pool) {
             let cfg = DslPool::from_mos(pool.clone(), mos.clone(), 0).mos_config()?;
             let tops = cfg
                 .get_nvlist("vdev_tree")
