@@ -32,7 +32,9 @@
 //! unencrypted bonus area. This module builds exactly that, so a tampered
 //! block pointer inside a dnode block fails the tag as OpenZFS's would.
 //!
-//! Invariants: nothing is returned that did not pass its tag; key bytes
+//! Invariants: nothing decrypted is returned that did not pass its tag
+//! (blocks that are only authenticated — indirect blocks and unencrypted
+//! types — are checked by their truncated checksum, not their MACs); key bytes
 //! live in types that zero themselves when dropped and are never written
 //! anywhere; every length and slot count read from a block is checked
 //! before it is used (a dnode's extra slots, its block pointer count).
@@ -228,7 +230,7 @@ fn hex_val(c: u8) -> Option<u8> {
 }
 
 /// Overwrite key bytes in a way the optimiser keeps.
-fn wipe(b: &mut [u8]) {
+pub fn wipe(b: &mut [u8]) {
     for x in b.iter_mut() {
         // SAFETY: `x` is a valid, aligned, exclusive reference.
         unsafe { std::ptr::write_volatile(x, 0) };

@@ -112,6 +112,17 @@ impl Objset {
         }
     }
 
+    /// Objects in use, as the meta-dnode's block pointers count them
+    /// (their fill, summed without overflow: the counts come from disk).
+    pub fn object_count(&self) -> u64 {
+        self.phys
+            .meta_dnode
+            .blkptr
+            .iter()
+            .filter(|bp| !bp.is_hole())
+            .fold(0u64, |n, bp| n.saturating_add(bp.fill()))
+    }
+
     /// The meta-dnode (object 0).
     pub fn meta_dnode(&self) -> Dnode {
         Dnode {

@@ -678,8 +678,8 @@ impl DslPool {
                     (0..ms_count.min(1 << 24))
                         .map(|i| {
                             let start = i << ms_shift;
-                            let lost = start.next_multiple_of(stripe) - start;
-                            ((1u64 << ms_shift) - lost) / stripe * stripe
+                            let lost = start.next_multiple_of(stripe).saturating_sub(start);
+                            (1u64 << ms_shift).saturating_sub(lost) / stripe * stripe
                         })
                         .sum()
                 }
@@ -705,17 +705,17 @@ impl DslPool {
                 }
                 _ => 512,
             };
-            let deflated = (vsize >> 9) * ratio;
-            s.dspace += deflated;
+            let deflated = (vsize >> 9).saturating_mul(ratio);
+            s.dspace = s.dspace.saturating_add(deflated);
             // Allocation classes: log devices and special or dedup vdevs
             // are outside the normal class.
             let normal = self.vdev_class(top).is_none();
             if normal {
-                s.normal_dspace += deflated;
+                s.normal_dspace = s.normal_dspace.saturating_add(deflated);
                 if ms_count > EMBEDDED_SLOG_MIN_MS {
-                    let one = ((1u64 << ms_shift) >> 9) * ratio;
+                    let one = ((1u64 << ms_shift) >> 9).saturating_mul(ratio);
                     s.normal_dspace -= one.min(s.normal_dspace);
-                    s.embedded_log_dspace += one;
+                    s.embedded_log_dspace = s.embedded_log_dspace.saturating_add(one);
                 }
             }
             if ms_array != 0 {
@@ -747,8 +747,9 @@ impl DslPool {
         Ok(s)
     }
 
-    /// Space available to datasets: deflated space minus the slop reservation
-    /// (1/64, at least 32 MiB, as pool v23 computes it) minus what the root uses.
+    /// Space available to datasets: deflated space minus the slop
+    /// reservation minus what the root uses — the slop as zfs-fuse computes
+    /// it on pools up to version 23, as OpenZFS does on later ones.
     pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
         let root = self.dir(self.root_dir_obj)?;
         if self.pool.uberblock.version <= 23 {
@@ -762,11 +763,17 @@ impl DslPool {
         }
         // OpenZFS 2.x (`spa_get_slop_space`): 1/32 of the normal class, at
         // most 128 GiB, less up to half of it for the embedded log, but at
-        // least 128 MiB or half the pool, whichever is smaller.
+        // least 128 MiB or half the pool, whichever is smaller. The space
+        // cloned blocks save counts as the pool's (`brt_get_dspace`); what
+        // dedup saves would too, from the dedup table, not read yet.
         let rd = space.normal_dspace;
         let mut slop = (rd >> 5).min(MAX_SLOP);
         slop -= space.embedded_log_dspace.min(slop >> 1);
         let slop = slop.max((rd >> 1).min(MIN_SLOP));
-        Ok(rd.saturating_sub(slop).saturating_sub(root.used_bytes))
+        let (_, cloned) = self.bclone_space()?;
+        Ok(rd
+            .saturating_add(cloned)
+            .saturating_sub(slop)
+            .saturating_sub(root.used_bytes))
     }
 }

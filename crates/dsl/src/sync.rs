@@ -297,6 +297,12 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
         groups.push(g);
         ms_arrays.push(ms_array);
     }
+    if let Some(((vdev, ms), _)) = unflushed.iter().next() {
+        return Err(Error::corrupt(
+            "log space maps",
+            format!("entries for metaslab {ms} of vdev {vdev}, which has no such metaslab"),
+        ));
+    }
     Ok((groups, ms_arrays))
 }
 
@@ -332,6 +338,18 @@ fn unflushed_log_entries(
         by_txg.push((txg, obj));
     }
     by_txg.sort_unstable();
+    // Each log is read once: a repeated object is damage, and the logs
+    // together are bounded like one space map.
+    let mut objs: Vec<u64> = by_txg.iter().map(|&(_, o)| o).collect();
+    objs.sort_unstable();
+    if objs.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::corrupt(
+            "log space map ZAP",
+            "one space map object named by two txgs",
+        ));
+    }
+    let mut total: u64 = 0;
+    let mut last_txg: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     // Each top-level vdev's metaslabs' unflushed txgs.
     let mut flushed: BTreeMap<u64, (u64, Vec<u8>, bool)> = BTreeMap::new();
     let dsl = DslPool::from_mos(pool.clone(), mos_os.clone(), 0);
@@ -348,13 +366,20 @@ fn unflushed_log_entries(
         let adn = mos_os.dnode(arr)?;
         let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(0);
         let count = if (17..=40).contains(&ms_shift) {
-            (top.asize >> ms_shift) as usize
+            top.asize >> ms_shift
         } else {
             0
         };
+        // Metaslabs past the array's end (a vdev grown since) read as
+        // unflushed txg 0, as OpenZFS reads past an object's end.
+        let room = adn
+            .phys
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(adn.phys.datablksz());
         let data = mos_os.read_sized(
             &adn,
-            (count * 8) as u64,
+            count.saturating_mul(8).min(room),
             MAX_SPACE_MAP_BYTES,
             "unflushed txgs of metaslabs",
         )?;
@@ -369,6 +394,13 @@ fn unflushed_log_entries(
             MAX_SPACE_MAP_BYTES,
             &format!("log space map of txg {txg}"),
         )?;
+        total = total.saturating_add(hdr.length);
+        if total > MAX_SPACE_MAP_BYTES {
+            return Err(Error::corrupt(
+                "log space maps",
+                format!("more than {MAX_SPACE_MAP_BYTES} bytes in all"),
+            ));
+        }
         for (vdev, e) in spacemap::decode_log(&data, dn.swap)
             .map_err(|e| e.context(&format!("log space map of txg {txg}")))?
         {
@@ -402,12 +434,11 @@ fn unflushed_log_entries(
             }
             let rel = offset - (ms << ms_shift);
             let list = out.entry((top.id, ms)).or_default();
-            if !matches!(list.last(), Some(SmEntry::Debug { txg: t, .. }) if *t == txg)
-                && !list
-                    .iter()
-                    .rev()
-                    .any(|x| matches!(x, SmEntry::Debug { txg: t, .. } if *t == txg))
-            {
+            // Logs come in txg order: a run's debug entry is pushed when
+            // this metaslab's last one names an older txg.
+            let last = last_txg.entry((top.id, ms)).or_insert(0);
+            if *last != txg {
+                *last = txg;
                 list.push(SmEntry::Debug {
                     action: 0,
                     pass: 1,

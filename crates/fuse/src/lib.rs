@@ -1701,19 +1701,7 @@ impl State {
                 _ => pool,
             }
         };
-        let used_objs = self
-            .tx()
-            .map(|t| {
-                let fill: u64 =
-                    t.os.phys
-                        .meta_dnode
-                        .blkptr
-                        .iter()
-                        .map(|bp| if bp.is_hole() { 0 } else { bp.fill() })
-                        .sum();
-                fill
-            })
-            .unwrap_or(0);
+        let used_objs = self.tx().map(|t| t.os.object_count()).unwrap_or(0);
         let ffree = avail / 512;
         (
             total / BS,

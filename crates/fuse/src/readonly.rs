@@ -263,22 +263,18 @@ fn space_of(zpl: &Zpl) -> (u64, u64, u64, u64, u64, u32) {
     const BS: u64 = 4096;
     let (referenced, avail) = ozfs_dsl::DslPool::open(zpl.os.pool.clone())
         .map(|dsl| {
-            let referenced = dsl
-                .lookup(&zpl.name)
-                .map(|d| d.ds.referenced_bytes)
-                .unwrap_or(0);
-            let avail = dsl.space().and_then(|s| dsl.available(&s)).unwrap_or(0);
+            let ds = dsl.lookup(&zpl.name).ok();
+            let referenced = ds.as_ref().map_or(0, |d| d.ds.referenced_bytes);
+            let pool = dsl.space().and_then(|s| dsl.available(&s)).unwrap_or(0);
+            // The quotas covering the dataset bound it too.
+            let avail = match ds.as_ref().map(|d| dsl.quota_room(d)) {
+                Some(Ok(Some(room))) => pool.min(room),
+                _ => pool,
+            };
             (referenced, avail)
         })
         .unwrap_or((0, 0));
-    let used_objs: u64 = zpl
-        .os
-        .phys
-        .meta_dnode
-        .blkptr
-        .iter()
-        .map(|bp| if bp.is_hole() { 0 } else { bp.fill() })
-        .sum();
+    let used_objs = zpl.os.object_count();
     let ffree = avail / 512;
     (
         referenced.saturating_add(avail) / BS,

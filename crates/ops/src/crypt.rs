@@ -11,8 +11,9 @@
 //! import, so it proves the key and says so.
 //!
 //! Invariants: key material is read from the named place only, at most
-//! 1 MiB of it, never echoed, never logged, and dropped (zeroed) as soon
-//! as the wrapping key is derived.
+//! 1 MiB of it, never echoed, never logged, and its final buffer is zeroed
+//! once the wrapping key is derived (copies the standard library makes on
+//! the way, growing a buffer or reading a line, are not).
 
 use crate::error::{invalid, Error, Result};
 use ozfs_codec::crypt::KeyFormat;
@@ -113,10 +114,7 @@ pub struct Zeroed(pub Vec<u8>);
 
 impl Drop for Zeroed {
     fn drop(&mut self) {
-        for b in self.0.iter_mut() {
-            // SAFETY: a valid, exclusive reference.
-            unsafe { std::ptr::write_volatile(b, 0) };
-        }
+        ozfs_codec::crypt::wipe(&mut self.0);
     }
 }
 
@@ -157,17 +155,12 @@ pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
-    let c = dsl.crypt_props(&ds)?.ok_or_else(|| {
-        invalid(format!(
-            "Key load error: '{dataset}': encryption is not enabled"
-        ))
-    })?;
-    if c.root != ds.name {
-        return Err(invalid(format!(
-            "Key load error: Keys must be loaded for encryption root of '{dataset}' ({}).",
-            c.root
-        )));
-    }
+    // Not encrypted, or not an encryption root: the DSL's refusal.
+    let Some(c) = dsl.crypt_props(&ds)?.filter(|c| c.root == ds.name) else {
+        return dsl
+            .load_key(&ds, &[], true)
+            .map_err(|e| e.context("Key load error"));
+    };
     let location = match location {
         Some(l) => l.to_string(),
         None => dsl.keylocation(&ds)?,
@@ -226,16 +219,6 @@ pub fn unload_key(dataset: &str) -> Result<()> {
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
-    match dsl.crypt_props(&ds)? {
-        None => Err(invalid(format!(
-            "Key unload error: '{dataset}': encryption is not enabled"
-        ))),
-        Some(c) if c.root != ds.name => Err(invalid(format!(
-            "Key unload error: Keys must be unloaded for encryption root of '{dataset}' ({}).",
-            c.root
-        ))),
-        Some(_) => dsl
-            .unload_key(&ds)
-            .map_err(|e| e.context("Key unload error")),
-    }
+    dsl.unload_key(&ds)
+        .map_err(|e| e.context("Key unload error"))
 }

@@ -158,17 +158,7 @@ pub fn importable(dirs: &[PathBuf]) -> Result<Vec<Importable>> {
             let bad_name = ozfs_format::names::check_pool_name(&name)
                 .err()
                 .map(|w| w.to_string());
-            let unsupported = p
-                .config
-                .get_nvlist("features_for_read")
-                .map(|f| {
-                    f.pairs
-                        .iter()
-                        .map(|(k, _)| k.clone())
-                        .filter(|k| !ozfs_spa::pool::SUPPORTED_READ_FEATURES.contains(&k.as_str()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let unsupported = ozfs_spa::pool::unsupported_read_features(&p.config);
             let status = Pool::open(
                 p,
                 &PoolOptions {

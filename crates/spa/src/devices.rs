@@ -134,8 +134,9 @@ fn can_do_without(top: &Vdev, guid: u64) -> bool {
         .count();
     match top.kind {
         VdevKind::Mirror => others_whole >= 1,
-        VdevKind::Raidz { nparity } => top.children.len() - others_whole <= nparity,
-        VdevKind::Draid { ref layout } => top.children.len() - others_whole <= layout.nparity,
+        VdevKind::Raidz { .. } | VdevKind::Draid { .. } => {
+            top.children.len().saturating_sub(others_whole) <= top.parity_count()
+        }
         _ => false,
     }
 }

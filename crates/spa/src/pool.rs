@@ -37,6 +37,21 @@ pub const SUPPORTED_READ_FEATURES: &[&str] = &[
     DRAID,
 ];
 
+/// The active features a label config says are needed to read the pool
+/// (`features_for_read`) that ozfs does not read.
+pub fn unsupported_read_features(config: &NvList) -> Vec<String> {
+    config
+        .get_nvlist("features_for_read")
+        .map(|f| {
+            f.pairs
+                .iter()
+                .map(|(k, _)| k.clone())
+                .filter(|k| !SUPPORTED_READ_FEATURES.contains(&k.as_str()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// RAID-Z expansion (`zpool attach` to a raidz vdev): read, not written
 /// (blocks keep the width they were born with, see `Vdev::raidz_width`).
 pub const RAIDZ_EXPANSION: &str = "org.openzfs:raidz_expansion";
@@ -162,7 +177,8 @@ impl KeyStore {
     }
 }
 
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A mutex's guard, poisoned or not (the data stays usable).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -231,12 +247,7 @@ impl Pool {
             return Err(Error::unsupported(&what, format!("pool version {version}")));
         }
         if let Some(ffr) = found.config.get_nvlist("features_for_read") {
-            let unknown: Vec<&str> = ffr
-                .pairs
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .filter(|k| !SUPPORTED_READ_FEATURES.contains(k))
-                .collect();
+            let unknown = unsupported_read_features(&found.config);
             if !unknown.is_empty() {
                 return Err(Error::unsupported(
                     &what,
@@ -492,7 +503,8 @@ impl Pool {
     /// Replace the placeholders of top-level vdevs no device was found
     /// for with their configs from `mos_tops` (the MOS copy of the pool
     /// config's top-level vdevs) when those need no device — an indirect
-    /// vdev, what a removed device becomes. Any placeholder left makes
+    /// vdev (a removed data device) or a hole (a removed log device). Any
+    /// placeholder left makes
     /// this the error the open deferred (devices unavailable).
     pub fn resolve_missing_tops(&self, mos_tops: &[NvList]) -> Result<()> {
         let Some(err) = lock(&self.unresolved_tops).clone() else {
@@ -504,7 +516,7 @@ impl Pool {
             let from_mos = (c.type_name == "missing")
                 .then(|| mos_tops.iter().find(|t| t.get_u64("id") == Some(c.id)))
                 .flatten()
-                .filter(|t| t.get_str("type") == Some("indirect"));
+                .filter(|t| matches!(t.get_str("type"), Some("indirect" | "hole")));
             match from_mos {
                 Some(t) => tops.push(t.clone()),
                 None => {

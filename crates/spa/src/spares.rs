@@ -38,6 +38,7 @@
 //! it stands for.
 
 use crate::label_write::seal_region;
+use crate::pool::lock;
 use crate::Pool;
 use ozfs_format::label::{aligned_psize, label_offset, VDEV_PHYS_OFFSET, VDEV_PHYS_SIZE};
 use ozfs_format::{Error, NvList, NvValue, Result};
@@ -117,10 +118,6 @@ fn entry_of(s: &Spare) -> NvList {
         nv.set("spareid", NvValue::Uint64(id));
     }
     nv
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The `spare` vdev directly above leaf `guid`, if any.

@@ -397,10 +397,12 @@ impl Vdev {
             VdevKind::Leaf(_) => self.path.clone().unwrap_or_else(|| self.guid.to_string()),
             VdevKind::Raidz { nparity } => format!("raidz{}-{}", nparity, self.id),
             VdevKind::Draid { layout } => format!("{}-{}", layout.type_name(), self.id),
+            // A distributed spare is named by its config's path
+            // (`draid<P>-<T>-<S>`); without one, by its number alone.
             VdevKind::DraidSpare { spare } => self
                 .path
                 .clone()
-                .unwrap_or_else(|| format!("draid{}-{spare}", self.nparity)),
+                .unwrap_or_else(|| format!("dspare-{spare}")),
             VdevKind::Root => "root".into(),
             _ => format!("{}-{}", self.type_name, self.id),
         }
@@ -1405,10 +1407,19 @@ impl Vdev {
             }
         }
         suspects.sort_unstable();
+        // A bound on the search (a wide dRAID with a large block would
+        // otherwise try millions of combinations): past it, the block is
+        // reported damaged rather than read for ever.
+        const MAX_TRIALS: usize = 4096;
+        let mut trials = 0usize;
         for extra in 0..=np {
             let mut combo = Vec::new();
             let mut found: Option<(Stripes, Vec<usize>)> = None;
             combinations(&suspects, extra, 0, &mut combo, &mut |chosen| {
+                trials += 1;
+                if trials > MAX_TRIALS {
+                    return true;
+                }
                 let mut trial = cols.clone();
                 let mut rebuilt_data = false;
                 for (r, m) in rows.iter().enumerate() {
