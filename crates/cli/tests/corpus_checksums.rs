@@ -80,15 +80,7 @@ fn check_pool_with(
     let devs = work.join(pool);
     unpack(&src, &devs);
     damage(&devs);
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        pool,
-    ]);
+    import_readonly(oz, &devs, pool);
     let props = oz.ok(&[
         "zfs",
         "get",
@@ -200,15 +192,7 @@ fn a_volume_reads_exactly() {
     let src = corpus().join(pool);
     let devs = work.path().join(pool);
     unpack(&src, &devs);
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        pool,
-    ]);
+    import_readonly(&oz, &devs, pool);
     let img = work.path().join("vol.img");
     oz.ok(&["cp", &format!("{pool}/vol"), &img.to_string_lossy()]);
     let r = oz.run(&["cp", pool, &work.path().join("x").to_string_lossy()]);
@@ -508,44 +492,7 @@ fn expanded_raidz_reads_exactly() {
 /// file system still reads exactly, rebuilt row by row.
 #[test]
 fn expanded_raidz_reads_through_a_ruined_disk() {
-    use std::io::{Seek, SeekFrom, Write};
-    let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-expand-damage-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    for disk in 0..4u64 {
-        let ruin = move |devs: &Path| {
-            let path = devs.join(format!("d{disk}.img"));
-            let len = std::fs::metadata(&path).expect("image").len();
-            let (start, end) = (4u64 << 20, len - (512 << 10));
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .expect("open image");
-            f.seek(SeekFrom::Start(start)).expect("seek");
-            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ disk;
-            let mut chunk = vec![0u8; 1 << 20];
-            let mut at = start;
-            while at < end {
-                for b in chunk.chunks_exact_mut(8) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    b.copy_from_slice(&x.to_le_bytes());
-                }
-                let n = (end - at).min(chunk.len() as u64) as usize;
-                f.write_all(&chunk[..n]).expect("write noise");
-                at += n as u64;
-            }
-        };
-        let failed = check_pool_damaged(&oz, work.path(), "c9-expand", &[], &ruin);
-        assert!(
-            failed.is_empty(),
-            "disk {disk} ruined, copies differ:\n{}",
-            failed.join("\n")
-        );
-    }
+    ruin_each_disk_and_check("c9-expand", 4, 0x9e37_79b9_7f4a_7c15);
 }
 
 /// `c8-draid`: a dRAID vdev (`draid1:3d:5c:1s`: single parity, groups of 3
@@ -613,44 +560,7 @@ fn draid_reads_exactly() {
 /// every file system still reads exactly, rebuilt from parity.
 #[test]
 fn draid_reads_through_a_ruined_disk() {
-    use std::io::{Seek, SeekFrom, Write};
-    let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-draid-damage-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    for disk in 0..5u64 {
-        let ruin = move |devs: &Path| {
-            let path = devs.join(format!("d{disk}.img"));
-            let len = std::fs::metadata(&path).expect("image").len();
-            let (start, end) = (4u64 << 20, len - (512 << 10));
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .expect("open image");
-            f.seek(SeekFrom::Start(start)).expect("seek");
-            let mut x = 0x2545_f491_4f6c_dd1du64 ^ disk;
-            let mut chunk = vec![0u8; 1 << 20];
-            let mut at = start;
-            while at < end {
-                for b in chunk.chunks_exact_mut(8) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    b.copy_from_slice(&x.to_le_bytes());
-                }
-                let n = (end - at).min(chunk.len() as u64) as usize;
-                f.write_all(&chunk[..n]).expect("write noise");
-                at += n as u64;
-            }
-        };
-        let failed = check_pool_damaged(&oz, work.path(), "c8-draid", &[], &ruin);
-        assert!(
-            failed.is_empty(),
-            "disk {disk} ruined, copies differ:\n{}",
-            failed.join("\n")
-        );
-    }
+    ruin_each_disk_and_check("c8-draid", 5, 0x2545_f491_4f6c_dd1d);
 }
 
 /// `ozfs zdb -b` on every pool OpenZFS made: no leaks, and the bytes the
@@ -685,15 +595,7 @@ fn leak_check_agrees_with_openzfs_zdb() {
     for pool in &pools {
         let devs = work.path().join(pool);
         unpack(&corpus().join(pool), &devs);
-        oz.ok(&[
-            "zpool",
-            "import",
-            "-o",
-            "readonly=on",
-            "-d",
-            &devs.to_string_lossy(),
-            pool,
-        ]);
+        import_readonly(&oz, &devs, pool);
         let r = oz.run(&["zdb", "-b", pool]);
         if pool == "c10-removal" {
             assert!(
@@ -848,15 +750,7 @@ fn long_names_read_exactly() {
     let long_want = want.remove(&long).expect("entry");
     let devs = work.path().join(pool);
     unpack(&corpus().join(pool), &devs);
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        pool,
-    ]);
+    import_readonly(&oz, &devs, pool);
     let dest = work.path().join("copy");
     let r = oz.run(&["cp", "-r", "c13-names-props/p:/", &dest.to_string_lossy()]);
     assert!(
@@ -1062,15 +956,7 @@ fn zdb_datasets_as_openzfs_lists_them() {
             .expect("run OpenZFS zdb");
         let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
         assert!(theirs.contains("Dataset mos [META]"), "{pool}: {theirs}");
-        oz.ok(&[
-            "zpool",
-            "import",
-            "-o",
-            "readonly=on",
-            "-d",
-            &devs.to_string_lossy(),
-            pool,
-        ]);
+        import_readonly(&oz, &devs, pool);
         let ours = oz.run(&["zdb", "-d", pool]);
         oz.ok(&["zpool", "export", pool]);
         if !ours.success() || ours.stdout != theirs {
@@ -1082,4 +968,48 @@ fn zdb_datasets_as_openzfs_lists_them() {
         let _ = std::fs::remove_dir_all(&devs);
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Ruin each of `pool`'s `ndisk` images in turn (everything between the
+/// front and back labels overwritten with seeded noise) and check that
+/// every file system still reads exactly.
+fn ruin_each_disk_and_check(pool: &str, ndisk: u64, seed: u64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let oz = ozfs();
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-test-corpus-ruin-")
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir");
+    for disk in 0..ndisk {
+        let ruin = move |devs: &Path| {
+            let path = devs.join(format!("d{disk}.img"));
+            let len = std::fs::metadata(&path).expect("image").len();
+            let (start, end) = (4u64 << 20, len - (512 << 10));
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open image");
+            f.seek(SeekFrom::Start(start)).expect("seek");
+            let mut x = seed ^ disk;
+            let mut chunk = vec![0u8; 1 << 20];
+            let mut at = start;
+            while at < end {
+                for b in chunk.chunks_exact_mut(8) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b.copy_from_slice(&x.to_le_bytes());
+                }
+                let n = (end - at).min(chunk.len() as u64) as usize;
+                f.write_all(&chunk[..n]).expect("write noise");
+                at += n as u64;
+            }
+        };
+        let failed = check_pool_damaged(&oz, work.path(), pool, &[], &ruin);
+        assert!(
+            failed.is_empty(),
+            "{pool}: disk {disk} ruined, copies differ:\n{}",
+            failed.join("\n")
+        );
+    }
 }

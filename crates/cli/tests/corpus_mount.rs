@@ -41,15 +41,7 @@ fn import(oz: &Ozfs, work: &Path, pool: &str) -> Imported {
     let text = fs::read_to_string(src.join("manifest.txt")).expect("manifest.txt");
     let devs = work.join(pool);
     unpack_corpus(&src, &devs);
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        pool,
-    ]);
+    import_readonly(oz, &devs, pool);
     Imported { text, src }
 }
 

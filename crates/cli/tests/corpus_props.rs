@@ -64,15 +64,7 @@ fn zpool_get_all_as_openzfs_prints_it() {
         unpack_corpus(&src, &devs);
         let want = theirs(&src, pool);
         assert!(want.len() > 70, "{pool}: props.txt rows: {want:?}");
-        oz.ok(&[
-            "zpool",
-            "import",
-            "-o",
-            "readonly=on",
-            "-d",
-            &devs.to_string_lossy(),
-            pool,
-        ]);
+        import_readonly(&oz, &devs, pool);
         let out = oz.ok(&["zpool", "get", "-H", "-o", "property,value", "all", pool]);
         oz.ok(&["zpool", "export", pool]);
         let got: Vec<(String, String)> = out
@@ -146,15 +138,7 @@ fn available_space_as_openzfs_computes_it() {
             .and_then(|r| r.split('\t').next())
             .map(human)
             .expect("available in props.txt");
-        oz.ok(&[
-            "zpool",
-            "import",
-            "-o",
-            "readonly=on",
-            "-d",
-            &devs.to_string_lossy(),
-            pool,
-        ]);
+        import_readonly(&oz, &devs, pool);
         let got: f64 = oz
             .ok(&["zfs", "get", "-Hp", "-o", "value", "available", pool])
             .trim()

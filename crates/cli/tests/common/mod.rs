@@ -347,3 +347,16 @@ pub fn oracle_zdb() -> Option<PathBuf> {
     eprintln!("skipped: no OpenZFS zdb at {}", p.display());
     None
 }
+
+/// `ozfs zpool import -o readonly=on -d DEVS POOL`, which must succeed.
+pub fn import_readonly(oz: &Ozfs, devs: &Path, pool: &str) {
+    oz.ok(&[
+        "zpool",
+        "import",
+        "-o",
+        "readonly=on",
+        "-d",
+        &devs.to_string_lossy(),
+        pool,
+    ]);
+}
