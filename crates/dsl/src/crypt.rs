@@ -231,15 +231,7 @@ impl DslPool {
     /// key already loaded, is refused as OpenZFS refuses them.
     pub fn load_key(&self, ds: &DatasetInfo, material: &[u8], dry_run: bool) -> Result<()> {
         let head = self.head_name(ds);
-        let c = self
-            .dir_crypt(ds.dir_obj)?
-            .ok_or_else(|| Error::Invalid(format!("'{head}': encryption is not enabled")))?;
-        if c.root_dir != ds.dir_obj {
-            let root = self.dir_name(c.root_dir)?;
-            return Err(Error::Invalid(format!(
-                "'{head}': keys must be loaded for encryption root of '{head}' ({root})"
-            )));
-        }
+        let c = self.root_crypt(ds, "loaded")?;
         if !dry_run && self.pool.keys.wrapping(c.root_dir).is_some() {
             return Err(Error::Exists(format!("'{head}': key already loaded")));
         }
@@ -260,15 +252,7 @@ impl DslPool {
     /// with it.
     pub fn unload_key(&self, ds: &DatasetInfo) -> Result<()> {
         let head = self.head_name(ds);
-        let c = self
-            .dir_crypt(ds.dir_obj)?
-            .ok_or_else(|| Error::Invalid(format!("'{head}': encryption is not enabled")))?;
-        if c.root_dir != ds.dir_obj {
-            let root = self.dir_name(c.root_dir)?;
-            return Err(Error::Invalid(format!(
-                "'{head}': keys must be unloaded for encryption root of '{head}' ({root})"
-            )));
-        }
+        let c = self.root_crypt(ds, "unloaded")?;
         if self.pool.keys.wrapping(c.root_dir).is_none() {
             return Err(Error::Invalid(format!("'{head}': key already unloaded")));
         }
@@ -310,6 +294,22 @@ impl DslPool {
             .unwrap_with(&wk)
             .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))?;
         Ok(self.pool.keys.set_master(ds.dir_obj, mk))
+    }
+
+    /// The key object of `ds`, which must be an encryption root; refused
+    /// as OpenZFS refuses keys `verb` ("loaded", "unloaded") elsewhere.
+    fn root_crypt(&self, ds: &DatasetInfo, verb: &str) -> Result<DirCrypt> {
+        let head = self.head_name(ds);
+        let c = self
+            .dir_crypt(ds.dir_obj)?
+            .ok_or_else(|| Error::Invalid(format!("'{head}': encryption is not enabled")))?;
+        if c.root_dir != ds.dir_obj {
+            let root = self.dir_name(c.root_dir)?;
+            return Err(Error::Invalid(format!(
+                "'{head}': keys must be {verb} for encryption root of '{head}' ({root})"
+            )));
+        }
+        Ok(c)
     }
 
     fn head_name(&self, ds: &DatasetInfo) -> String {

@@ -469,19 +469,32 @@ impl DslPool {
             return Ok(());
         }
         for (name, dir_obj) in self.child_dirs(&ds.dir)? {
-            let dir = self.dir(dir_obj)?;
-            if dir.head_dataset_obj == 0 {
-                continue;
+            if let Some(child) = self.child_head(ds, &name, dir_obj)? {
+                self.list_rec(&child, snapshots, depth + 1, max_depth, out)?;
             }
-            let child = self.info(
-                format!("{}/{}", ds.name, name),
-                dir.head_dataset_obj,
-                dir_obj,
-                false,
-            )?;
-            self.list_rec(&child, snapshots, depth + 1, max_depth, out)?;
         }
         Ok(())
+    }
+
+    /// The head dataset of child directory `name` (object `dir_obj`) of
+    /// `ds`, None for a directory without one.
+    fn child_head(
+        &self,
+        ds: &DatasetInfo,
+        name: &str,
+        dir_obj: u64,
+    ) -> Result<Option<DatasetInfo>> {
+        let dir = self.dir(dir_obj)?;
+        if dir.head_dataset_obj == 0 {
+            return Ok(None);
+        }
+        self.info(
+            format!("{}/{}", ds.name, name),
+            dir.head_dataset_obj,
+            dir_obj,
+            false,
+        )
+        .map(Some)
     }
 
     /// Every dataset and snapshot in the order OpenZFS's
@@ -512,17 +525,9 @@ impl DslPool {
                 if name.starts_with('$') || check_component(&name).is_err() {
                     continue;
                 }
-                let dir = self.dir(dir_obj)?;
-                if dir.head_dataset_obj == 0 {
-                    continue;
+                if let Some(child) = self.child_head(ds, &name, dir_obj)? {
+                    self.find_rec(&child, depth + 1, out)?;
                 }
-                let child = self.info(
-                    format!("{}/{}", ds.name, name),
-                    dir.head_dataset_obj,
-                    dir_obj,
-                    false,
-                )?;
-                self.find_rec(&child, depth + 1, out)?;
             }
         }
         if ds.ds.snapnames_zapobj != 0 {
