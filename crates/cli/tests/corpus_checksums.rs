@@ -141,10 +141,7 @@ fn check_pool_with(
 #[test]
 fn every_checksum_reads_as_openzfs_wrote_it() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-checksums-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-checksums-");
     let mut failed = Vec::new();
     for (pool, checksums) in POOLS {
         failed.extend(check_pool(&oz, work.path(), pool, checksums));
@@ -160,10 +157,7 @@ fn every_checksum_reads_as_openzfs_wrote_it() {
 #[test]
 fn default_openzfs_pools_read_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-defaults-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-defaults-");
     let mut failed = Vec::new();
     for pool in [
         "c1-single",
@@ -184,10 +178,7 @@ fn default_openzfs_pools_read_exactly() {
 #[test]
 fn a_volume_reads_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-zvol-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-zvol-");
     let pool = "c11-zvol-special";
     let src = corpus().join(pool);
     let devs = work.path().join(pool);
@@ -269,10 +260,7 @@ fn key_args(pool: &str, ds: &str) -> Vec<String> {
 #[test]
 fn encrypted_datasets_read_with_their_keys() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-crypt-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-crypt-");
     let keys = corpus().join("c7-crypt/keys");
     let key_of = |ds: &str| -> Option<String> {
         let f = if ds.starts_with("c7-crypt/gcm") {
@@ -306,15 +294,7 @@ fn encrypted_datasets_read_with_their_keys() {
     // The pool again, for what goes wrong.
     let devs = work.path().join("again");
     unpack(&corpus().join("c7-crypt"), &devs);
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        "c7-crypt",
-    ]);
+    import_readonly(&oz, &devs, "c7-crypt");
     let dest = work.path().join("locked");
     let r = oz.run(&["cp", "-r", "c7-crypt/gcm@s1:/", &dest.to_string_lossy()]);
     assert!(!r.success());
@@ -397,10 +377,7 @@ fn encrypted_datasets_read_with_their_keys() {
 #[test]
 fn removed_device_and_cloned_blocks_read_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-removal-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-removal-");
     let failed = check_pool(&oz, work.path(), "c10-removal", &[]);
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
 }
@@ -413,17 +390,8 @@ fn removed_device_and_cloned_blocks_read_exactly() {
 #[ignore]
 fn survey_every_corpus_pool() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-survey-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    let mut pools: Vec<String> = std::fs::read_dir(corpus())
-        .expect("corpus")
-        .flatten()
-        .filter(|e| e.path().join("manifest.txt").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    pools.sort();
+    let work = scratch("ozfs-test-corpus-survey-");
+    let pools = corpus_pools("manifest.txt");
     let (mut good, mut all) = (0, 0);
     for pool in pools {
         let text =
@@ -461,10 +429,7 @@ fn survey_every_corpus_pool() {
 #[test]
 fn expanded_raidz_reads_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-expand-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-expand-");
     let failed = check_pool(&oz, work.path(), "c9-expand", &[]);
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
     let devs = work.path().join("rw");
@@ -503,10 +468,7 @@ fn expanded_raidz_reads_through_a_ruined_disk() {
 #[test]
 fn draid_reads_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-draid-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-draid-");
     let failed = check_pool(&oz, work.path(), "c8-draid", &[]);
     assert!(failed.is_empty(), "copies differ:\n{}", failed.join("\n"));
     let devs = work.path().join("again");
@@ -572,10 +534,7 @@ fn draid_reads_through_a_ruined_disk() {
 #[test]
 fn leak_check_agrees_with_openzfs_zdb() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-leaks-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-leaks-");
     let figure = |text: &str, label: &str| -> u64 {
         text.lines()
             .find_map(|l| l.trim().strip_prefix(label))
@@ -583,13 +542,7 @@ fn leak_check_agrees_with_openzfs_zdb() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no '{label}' figure in:\n{text}"))
     };
-    let mut pools: Vec<String> = std::fs::read_dir(corpus())
-        .expect("corpus")
-        .flatten()
-        .filter(|e| e.path().join("zdb.txt").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    pools.sort();
+    let pools = corpus_pools("zdb.txt");
     assert!(pools.len() >= 13, "{pools:?}");
     let mut wrong = Vec::new();
     for pool in &pools {
@@ -630,10 +583,7 @@ fn leak_check_agrees_with_openzfs_zdb() {
 #[test]
 fn a_version_28_pool_is_not_written() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-v28-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-v28-");
     let devs = work.path().join("c12-v28");
     unpack(&corpus().join("c12-v28"), &devs);
     let digest = || {
@@ -682,10 +632,7 @@ fn a_version_28_pool_is_not_written() {
 #[test]
 fn import_lists_unsupported_features() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-features-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-features-");
     let devs = work.path().join("c1-single");
     unpack(&corpus().join("c1-single"), &devs);
     let mut img = ozfs_testkit::mutate::Image::open(&devs.join("d0.img")).expect("image");
@@ -733,10 +680,7 @@ fn import_lists_unsupported_features() {
 #[test]
 fn long_names_read_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-longname-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-longname-");
     let pool = "c13-names-props";
     let text = std::fs::read_to_string(corpus().join(pool).join("manifest.txt")).expect("manifest");
     let mut want = theirs(&text, "c13-names-props/p");
@@ -826,10 +770,7 @@ fn long_names_read_exactly() {
 #[test]
 fn a_removed_device_is_not_needed() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-gone-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-gone-");
     let failed = check_pool_damaged(&oz, work.path(), "c10-removal", &[], &|devs| {
         std::fs::remove_file(devs.join("d1.img")).expect("remove d1.img");
     });
@@ -873,21 +814,12 @@ fn a_removed_device_is_not_needed() {
 fn zdb_labels_as_openzfs_prints_them() {
     let Some(zdb) = oracle_zdb() else { return };
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-labels-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-labels-");
     let mut checked = 0;
     let mut wrong = Vec::new();
-    let mut pools: Vec<PathBuf> = std::fs::read_dir(corpus())
-        .expect("corpus")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("manifest.txt").is_file())
-        .collect();
-    pools.sort();
-    for src in pools {
-        let devs = work.path().join(src.file_name().expect("name"));
+    for pool in corpus_pools("manifest.txt") {
+        let src = corpus().join(&pool);
+        let devs = work.path().join(&pool);
         unpack(&src, &devs);
         let mut imgs: Vec<PathBuf> = std::fs::read_dir(&devs)
             .expect("devs")
@@ -930,17 +862,8 @@ fn zdb_labels_as_openzfs_prints_them() {
 fn zdb_datasets_as_openzfs_lists_them() {
     let Some(zdb) = oracle_zdb() else { return };
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-zdbd-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    let mut pools: Vec<String> = std::fs::read_dir(corpus())
-        .expect("corpus")
-        .flatten()
-        .filter(|e| e.path().join("manifest.txt").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    pools.sort();
+    let work = scratch("ozfs-test-corpus-zdbd-");
+    let pools = corpus_pools("manifest.txt");
     assert!(pools.len() >= 13, "{pools:?}");
     let mut wrong = Vec::new();
     for pool in &pools {
@@ -976,10 +899,7 @@ fn zdb_datasets_as_openzfs_lists_them() {
 fn ruin_each_disk_and_check(pool: &str, ndisk: u64, seed: u64) {
     use std::io::{Seek, SeekFrom, Write};
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-ruin-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-ruin-");
     for disk in 0..ndisk {
         let ruin = move |devs: &Path| {
             let path = devs.join(format!("d{disk}.img"));

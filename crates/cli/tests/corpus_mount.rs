@@ -141,10 +141,7 @@ fn assert_read_only(m: &Path, file: &Path, dir: &Path) {
 #[test]
 fn openzfs_file_systems_mount_read_only_exactly() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-mount-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-mount-");
     let work = work.path();
     let mut failed = Vec::new();
     for pool in ["c1-single", "c2-mirror"] {
@@ -220,10 +217,7 @@ fn openzfs_file_systems_mount_read_only_exactly() {
 #[test]
 fn encrypted_file_systems_mount_with_their_keys() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-mount-crypt-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-mount-crypt-");
     let work = work.path();
     let imp = import(&oz, work, "c7-crypt");
     let keys = imp.src.join("keys");
@@ -272,10 +266,7 @@ fn encrypted_file_systems_mount_with_their_keys() {
 #[test]
 fn long_names_mount_and_read() {
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-mount-names-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-mount-names-");
     let work = work.path();
     let imp = import(&oz, work, "c13-names-props");
     let ds = "c13-names-props/p";

@@ -54,10 +54,7 @@ fn theirs(dir: &Path, pool: &str) -> Vec<(String, String)> {
 fn zpool_get_all_as_openzfs_prints_it() {
     let corpus = corpus_dir();
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-props-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-corpus-props-");
     for pool in POOLS {
         let src = corpus.join(pool);
         let devs = work.path().join(pool);
@@ -113,18 +110,9 @@ fn human(s: &str) -> f64 {
 fn available_space_as_openzfs_computes_it() {
     let corpus = corpus_dir();
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-corpus-avail-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
-    let mut pools: Vec<String> = std::fs::read_dir(&corpus)
-        .expect("corpus")
-        .flatten()
-        .filter(|e| e.path().join("props.txt").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|p| p != "c5-dedup")
-        .collect();
-    pools.sort();
+    let work = scratch("ozfs-test-corpus-avail-");
+    let mut pools = corpus_pools("props.txt");
+    pools.retain(|p| p != "c5-dedup");
     assert!(pools.len() >= 12, "{pools:?}");
     let mut wrong = Vec::new();
     for pool in &pools {

@@ -63,10 +63,7 @@ fn verdict(zdb: &Path, devs: &Path, pool: &str) -> String {
 fn openzfs_zdb_finds_ozfs_pools_clean() {
     let Some(zdb) = oracle_zdb() else { return };
     let oz = ozfs();
-    let work = tempfile::Builder::new()
-        .prefix("ozfs-test-oracle-")
-        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
-        .expect("temp dir");
+    let work = scratch("ozfs-test-oracle-");
     let src = work.path().join("src");
     tree(&src, 7);
     let src2 = work.path().join("src2");

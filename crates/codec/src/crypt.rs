@@ -400,14 +400,14 @@ impl MasterKey {
     }
 
     /// Decrypt one encrypted block's physical bytes: `data` is what the
-    /// pool read and checksummed (PSIZE bytes), `bp` the block's pointer
+    /// pool read and checksummed (PSIZE bytes, decrypted in place), `bp` the block's pointer
     /// (`swap`: it came from the other byte order). Returns the plain
     /// physical bytes, still compressed as the pointer says. Dnode blocks
     /// decrypt only their encrypted bonus buffers, with everything else
     /// authenticated; intent-log blocks are refused as unsupported.
-    pub fn decrypt_block(&self, bp: &BlkPtr, swap: bool, data: &[u8]) -> Result<Vec<u8>> {
+    pub fn decrypt_block(&self, bp: &BlkPtr, swap: bool, mut data: Vec<u8>) -> Result<Vec<u8>> {
         let Some(p) = bp.crypt_params(swap) else {
-            return Ok(data.to_vec());
+            return Ok(data);
         };
         let t = bp.object_type();
         if t == ot::INTENT_LOG {
@@ -418,12 +418,12 @@ impl MasterKey {
         }
         let mut key = self.block_key(&p.salt);
         let kl = self.suite.key_len();
+        // Ordinary blocks decrypt in place: no copy on the read path.
         let r = if t == ot::DNODE {
-            self.open_dnode_block(&key[..kl], &p, swap, data)
+            self.open_dnode_block(&key[..kl], &p, swap, &data)
         } else {
-            let mut out = data.to_vec();
-            aead_open(self.suite, &key[..kl], &p.iv, &[], &mut out, &p.mac)
-                .map(|()| out)
+            aead_open(self.suite, &key[..kl], &p.iv, &[], &mut data, &p.mac)
+                .map(|()| data)
                 .map_err(|()| tag_error(bp))
         };
         wipe(&mut key);

@@ -18,50 +18,10 @@ use ozfs_dsl::scrub::{scrub, ScanMode};
 use ozfs_dsl::DslPool;
 use ozfs_format::types::ot;
 use ozfs_format::ErrorKind;
-use ozfs_spa::import::discover_paths;
-use ozfs_spa::{Pool, PoolOptions};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
-fn corpus() -> PathBuf {
-    let c = std::env::var_os("OZFS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/openzfs-2.3")
-        });
-    assert!(c.is_dir(), "{}: the OpenZFS corpus is missing", c.display());
-    c
-}
-
-fn open(dir: &std::path::Path) -> Arc<Pool> {
-    let src = corpus().join("c7-crypt");
-    let out = dir.join("d0.img");
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
-        .args([
-            "sh",
-            &format!("{}/d0.img.gz", src.display()),
-            &out.to_string_lossy(),
-        ])
-        .status()
-        .expect("sh")
-        .success();
-    assert!(ok, "unpacking d0.img");
-    let found = discover_paths(&[out]).into_iter().next().expect("the pool");
-    Arc::new(
-        Pool::open(
-            found,
-            &PoolOptions {
-                readonly: true,
-                max_txg: None,
-            },
-        )
-        .expect("open read-only"),
-    )
-}
+mod corpus;
+use corpus::{corpus, open_pool};
 
 fn key(name: &str) -> Vec<u8> {
     std::fs::read(corpus().join("c7-crypt/keys").join(name)).expect("key file")
@@ -70,7 +30,7 @@ fn key(name: &str) -> Vec<u8> {
 #[test]
 fn keys_unlock_and_blocks_authenticate_as_openzfs_wrote_them() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pool = open(dir.path());
+    let pool = open_pool("c7-crypt", &["d0.img"], dir.path());
     let dsl = DslPool::open(pool.clone()).expect("DSL");
     let gcm = dsl.lookup("c7-crypt/gcm").expect("gcm");
     let ccm = dsl.lookup("c7-crypt/ccm").expect("ccm");
@@ -174,7 +134,9 @@ fn keys_unlock_and_blocks_authenticate_as_openzfs_wrote_them() {
         .expect("dnode block 0");
     assert!(bp.is_encrypted() && bp.object_type() == ot::DNODE);
     let stored = pool.read_physical(&bp).expect("stored bytes");
-    let plain = mk.decrypt_block(&bp, false, &stored).expect("decrypts");
+    let plain = mk
+        .decrypt_block(&bp, false, stored.clone())
+        .expect("decrypts");
     assert_eq!(
         plain,
         pool.read_bp_keyed(&bp, Some(&mk)).expect("keyed read")
@@ -195,7 +157,7 @@ fn keys_unlock_and_blocks_authenticate_as_openzfs_wrote_them() {
     let try_flip = |off: usize| {
         let mut b = stored.clone();
         b[off] ^= 0x01;
-        mk.decrypt_block(&bp, false, &b)
+        mk.decrypt_block(&bp, false, b)
     };
     // Authenticated: the block pointer's properties (LSIZE) and MAC, the
     // dnode's type; encrypted: the bonus.
@@ -229,9 +191,10 @@ fn keys_unlock_and_blocks_authenticate_as_openzfs_wrote_them() {
     let dbp = os.block_bp(&dn, 0, 0).expect("bp").expect("block 0");
     assert!(dbp.is_encrypted());
     let mut data = pool.read_physical(&dbp).expect("stored");
-    mk.decrypt_block(&dbp, false, &data).expect("decrypts");
+    mk.decrypt_block(&dbp, false, data.clone())
+        .expect("decrypts");
     data[7] ^= 0x80;
-    let e = mk.decrypt_block(&dbp, false, &data).expect_err("MAC fails");
+    let e = mk.decrypt_block(&dbp, false, data).expect_err("MAC fails");
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
 
     // Unloaded: locked again.

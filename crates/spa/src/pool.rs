@@ -835,7 +835,7 @@ impl Pool {
         };
         if bp.is_encrypted() {
             match key {
-                Some(k) => phys = k.decrypt_block(bp, swap_of(bp), &phys)?,
+                Some(k) => phys = k.decrypt_block(bp, swap_of(bp), phys)?,
                 None if ctx.is_some() => return Ok(phys),
                 None if !is_uncompressed(c) => {
                     return Err(Error::Permission(

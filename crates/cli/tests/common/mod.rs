@@ -360,3 +360,24 @@ pub fn import_readonly(oz: &Ozfs, devs: &Path, pool: &str) {
         pool,
     ]);
 }
+
+/// The corpus pools that have file `marker` (`manifest.txt`, `zdb.txt`,
+/// `props.txt`), sorted by name.
+pub fn corpus_pools(marker: &str) -> Vec<String> {
+    let mut pools: Vec<String> = std::fs::read_dir(corpus_dir())
+        .expect("corpus")
+        .flatten()
+        .filter(|e| e.path().join(marker).is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    pools.sort();
+    pools
+}
+
+/// A scratch directory for one test under the test tree, removed on drop.
+pub fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(ozfs_testkit::pool::test_tmp_root())
+        .expect("temp dir")
+}
