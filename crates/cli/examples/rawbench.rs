@@ -47,7 +47,7 @@ fn payload_len(fill: u64) -> usize {
 }
 
 fn write(dev: &std::path::Path, records: u64) -> ozfs_format::Result<()> {
-    let mut w = create_pool("rawbench", &[TopSpec::Disk(dev.to_path_buf())], 12, 23)?;
+    let mut w = create_pool("rawbench", &[TopSpec::Disk(dev.to_path_buf())], 12, 23, &[])?;
     ozfs_dsl::features::activate_external(&mut w)?;
     let root_ds = w.dsl().root()?.ds_obj;
     let mut buf = vec![0u8; 1 << 20];

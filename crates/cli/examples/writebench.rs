@@ -19,7 +19,7 @@ fn main() {
     let mode = args[1].as_str();
     let dev = std::path::PathBuf::from(&args[2]);
     let size_mib: u64 = args[3].parse().unwrap_or(1024);
-    let mut w = match create_pool("bench", &[TopSpec::Disk(dev)], 12, 23) {
+    let mut w = match create_pool("bench", &[TopSpec::Disk(dev)], 12, 23, &[]) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("create: {e}");

@@ -280,8 +280,8 @@ pub fn diff_line(mountpoint: &str, c: &ozfs_ops::diff::Change, style: &DiffStyle
     out
 }
 
-/// Pool versions and what each brought (ZFS's own list, as `zpool upgrade
-/// -v` prints it for a system without feature flags).
+/// Legacy pool versions and what each brought (ZFS's own list, as `zpool
+/// upgrade -v` prints it after the features).
 pub const POOL_VERSIONS: &[&str] = &[
     "Initial ZFS version",
     "Ditto blocks (replicated metadata)",
@@ -306,6 +306,11 @@ pub const POOL_VERSIONS: &[&str] = &[
     "Deduplication",
     "Received properties",
     "Slim ZIL",
+    "System attributes",
+    "Improved scrub stats",
+    "Improved snapshot deletion performance",
+    "Improved snapshot creation performance",
+    "Multiple vdev replacements",
 ];
 
 /// File-system (ZPL) versions, as `zfs upgrade -v` prints them.

@@ -740,43 +740,137 @@ fn print_iostat(
 /// `-a`) is refused: not supported yet.
 fn upgrade(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "va", "V")?;
-    let top = ozfs_ops::pool::CreateOpts::default().version;
-    if a.flag('a') || !a.pos.is_empty() || a.opt('V').is_some() {
-        return Err(Fail::Err(
-            "zpool upgrade: upgrading a pool is not supported yet".into(),
+    if let Some(v) = a.opt('V') {
+        if v != "5000" {
+            return Err(Fail::Err(format!(
+                "zpool upgrade: upgrading to legacy version {v} is not supported \
+                 (ozfs upgrades pools to feature flags only)"
+            )));
+        }
+    }
+    if a.flag('v') && (a.flag('a') || !a.pos.is_empty()) {
+        return Err(Fail::Usage(
+            "-v option is incompatible with other arguments".into(),
         ));
     }
-    println!("This system is currently running ZFS pool version {top}.\n");
+    if a.flag('a') && !a.pos.is_empty() {
+        return Err(Fail::Usage(
+            "-a option should not be used along with a pool name".into(),
+        ));
+    }
+    println!("This system supports ZFS pool feature flags.\n");
     if a.flag('v') {
+        println!("The following features are supported:\n");
+        println!("FEAT DESCRIPTION");
+        println!("-------------------------------------------------------------");
+        for f in ozfs_ops::pool::features() {
+            let ro = if f.read_only_compatible {
+                " (read-only compatible)"
+            } else {
+                ""
+            };
+            println!("{:<37}{ro}", f.name);
+            println!("     {}", f.description);
+        }
         print!(
-            "The following versions are supported:\n\n{}",
+            "\nThe following legacy versions are also supported:\n\n{}\n",
             crate::render::version_table(crate::render::POOL_VERSIONS)
         );
         return Ok(());
     }
-    let mut old = Vec::new();
-    for p in Record::all() {
-        if let Ok(sp) = status::space(&p) {
-            if let Some(v) = sp.version.filter(|v| *v < top) {
-                old.push((v, p));
+    let pools: Vec<String> = if a.flag('a') || a.pos.is_empty() {
+        Record::all()
+    } else {
+        a.pos.clone()
+    };
+    // (version, features not enabled) of each pool.
+    let state = |p: &str| -> Result<(u64, Vec<String>), Fail> {
+        let props = status::pool_props(p)?;
+        let version = status::space(p)?.version.unwrap_or(0);
+        let off = props
+            .iter()
+            .filter(|r| r.name.starts_with("feature@") && r.value == "disabled")
+            .map(|r| r.name["feature@".len()..].to_string())
+            .collect();
+        Ok((version, off))
+    };
+    if !a.flag('a') && a.pos.is_empty() {
+        let mut older = Vec::new();
+        let mut lacking = Vec::new();
+        for p in &pools {
+            let (v, off) = state(p)?;
+            if v < 5000 {
+                older.push((v, p.clone()));
+            } else if !off.is_empty() {
+                lacking.push((p.clone(), off));
             }
         }
-    }
-    if old.is_empty() {
-        println!("All pools are formatted using this version.");
+        if older.is_empty() {
+            println!("All pools are formatted using feature flags.\n");
+        } else {
+            println!(
+                "The following pools are formatted with legacy version numbers and can\n\
+                 be upgraded to use feature flags.  After being upgraded, these pools\n\
+                 will no longer be accessible by software that does not support feature\n\
+                 flags.\n\n\
+                 Note that setting a pool's 'compatibility' feature to 'legacy' will\n\
+                 inhibit upgrades.\n"
+            );
+            println!("VER  POOL\n---  ------------");
+            for (v, p) in &older {
+                println!("{v:2}   {p}");
+            }
+            println!("\nUse 'zpool upgrade -v' for a list of available legacy versions.");
+        }
+        if lacking.is_empty() {
+            println!("Every feature flags pool has all supported and requested features enabled.");
+        } else {
+            println!(
+                "\nSome supported features are not enabled on the following pools. Once a\n\
+                 feature is enabled the pool may become incompatible with software\n\
+                 that does not support the feature. See zpool-features(7) for details.\n\n\
+                 Note that the pool 'compatibility' feature can be used to inhibit\n\
+                 feature upgrades.\n\n\
+                 Features marked with (*) are not applied automatically on upgrade, and\n\
+                 must be applied explicitly with zpool-set(7).\n"
+            );
+            println!("POOL  FEATURE\n---------------");
+            for (p, off) in &lacking {
+                println!("{p}");
+                for f in off {
+                    println!("      {f}");
+                }
+            }
+            println!();
+        }
         return Ok(());
     }
-    println!(
-        "The following pools are out of date, and can be upgraded.  After being\n\
-         upgraded, these pools will no longer be accessible by older software versions.\n"
-    );
-    println!("VER  POOL\n---  ------------");
-    for (v, p) in old {
-        println!("{v:<3}  {p}");
+    let mut changed_any = false;
+    for p in &pools {
+        let (v, off) = state(p)?;
+        if v >= 5000 && off.is_empty() {
+            if !a.flag('a') {
+                println!("Pool '{p}' already has all supported and requested features enabled.");
+            }
+            continue;
+        }
+        run(Request::Upgrade { pool: p.clone() })?;
+        changed_any = true;
+        if v < 5000 {
+            println!("Successfully upgraded '{p}' from version {v} to feature flags.");
+        }
+        println!("Enabled the following features on '{p}':");
+        for f in &off {
+            println!("  {f}");
+        }
+        println!();
     }
-    println!(
-        "\nUse 'zpool upgrade -v' for a list of available versions and their associated\nfeatures."
-    );
+    if a.flag('a') && !changed_any {
+        println!(
+            "All pools are already formatted using feature flags.\n\n\
+             Every feature flags pool already has all supported and requested features enabled."
+        );
+    }
     Ok(())
 }
 
@@ -1152,12 +1246,38 @@ fn create(argv: &[String]) -> CmdResult {
     let name = a.pos[0].clone();
     ozfs_ops::pool::check_new_name(&name)?;
     let mut o = ozfs_ops::pool::CreateOpts::default();
+    // Feature flags as OpenZFS's `zpool create` takes them: a version-5000
+    // pool gets every feature unless -d or a compatibility list says
+    // otherwise; `feature@NAME=enabled|disabled` adjusts that.
+    let mut version: Option<u64> = None;
+    let mut compat: Option<String> = None;
+    let mut feature_opts: Vec<(String, bool)> = Vec::new();
     for opt in a.opt_all('o') {
         match opt.split_once('=') {
             Some(("version", v)) => {
-                o.version = v
-                    .parse()
-                    .map_err(|_| Fail::Usage(format!("invalid version '{v}'")))?
+                version = Some(
+                    v.parse()
+                        .map_err(|_| Fail::Usage(format!("invalid version '{v}'")))?,
+                )
+            }
+            Some(("compatibility", v)) => compat = Some(v.to_string()),
+            Some((k, v)) if k.starts_with("feature@") => {
+                let f = &k["feature@".len()..];
+                if ozfs_ops::pool::feature_name(f).is_none() {
+                    return Err(Fail::Err(format!(
+                        "property '{k}' is not a valid pool property"
+                    )));
+                }
+                let on = match v {
+                    "enabled" => true,
+                    "disabled" => false,
+                    _ => {
+                        return Err(Fail::Usage(format!(
+                            "property '{k}' can only be set to 'enabled' or 'disabled'"
+                        )))
+                    }
+                };
+                feature_opts.push((f.to_string(), on));
             }
             Some(("ashift", v)) => {
                 o.ashift = v
@@ -1185,6 +1305,10 @@ fn create(argv: &[String]) -> CmdResult {
     if let Some(m) = a.opt('m') {
         o.fs_props.push(("mountpoint".into(), m.to_string()));
     }
+    (o.version, o.features) =
+        ozfs_ops::pool::resolve_features(version, a.flag('d'), compat.as_deref(), &feature_opts)
+            .map_err(|e| Fail::Err(format!("cannot create '{name}': {e}")))?;
+    o.compatibility = compat.filter(|c| c != "off");
     let (tops, spares) =
         ozfs_ops::devices::vdev_spec(&a.pos[1..], a.flag('f'), &format!("cannot create '{name}'"))?;
     o.spares = spares;

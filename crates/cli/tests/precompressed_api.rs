@@ -50,7 +50,7 @@ fn object_layer_api() {
         .unwrap()
         .set_len(128 << 20)
         .unwrap();
-    let mut w = create_pool("apitest", &[TopSpec::Disk(dev.clone())], 12, 23).unwrap();
+    let mut w = create_pool("apitest", &[TopSpec::Disk(dev.clone())], 12, 23, &[]).unwrap();
     let root_ds = w.dsl().root().unwrap().ds_obj;
     let txg = w.txg;
     let obj = {

@@ -1045,6 +1045,25 @@ fn levels_for(maxblkid: u64, nblkptr: u64, epbs: u32) -> u8 {
 }
 
 /// Write the changed level-0 blocks of one object and every indirect block above them.
+/// The block pointer of a block made a hole in `txg` where `old` was.
+/// With `hole_birth` active, a block that held data keeps its logical
+/// size, type and level and gets `txg` as its (logical) birth, as OpenZFS
+/// records it, so an incremental send from an earlier snapshot sees the
+/// hole; a hole stays the hole it was (its birth kept). Without the
+/// feature every hole is all zeros.
+fn punched(pool: &Pool, old: &BlkPtr, txg: u64, object_type: u8, level: u8, lsize: u64) -> BlkPtr {
+    if !pool.hole_birth.load(std::sync::atomic::Ordering::Relaxed) {
+        return BlkPtr::default();
+    }
+    if old.is_hole() {
+        return *old;
+    }
+    let mut bp = BlkPtr::default();
+    bp.words[6] = BlkPtr::make_prop(lsize, 0, 0, 0, object_type, level, false, false);
+    bp.words[10] = txg;
+    bp
+}
+
 #[allow(clippy::too_many_arguments)]
 fn sync_tree(
     os: &Objset,
@@ -1179,8 +1198,9 @@ fn sync_tree(
     let mut encoded = ozfs_spa::write::encode_many(&fresh)?.into_iter();
     for ((blkid, data), old) in blocks.into_iter().zip(olds) {
         let p = p0;
+        let hole = || punched(pool, &old, txg, dn.object_type, 0, dn.datablksz());
         let new = match &data {
-            Staged::Hole => BlkPtr::default(),
+            Staged::Hole => hole(),
             Staged::External(e) => {
                 // Stored as the client sent it: no compression, no
                 // in-place rewrite; its checksum is the client's when given.
@@ -1227,7 +1247,7 @@ fn sync_tree(
                         };
                         let bp = match enc {
                             Some(e) => pool.write_encoded(alloc, txg, e, &p, fill)?,
-                            None => BlkPtr::default(),
+                            None => hole(),
                         };
                         if !bp.is_hole() {
                             acct.born(&bp);
@@ -1274,7 +1294,7 @@ fn sync_tree(
             }
             let p = policy.props(dn.object_type, level);
             let new = if !any {
-                BlkPtr::default()
+                punched(pool, &old, txg, dn.object_type, level, ibs as u64)
             } else {
                 let content = content.clone();
                 match pool.rewrite_block(alloc, &old, txg, &content, &p, fill)? {

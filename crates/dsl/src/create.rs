@@ -19,7 +19,7 @@ use ozfs_format::znode::{ZplAttrs, S_IFDIR};
 use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
 use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, MetaslabGroup};
-use ozfs_spa::pool::Pool;
+use ozfs_spa::pool::{Pool, SPA_VERSION_FEATURES};
 use ozfs_vdev::{open_path, BlockDevice, Vdev, VdevKind};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -244,12 +244,27 @@ pub fn relabel_spares(w: &PoolWriter, guids: &[u64]) {
 
 /// Create a pool on the given device files and return a writer holding it
 /// (already synced once, labels written, state ACTIVE).
-pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> Result<PoolWriter> {
-    if !(1..=23).contains(&version) {
+///
+/// `features` (short or full names) are enabled in a feature-flag pool
+/// (`version` 5000, see [`upgrade`]); a legacy version takes none.
+pub fn create_pool(
+    name: &str,
+    tops: &[TopSpec],
+    ashift: u64,
+    version: u64,
+    features: &[&str],
+) -> Result<PoolWriter> {
+    let features_pool = version == SPA_VERSION_FEATURES;
+    if !(1..=23).contains(&version) && !features_pool {
         return Err(Error::unsupported(
             "zpool create",
-            format!("pool version {version} (ozfs creates versions up to 23)"),
+            format!("pool version {version} (ozfs creates versions 15 to 23, and 5000)"),
         ));
+    }
+    if !features_pool && !features.is_empty() {
+        return Err(Error::Invalid(format!(
+            "features need pool version 5000, not {version}"
+        )));
     }
     if version < 15 {
         return Err(Error::unsupported(
@@ -309,6 +324,9 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         cache: ozfs_spa::arc::BlockCache::new(ozfs_spa::arc::BlockCache::default_budget()),
         cache_data: Default::default(),
         external: Default::default(),
+        hole_birth: Default::default(),
+        label_features: Default::default(),
+        active_features: Default::default(),
         checksum_salt: Default::default(),
         keys: Default::default(),
         unresolved_tops: Default::default(),
@@ -352,12 +370,52 @@ pub fn create_pool(name: &str, tops: &[TopSpec], ashift: u64, version: u64) -> R
         BlkPtr::default(),
         mos_phys,
     ));
-    let mut w = PoolWriter::new_raw(pool.clone(), alloc, mos, TXG_INITIAL, version);
+    let legacy = if features_pool { 23 } else { version };
+    let mut w = PoolWriter::new_raw(pool.clone(), alloc, mos, TXG_INITIAL, legacy);
     build_mos(&mut w)?;
+    if features_pool {
+        upgrade(&mut w, features)?;
+        zap_tx::add(
+            &mut w.mos,
+            1,
+            b"creation_version",
+            8,
+            &[SPA_VERSION_FEATURES],
+        )?;
+    }
     w.config_dirty = true;
     w.state = POOL_STATE_ACTIVE;
     w.sync()?;
     Ok(w)
+}
+
+/// `zpool upgrade`: raise a version-23 pool to feature flags (version
+/// 5000) in the open txg, with what the versions between need — the
+/// `$FREE` directory and the `free_bpobj` list of pool version 26 (ozfs
+/// frees at once, so both stay empty; ozfs keeps version-23 dead lists,
+/// which OpenZFS reads in pools of every version) — then enable
+/// `features` ([`crate::features::enable`]). On a feature-flag pool only
+/// the features are enabled. The caller syncs.
+pub fn upgrade(w: &mut PoolWriter, features: &[&str]) -> Result<()> {
+    if w.version > 23 && w.version < SPA_VERSION_FEATURES {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            format!("upgrading a version-{} pool", w.version),
+        ));
+    }
+    if zap_tx::lookup(&w.mos, 1, b"free_bpobj")?.is_none() {
+        let root_dir = w.root_dir_obj;
+        let root_child = w.dir(root_dir)?.child_dir_zapobj;
+        let free_dir = new_dir(w, root_dir)?;
+        zap_tx::add(&mut w.mos, root_child, b"$FREE", 8, &[free_dir])?;
+        let free = new_bplist(w, 128 * 1024)?;
+        zap_tx::add(&mut w.mos, 1, b"free_bpobj", 8, &[free])?;
+    }
+    if w.version != SPA_VERSION_FEATURES {
+        w.version = SPA_VERSION_FEATURES;
+        w.config_dirty = true;
+    }
+    crate::features::enable(w, features)
 }
 
 fn dir_phys(parent: u64, child_map: u64, props: u64) -> DslDirPhys {

@@ -62,55 +62,350 @@ pub const READ_ONLY_FEATURES: &[&str] = &[
     "org.openzfs:draid",
 ];
 
+/// A feature's flags (OpenZFS's `zfeature_flags_t`): listed in
+/// `features_for_write` (a reader that lacks it may still import read-only)
+/// rather than `features_for_read`.
+pub const RO_COMPAT: u8 = 1;
+/// Needed to read the MOS itself: an active one is named in the labels'
+/// `features_for_read`.
+pub const MOS: u8 = 2;
+/// Active from the txg it is enabled (reference count 1).
+pub const ON_ENABLE: u8 = 4;
+/// Counted per dataset: each dataset using it names it in its own ZAP.
+pub const PER_DATASET: u8 = 8;
+
+/// One pool feature as OpenZFS 2.3 registers it.
+#[derive(Debug)]
+pub struct Feature {
+    /// Short name (`zpool get feature@NAME`).
+    pub name: &'static str,
+    /// Full name, `<vendor>:<name>`: the key in the MOS feature objects.
+    pub guid: &'static str,
+    /// What `feature_descriptions` stores for it.
+    pub desc: &'static str,
+    pub flags: u8,
+    /// Features enabled with it (before it).
+    pub deps: &'static [&'static str],
+}
+
 /// The features OpenZFS 2.3 knows, in the order `zpool get all` lists them
-/// (its `spa_feature_t` order); each one's name in the feature objects is
-/// `<vendor>:<name>`.
-pub const OPENZFS_FEATURES: [&str; 44] = [
-    "async_destroy",
-    "empty_bpobj",
-    "lz4_compress",
-    "multi_vdev_crash_dump",
-    "spacemap_histogram",
-    "enabled_txg",
-    "hole_birth",
-    "extensible_dataset",
-    "embedded_data",
-    "bookmarks",
-    "filesystem_limits",
-    "large_blocks",
-    "large_dnode",
-    "sha512",
-    "skein",
-    "edonr",
-    "userobj_accounting",
-    "encryption",
-    "project_quota",
-    "device_removal",
-    "obsolete_counts",
-    "zpool_checkpoint",
-    "spacemap_v2",
-    "allocation_classes",
-    "resilver_defer",
-    "bookmark_v2",
-    "redaction_bookmarks",
-    "redacted_datasets",
-    "bookmark_written",
-    "log_spacemap",
-    "livelist",
-    "device_rebuild",
-    "zstd_compress",
-    "draid",
-    "zilsaxattr",
-    "head_errlog",
-    "blake3",
-    "block_cloning",
-    "vdev_zaps_v2",
-    "redaction_list_spill",
-    "raidz_expansion",
-    "fast_dedup",
-    "longname",
-    "large_microzap",
+/// (its `spa_feature_t` order, which is also the order `zpool create`
+/// enables them in).
+pub static FEATURES: [Feature; 44] = [
+    Feature {
+        name: "async_destroy",
+        guid: "com.delphix:async_destroy",
+        desc: "Destroy filesystems asynchronously.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "empty_bpobj",
+        guid: "com.delphix:empty_bpobj",
+        desc: "Snapshots use less space.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "lz4_compress",
+        guid: "org.illumos:lz4_compress",
+        desc: "LZ4 compression algorithm support.",
+        flags: ON_ENABLE,
+        deps: &[],
+    },
+    Feature {
+        name: "multi_vdev_crash_dump",
+        guid: "com.joyent:multi_vdev_crash_dump",
+        desc: "Crash dumps to multiple vdev pools.",
+        flags: 0,
+        deps: &[],
+    },
+    Feature {
+        name: "spacemap_histogram",
+        guid: "com.delphix:spacemap_histogram",
+        desc: "Spacemaps maintain space histograms.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "enabled_txg",
+        guid: "com.delphix:enabled_txg",
+        desc: "Record txg at which a feature is enabled",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "hole_birth",
+        guid: "com.delphix:hole_birth",
+        desc: "Retain hole birth txg for more precise zfs send",
+        flags: MOS | ON_ENABLE,
+        deps: &["enabled_txg"],
+    },
+    Feature {
+        name: "extensible_dataset",
+        guid: "com.delphix:extensible_dataset",
+        desc: "Enhanced dataset functionality, used by other features.",
+        flags: 0,
+        deps: &[],
+    },
+    Feature {
+        name: "embedded_data",
+        guid: "com.delphix:embedded_data",
+        desc: "Blocks which compress very well use even less space.",
+        flags: MOS | ON_ENABLE,
+        deps: &[],
+    },
+    Feature {
+        name: "bookmarks",
+        guid: "com.delphix:bookmarks",
+        desc: "\"zfs bookmark\" command",
+        flags: RO_COMPAT,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "filesystem_limits",
+        guid: "com.joyent:filesystem_limits",
+        desc: "Filesystem and snapshot limits.",
+        flags: RO_COMPAT,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "large_blocks",
+        guid: "org.open-zfs:large_blocks",
+        desc: "Support for blocks larger than 128KB.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "large_dnode",
+        guid: "org.zfsonlinux:large_dnode",
+        desc: "Variable on-disk size of dnodes.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "sha512",
+        guid: "org.illumos:sha512",
+        desc: "SHA-512/256 hash algorithm.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "skein",
+        guid: "org.illumos:skein",
+        desc: "Skein hash algorithm.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "edonr",
+        guid: "org.illumos:edonr",
+        desc: "Edon-R hash algorithm.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "userobj_accounting",
+        guid: "org.zfsonlinux:userobj_accounting",
+        desc: "User/Group object accounting.",
+        flags: RO_COMPAT | PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "encryption",
+        guid: "com.datto:encryption",
+        desc: "Support for dataset level encryption",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset", "bookmark_v2"],
+    },
+    Feature {
+        name: "project_quota",
+        guid: "org.zfsonlinux:project_quota",
+        desc: "space/object accounting based on project ID.",
+        flags: RO_COMPAT | PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "device_removal",
+        guid: "com.delphix:device_removal",
+        desc: "Top-level vdevs can be removed, reducing logical pool size.",
+        flags: MOS,
+        deps: &[],
+    },
+    Feature {
+        name: "obsolete_counts",
+        guid: "com.delphix:obsolete_counts",
+        desc: "Reduce memory used by removed devices when their blocks are freed or remapped.",
+        flags: RO_COMPAT,
+        deps: &["extensible_dataset", "device_removal"],
+    },
+    Feature {
+        name: "zpool_checkpoint",
+        guid: "com.delphix:zpool_checkpoint",
+        desc: "Pool state can be checkpointed, allowing rewind later.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "spacemap_v2",
+        guid: "com.delphix:spacemap_v2",
+        desc: "Space maps representing large segments are more efficient.",
+        flags: RO_COMPAT | ON_ENABLE,
+        deps: &[],
+    },
+    Feature {
+        name: "allocation_classes",
+        guid: "org.zfsonlinux:allocation_classes",
+        desc: "Support for separate allocation classes.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "resilver_defer",
+        guid: "com.datto:resilver_defer",
+        desc: "Support for deferring new resilvers when one is already running.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "bookmark_v2",
+        guid: "com.datto:bookmark_v2",
+        desc: "Support for larger bookmarks",
+        flags: 0,
+        deps: &["extensible_dataset", "bookmarks"],
+    },
+    Feature {
+        name: "redaction_bookmarks",
+        guid: "com.delphix:redaction_bookmarks",
+        desc: "Support for bookmarks which store redaction lists for zfs redacted send/recv.",
+        flags: 0,
+        deps: &["bookmark_v2", "extensible_dataset", "bookmarks"],
+    },
+    Feature {
+        name: "redacted_datasets",
+        guid: "com.delphix:redacted_datasets",
+        desc: "Support for redacted datasets, produced by receiving a redacted zfs send stream.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "bookmark_written",
+        guid: "com.delphix:bookmark_written",
+        desc: "Additional accounting, enabling the written#<bookmark> property (space written since a bookmark), and estimates of send stream sizes for incrementals from bookmarks.",
+        flags: 0,
+        deps: &["bookmark_v2", "extensible_dataset", "bookmarks"],
+    },
+    Feature {
+        name: "log_spacemap",
+        guid: "com.delphix:log_spacemap",
+        desc: "Log metaslab changes on a single spacemap and flush them periodically.",
+        flags: RO_COMPAT,
+        deps: &["spacemap_v2"],
+    },
+    Feature {
+        name: "livelist",
+        guid: "com.delphix:livelist",
+        desc: "Improved clone deletion performance.",
+        flags: RO_COMPAT,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "device_rebuild",
+        guid: "org.openzfs:device_rebuild",
+        desc: "Support for sequential mirror/dRAID device rebuilds",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "zstd_compress",
+        guid: "org.freebsd:zstd_compress",
+        desc: "zstd compression algorithm support.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "draid",
+        guid: "org.openzfs:draid",
+        desc: "Support for distributed spare RAID",
+        flags: MOS,
+        deps: &[],
+    },
+    Feature {
+        name: "zilsaxattr",
+        guid: "org.openzfs:zilsaxattr",
+        desc: "Support for xattr=sa extended attribute logging in ZIL.",
+        flags: RO_COMPAT | PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "head_errlog",
+        guid: "com.delphix:head_errlog",
+        desc: "Support for per-dataset on-disk error logs.",
+        flags: ON_ENABLE,
+        deps: &[],
+    },
+    Feature {
+        name: "blake3",
+        guid: "org.openzfs:blake3",
+        desc: "BLAKE3 hash algorithm.",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "block_cloning",
+        guid: "com.fudosecurity:block_cloning",
+        desc: "Support for block cloning via Block Reference Table.",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "vdev_zaps_v2",
+        guid: "com.klarasystems:vdev_zaps_v2",
+        desc: "Support for root vdev ZAP.",
+        flags: MOS,
+        deps: &[],
+    },
+    Feature {
+        name: "redaction_list_spill",
+        guid: "com.delphix:redaction_list_spill",
+        desc: "Support for increased number of redaction_snapshot arguments in zfs redact.",
+        flags: 0,
+        deps: &["redaction_bookmarks"],
+    },
+    Feature {
+        name: "raidz_expansion",
+        guid: "org.openzfs:raidz_expansion",
+        desc: "Support for raidz expansion",
+        flags: MOS,
+        deps: &[],
+    },
+    Feature {
+        name: "fast_dedup",
+        guid: "com.klarasystems:fast_dedup",
+        desc: "Support for advanced deduplication",
+        flags: RO_COMPAT,
+        deps: &[],
+    },
+    Feature {
+        name: "longname",
+        guid: "org.zfsonlinux:longname",
+        desc: "support filename up to 1024 bytes",
+        flags: PER_DATASET,
+        deps: &["extensible_dataset"],
+    },
+    Feature {
+        name: "large_microzap",
+        guid: "com.klarasystems:large_microzap",
+        desc: "Support for microzaps larger than 128KB.",
+        flags: RO_COMPAT | PER_DATASET,
+        deps: &["extensible_dataset", "large_blocks"],
+    },
 ];
+
+/// The feature named `name` (short or full name).
+pub fn feature(name: &str) -> Option<&'static Feature> {
+    FEATURES.iter().find(|f| f.name == name || f.guid == name)
+}
 
 /// Every feature a pool names in `features_for_read` and
 /// `features_for_write`, with its reference count (0: enabled, not
@@ -149,18 +444,18 @@ pub fn states(mos: &Objset) -> Result<Vec<(String, &'static str)>> {
     let en = enabled(mos)?;
     let state = |count: u64| if count > 0 { "active" } else { "enabled" };
     let short = |full: &str| full.split_once(':').map_or(full, |(_, n)| n).to_string();
-    let mut out: Vec<(String, &'static str)> = OPENZFS_FEATURES
+    let mut out: Vec<(String, &'static str)> = FEATURES
         .iter()
         .map(|f| {
             let st = en
                 .iter()
-                .find(|(n, _)| short(n) == *f)
+                .find(|(n, _)| short(n) == f.name)
                 .map_or("disabled", |(_, c)| state(*c));
-            (f.to_string(), st)
+            (f.name.to_string(), st)
         })
         .collect();
     for (n, c) in &en {
-        if !OPENZFS_FEATURES.contains(&short(n).as_str()) {
+        if feature(&short(n)).is_none() {
             out.push((n.clone(), state(*c)));
         }
     }
@@ -176,22 +471,74 @@ pub fn active(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
         .collect())
 }
 
-/// Check a pool's features before reading it; note whether pre-compressed
-/// blocks are valid in it.
+/// Check a pool's features before reading it; note what the active ones
+/// change for readers and writers ([`Pool::external`], [`Pool::hole_birth`],
+/// [`Pool::label_features`]).
 ///
-/// Only ozfs's own feature is acted on here: the label's
-/// `features_for_read` (the features the MOS itself needs) is checked when
-/// the pool is opened, and the MOS list of an OpenZFS pool names features
-/// (per-dataset error logs, for one) that do not change what ozfs reads.
+/// The label's `features_for_read` (the features the MOS itself needs) is
+/// checked when the pool is opened; the MOS list of an OpenZFS pool names
+/// features (per-dataset error logs, for one) that do not change what ozfs
+/// reads.
 pub fn check_read(pool: &Pool, mos: &Objset) -> Result<()> {
-    let external = pool.uberblock.version >= SPA_VERSION_FEATURES
-        && active(mos, "features_for_read")?
-            .iter()
-            .any(|(n, _)| n == EXTERNAL_COMPRESSION);
-    pool.external
-        .store(external, std::sync::atomic::Ordering::Relaxed);
+    if pool.uberblock.version < SPA_VERSION_FEATURES {
+        return Ok(());
+    }
+    let mut all = active(mos, "features_for_read")?;
+    all.extend(active(mos, "features_for_write")?);
+    note_active(pool, all.iter().map(|(n, _)| n.as_str()));
     Ok(())
 }
+
+/// Record on the pool what its active features (full names) change.
+fn note_active<'a>(pool: &Pool, names: impl Iterator<Item = &'a str>) {
+    let names: Vec<&str> = names.collect();
+    let has = |g: &str| names.contains(&g);
+    pool.external.store(
+        has(EXTERNAL_COMPRESSION),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    pool.hole_birth
+        .store(has(HOLE_BIRTH), std::sync::atomic::Ordering::Relaxed);
+    let label: Vec<String> = FEATURES
+        .iter()
+        .filter(|f| f.flags & MOS != 0 && has(f.guid))
+        .map(|f| f.guid.to_string())
+        .collect();
+    if let Ok(mut l) = pool.label_features.lock() {
+        *l = label;
+    }
+    if let Ok(mut a) = pool.active_features.lock() {
+        *a = names.iter().map(|s| s.to_string()).collect();
+    }
+}
+
+/// `com.delphix:hole_birth`.
+pub const HOLE_BIRTH: &str = "com.delphix:hole_birth";
+/// `org.illumos:lz4_compress`: `compression=on` means lz4.
+pub const LZ4: &str = "org.illumos:lz4_compress";
+/// `com.delphix:enabled_txg`: the txg each feature was enabled in is kept.
+pub const ENABLED_TXG: &str = "com.delphix:enabled_txg";
+
+/// Active features ozfs writes as their specification asks, so a pool
+/// whose active features are all here is opened read-write:
+/// * `lz4_compress`: lz4 blocks are written and read; `compression=on`
+///   means lz4;
+/// * `hole_birth`: holes keep their birth txg ([`Pool::hole_birth`]);
+/// * `embedded_data`, `spacemap_v2`: only allow more forms, which ozfs
+///   reads; nothing it writes must change;
+/// * `head_errlog`: the format of persistent error logs, which ozfs never
+///   writes;
+/// * `enabled_txg`: kept by [`enable`];
+/// * ozfs's own `external_compression`.
+pub const WRITTEN_ACTIVE: &[&str] = &[
+    LZ4,
+    HOLE_BIRTH,
+    "com.delphix:embedded_data",
+    "com.delphix:spacemap_v2",
+    "com.delphix:head_errlog",
+    ENABLED_TXG,
+    EXTERNAL_COMPRESSION,
+];
 
 /// Check a pool's features before writing it (see the module invariants).
 pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
@@ -212,47 +559,170 @@ pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
     }
     let mut other: Vec<String> = active(mos, "features_for_write")?
         .into_iter()
+        .chain(active(mos, "features_for_read")?)
         .map(|(n, _)| n)
+        .filter(|n| !WRITTEN_ACTIVE.contains(&n.as_str()))
         .collect();
-    other.extend(
-        active(mos, "features_for_read")?
-            .into_iter()
-            .map(|(n, _)| n)
-            .filter(|n| n != EXTERNAL_COMPRESSION),
-    );
-    // Features ozfs reads but does not write yet: say so, so the user
-    // knows a read-only import works.
-    let read_only: Vec<&String> = other
-        .iter()
-        .filter(|n| READ_ONLY_FEATURES.contains(&n.as_str()))
-        .collect();
-    if !read_only.is_empty() {
+    other.sort();
+    if !other.is_empty() {
         return Err(Error::unsupported(
             format!("pool '{}'", pool.name),
             format!(
                 "writing a pool with {} active (ozfs reads such pools but does not write them \
                  yet; import it with -o readonly=on)",
-                read_only
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                other.join(", ")
             ),
         ));
     }
-    if !other.is_empty() || !pool.external_active() {
-        return Err(Error::unsupported(
-            format!("pool '{}'", pool.name),
-            format!(
-                "writing a version-5000 pool with features {} (ozfs writes version-23 pools, \
-                 and version 5000 only with {EXTERNAL_COMPRESSION} alone)",
-                if other.is_empty() {
-                    "none active".to_string()
-                } else {
-                    other.join(", ")
+    Ok(())
+}
+
+/// The MOS feature objects of a feature-flag pool: (`features_for_read`,
+/// `features_for_write`, `feature_descriptions`), made (empty) and named
+/// in the object directory if the pool has none yet.
+fn feature_objects(w: &mut PoolWriter) -> Result<(u64, u64, u64)> {
+    let get = |w: &mut PoolWriter, name: &str| -> Result<u64> {
+        if let Some(o) = zap_tx::lookup(&w.mos, 1, name.as_bytes())?.and_then(|e| e.as_u64()) {
+            return Ok(o);
+        }
+        let o = w
+            .mos
+            .create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1)?;
+        zap_tx::update(&mut w.mos, 1, name, 8, &[o])?;
+        Ok(o)
+    };
+    Ok((
+        get(w, "features_for_read")?,
+        get(w, "features_for_write")?,
+        get(w, "feature_descriptions")?,
+    ))
+}
+
+/// The reference count of feature `guid` in the open txg (None: not
+/// enabled).
+pub fn refcount(w: &PoolWriter, guid: &str) -> Result<Option<u64>> {
+    for which in ["features_for_read", "features_for_write"] {
+        if let Some(o) = zap_tx::lookup(&w.mos, 1, which.as_bytes())?.and_then(|e| e.as_u64()) {
+            if let Some(e) = zap_tx::lookup(&w.mos, o, guid.as_bytes())? {
+                return Ok(e.as_u64());
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Change the reference count of enabled feature `guid` by `delta`
+/// (OpenZFS's `spa_feature_incr`/`decr`); a count never goes below zero.
+pub fn incr(w: &mut PoolWriter, guid: &str, delta: i64) -> Result<()> {
+    let f = feature(guid);
+    let (rd, wr, _) = feature_objects(w)?;
+    let obj = match f {
+        Some(f) if f.flags & RO_COMPAT != 0 => wr,
+        _ => rd,
+    };
+    let Some(cur) = zap_tx::lookup(&w.mos, obj, guid.as_bytes())?.and_then(|e| e.as_u64()) else {
+        return Err(Error::Invalid(format!(
+            "feature {guid} is not enabled in pool '{}'",
+            w.pool.name
+        )));
+    };
+    let new = cur.saturating_add_signed(delta);
+    zap_tx::update(&mut w.mos, obj, guid, 8, &[new])?;
+    if (cur == 0) != (new == 0) {
+        refresh(w)?;
+    }
+    Ok(())
+}
+
+/// Recompute what the active features change ([`note_active`]) from the
+/// open txg's feature objects; the labels are rewritten at the next sync.
+fn refresh(w: &mut PoolWriter) -> Result<()> {
+    let mut act = Vec::new();
+    for which in ["features_for_read", "features_for_write"] {
+        if let Some(o) = zap_tx::lookup(&w.mos, 1, which.as_bytes())?.and_then(|e| e.as_u64()) {
+            for e in zap_tx::list(&w.mos, o)? {
+                if e.as_u64().unwrap_or(0) > 0 {
+                    act.push(String::from_utf8_lossy(&e.name).into_owned());
                 }
-            ),
-        ));
+            }
+        }
+    }
+    note_active(&w.pool, act.iter().map(|s| s.as_str()));
+    w.config_dirty = true;
+    Ok(())
+}
+
+/// Enable features (short or full names; their dependencies first) in a
+/// feature-flag pool in the open txg, as `zpool create` and `zpool
+/// upgrade` do: each gets its description and a reference count (1 for
+/// those active from enabling, 0 for the others), and, once `enabled_txg`
+/// is enabled, the txg it was enabled in. Already enabled ones are left
+/// alone. Unknown names are an error and nothing changes.
+pub fn enable(w: &mut PoolWriter, names: &[&str]) -> Result<()> {
+    if w.version < SPA_VERSION_FEATURES {
+        return Err(Error::Invalid(format!(
+            "pool '{}' has version {}: features need version 5000",
+            w.pool.name, w.version
+        )));
+    }
+    let mut want = Vec::new();
+    for n in names {
+        let f = feature(n).ok_or_else(|| Error::Invalid(format!("unknown feature '{n}'")))?;
+        want.push(f);
+    }
+    // In OpenZFS's order (what `enabled_txg` counts depends on it).
+    for f in FEATURES.iter() {
+        if want.iter().any(|x| std::ptr::eq(*x, f)) {
+            enable_one(w, f, 0)?;
+        }
+    }
+    refresh(w)
+}
+
+fn enable_one(w: &mut PoolWriter, f: &'static Feature, depth: usize) -> Result<()> {
+    let (rd, wr, desc) = feature_objects(w)?;
+    let obj = if f.flags & RO_COMPAT != 0 { wr } else { rd };
+    if zap_tx::lookup(&w.mos, obj, f.guid.as_bytes())?.is_some() {
+        return Ok(());
+    }
+    if depth > FEATURES.len() {
+        return Err(Error::Invalid(format!(
+            "feature {} depends on itself",
+            f.name
+        )));
+    }
+    for d in f.deps {
+        let dep = feature(d)
+            .ok_or_else(|| Error::Invalid(format!("feature {} needs unknown {d}", f.name)))?;
+        enable_one(w, dep, depth + 1)?;
+    }
+    let text: Vec<u64> = f
+        .desc
+        .bytes()
+        .chain(std::iter::once(0))
+        .map(u64::from)
+        .collect();
+    zap_tx::update(&mut w.mos, desc, f.guid, 1, &text)?;
+    let initial = u64::from(f.flags & ON_ENABLE != 0);
+    zap_tx::update(&mut w.mos, obj, f.guid, 8, &[initial])?;
+    if zap_tx::lookup(&w.mos, wr, ENABLED_TXG.as_bytes())?.is_some() {
+        let txgs = match zap_tx::lookup(&w.mos, 1, b"feature_enabled_txg")?.and_then(|e| e.as_u64())
+        {
+            Some(o) => o,
+            None => {
+                let o = w
+                    .mos
+                    .create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1)?;
+                zap_tx::update(&mut w.mos, 1, "feature_enabled_txg", 8, &[o])?;
+                o
+            }
+        };
+        let n = zap_tx::lookup(&w.mos, wr, ENABLED_TXG.as_bytes())?
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0);
+        zap_tx::update(&mut w.mos, wr, ENABLED_TXG, 8, &[n + 1])?;
+        let txg = w.txg;
+        zap_tx::update(&mut w.mos, txgs, f.guid, 8, &[txg])?;
     }
     Ok(())
 }
@@ -265,16 +735,7 @@ pub fn activate_external(w: &mut PoolWriter) -> Result<bool> {
     if w.pool.external_active() {
         return Ok(false);
     }
-    if w.version >= SPA_VERSION_FEATURES {
-        return Err(Error::unsupported(
-            format!("pool '{}'", w.pool.name),
-            "activating features in a pool that already has version 5000",
-        ));
-    }
-    let mk = |w: &mut PoolWriter| w.mos.create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1);
-    let for_read = mk(w)?;
-    let for_write = mk(w)?;
-    let descriptions = mk(w)?;
+    let (for_read, _, descriptions) = feature_objects(w)?;
     zap_tx::update(&mut w.mos, for_read, EXTERNAL_COMPRESSION, 8, &[1])?;
     let text: Vec<u64> = EXTERNAL_DESCRIPTION
         .bytes()
@@ -282,13 +743,41 @@ pub fn activate_external(w: &mut PoolWriter) -> Result<bool> {
         .map(u64::from)
         .collect();
     zap_tx::update(&mut w.mos, descriptions, EXTERNAL_COMPRESSION, 1, &text)?;
-    zap_tx::update(&mut w.mos, 1, "features_for_read", 8, &[for_read])?;
-    zap_tx::update(&mut w.mos, 1, "features_for_write", 8, &[for_write])?;
-    zap_tx::update(&mut w.mos, 1, "feature_descriptions", 8, &[descriptions])?;
-    w.version = SPA_VERSION_FEATURES;
-    w.config_dirty = true;
-    w.pool
-        .external
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    if w.version < SPA_VERSION_FEATURES {
+        w.version = SPA_VERSION_FEATURES;
+    }
+    refresh(w)?;
     Ok(true)
+}
+
+/// The features `zpool create -o compatibility=SPEC` enables: `off` (or
+/// empty) every feature (None), `legacy` none, otherwise the features every
+/// named OpenZFS compatibility file (comma-separated) lists.
+pub fn compatibility_features(spec: &str) -> Result<Option<Vec<&'static str>>> {
+    match spec {
+        "" | "off" => return Ok(None),
+        "legacy" => return Ok(Some(Vec::new())),
+        _ => {}
+    }
+    let mut out: Option<Vec<&'static str>> = None;
+    for name in spec.split(',') {
+        let (_, set) = crate::compat_table::COMPAT_SETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "compatibility file '{name}' is not one ozfs knows (known: off, legacy, {})",
+                    crate::compat_table::COMPAT_SETS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+        out = Some(match out {
+            None => set.to_vec(),
+            Some(prev) => prev.into_iter().filter(|f| set.contains(f)).collect(),
+        });
+    }
+    Ok(out)
 }

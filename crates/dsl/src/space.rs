@@ -496,6 +496,9 @@ impl PoolWriter {
         let mut names: BTreeMap<u64, String> = BTreeMap::new();
         let mut children: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut mos_dir = None;
+        // `$FREE` (pool version 26 on): charged for frees not yet done,
+        // which ozfs never defers, so it has no dataset and stays empty.
+        let mut free_dir = None;
         names.insert(self.root_dir_obj, self.pool.name.clone());
         let mut todo = vec![self.root_dir_obj];
         while let Some(d) = todo.pop() {
@@ -519,6 +522,9 @@ impl PoolWriter {
                     }
                     if d == self.root_dir_obj && leaf == "$MOS" {
                         mos_dir = Some(c);
+                    }
+                    if d == self.root_dir_obj && leaf == "$FREE" {
+                        free_dir = Some(c);
                     }
                     match dirs.get(&c) {
                         Some(cp) if cp.parent_obj == d => {}
@@ -551,7 +557,7 @@ impl PoolWriter {
                 .cloned()
                 .unwrap_or_else(|| format!("DSL directory {d}"));
             if dp.head_dataset_obj == 0 {
-                if Some(d) != mos_dir {
+                if Some(d) != mos_dir && Some(d) != free_dir {
                     f.push(format!("{dname}: no head dataset"));
                 }
                 continue;

@@ -612,7 +612,12 @@ impl PoolWriter {
         }
         let mut compress = get("compression")?.unwrap_or(comp::OFF as u64) as u8;
         if compress == comp::ON {
-            compress = comp::LZJB;
+            // What "on" means: lz4 once the pool has the feature.
+            compress = if self.pool.feature_active(crate::features::LZ4) {
+                comp::LZ4
+            } else {
+                comp::LZJB
+            };
         }
         if compress == comp::INHERIT {
             compress = comp::OFF;

@@ -62,7 +62,7 @@ fn new_pool(paths: &[PathBuf]) -> (PoolWriter, u64) {
     } else {
         TopSpec::Mirror(paths.to_vec())
     };
-    let mut w = create_pool("p", &[top], 9, 23).expect("create pool");
+    let mut w = create_pool("p", &[top], 9, 23, &[]).expect("create pool");
     let ds = create_filesystem(&mut w, FS, &[]).expect("create fs");
     w.sync().expect("sync");
     (w, ds)

@@ -18,6 +18,11 @@ pub struct CreateOpts {
     /// Properties of the root file system (`-O`, and `-m` as `mountpoint`).
     pub fs_props: Vec<(String, String)>,
     pub spares: Vec<PathBuf>,
+    /// Features to enable (short names) in a feature-flag pool (`version`
+    /// 5000); empty for a legacy version.
+    pub features: Vec<String>,
+    /// `-o compatibility=`: kept as the pool property.
+    pub compatibility: Option<String>,
     /// The command line to record as the pool's first history record
     /// (the creation record ZFS keeps for ever).
     pub history: Option<crate::history::Invocation>,
@@ -30,9 +35,100 @@ impl Default for CreateOpts {
             ashift: 9,
             fs_props: Vec::new(),
             spares: Vec::new(),
+            features: Vec::new(),
+            compatibility: None,
             history: None,
         }
     }
+}
+
+/// A pool feature as `zpool upgrade -v` lists it.
+pub struct FeatureDoc {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// A reader without it may still import the pool read-only.
+    pub read_only_compatible: bool,
+}
+
+/// Every feature ozfs can enable (OpenZFS 2.3's), in OpenZFS's order.
+pub fn features() -> Vec<FeatureDoc> {
+    ozfs_dsl::features::FEATURES
+        .iter()
+        .map(|f| FeatureDoc {
+            name: f.name,
+            description: f.desc,
+            read_only_compatible: f.flags & ozfs_dsl::features::RO_COMPAT != 0,
+        })
+        .collect()
+}
+
+/// The full name of feature `short` if ozfs knows it (OpenZFS 2.3's set).
+pub fn feature_name(short: &str) -> Option<&'static str> {
+    ozfs_dsl::features::feature(short).map(|f| f.guid)
+}
+
+/// Version and features of a new pool from `zpool create`'s options, as
+/// OpenZFS decides them: `-o version=N` (a legacy version takes no
+/// feature option), otherwise version 5000 when any feature option,
+/// `-d` or `-o compatibility=` is given, with every feature unless `-d`
+/// (none) or a compatibility list (those it names) says otherwise, then
+/// each `feature@NAME=enabled|disabled`. With no option at all the pool
+/// gets ozfs's default version.
+pub fn resolve_features(
+    version: Option<u64>,
+    no_features: bool,
+    compat: Option<&str>,
+    opts: &[(String, bool)],
+) -> Result<(u64, Vec<String>)> {
+    let feature_opts = no_features || compat.is_some() || !opts.is_empty();
+    match version {
+        Some(v) if v != ozfs_spa::pool::SPA_VERSION_FEATURES => {
+            if feature_opts {
+                return Err(Error::Invalid(format!(
+                    "invalid feature options: pool version {v} has no feature flags \
+                     (features need version 5000)"
+                )));
+            }
+            return Ok((v, Vec::new()));
+        }
+        None if !feature_opts => {
+            let v = ozfs_dsl::create::DEFAULT_POOL_VERSION;
+            if v != ozfs_spa::pool::SPA_VERSION_FEATURES {
+                return Ok((v, Vec::new()));
+            }
+        }
+        _ => {}
+    }
+    let mut feats: Vec<String> = match (no_features, compat) {
+        (true, _) => Vec::new(),
+        (false, Some(c)) => match ozfs_dsl::features::compatibility_features(c)? {
+            Some(list) => list.iter().map(|s| s.to_string()).collect(),
+            None => all_features(),
+        },
+        (false, None) => all_features(),
+    };
+    for (f, on) in opts {
+        let name = ozfs_dsl::features::feature(f)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "property 'feature@{f}' is not a valid pool property"
+                ))
+            })?
+            .name
+            .to_string();
+        feats.retain(|x| *x != name);
+        if *on {
+            feats.push(name);
+        }
+    }
+    Ok((ozfs_spa::pool::SPA_VERSION_FEATURES, feats))
+}
+
+fn all_features() -> Vec<String> {
+    ozfs_dsl::features::FEATURES
+        .iter()
+        .map(|f| f.name.to_string())
+        .collect()
 }
 
 /// A name a new pool may take (no reserved word, a letter first, …).
@@ -63,10 +159,20 @@ pub fn create(name: &str, tops: &[TopSpec], o: &CreateOpts) -> Result<Record> {
             ozfs_dsl::props::parse_setting(k, v).map_err(fail)?,
         ));
     }
-    let mut w = ozfs_dsl::create::create_pool(name, tops, o.ashift, o.version).map_err(fail)?;
+    let features: Vec<&str> = o.features.iter().map(|s| s.as_str()).collect();
+    let mut w =
+        ozfs_dsl::create::create_pool(name, tops, o.ashift, o.version, &features).map_err(fail)?;
     ozfs_dsl::create::add_spares(&mut w, &o.spares).map_err(fail)?;
-    if !settings.is_empty() || o.history.is_some() {
+    if !settings.is_empty() || o.history.is_some() || o.compatibility.is_some() {
         let root = w.root_dir_obj;
+        if let Some(c) = &o.compatibility {
+            ozfs_dsl::create::set_pool_prop(
+                &mut w,
+                "compatibility",
+                &ozfs_dsl::create::PropSetting::Text(c.clone()),
+            )
+            .map_err(fail)?;
+        }
         for (k, v) in &settings {
             ozfs_dsl::create::set_prop_dir(&mut w, root, k, v).map_err(fail)?;
         }
@@ -367,13 +473,47 @@ fn pool_setting(
                 detail: format!("'{k}' is not supported yet"),
             })
         }
-        _ if k.starts_with("feature@") => Err(Error::Unsupported {
-            what: format!("cannot set property for '{pool}'"),
-            detail: "feature flags are not supported yet".into(),
-        }),
         _ if READONLY_PROPS.contains(&k) => Err(cannot(format!("'{k}' is readonly"))),
         _ => Err(cannot(format!("invalid property '{k}'"))),
     }
+}
+
+/// `zpool set feature@NAME=enabled`: the feature's full name, or why it
+/// cannot be enabled (features are only ever enabled, never disabled).
+fn feature_setting(
+    pool: &str,
+    w: &ozfs_dsl::sync::PoolWriter,
+    f: &str,
+    v: &str,
+) -> Result<&'static str> {
+    let cannot = |why: String| Error::Invalid(format!("cannot set property for '{pool}': {why}"));
+    let feat = ozfs_dsl::features::feature(f)
+        .ok_or_else(|| cannot(format!("invalid feature 'feature@{f}'")))?;
+    if v != "enabled" {
+        return Err(cannot(format!(
+            "property 'feature@{f}' can only be set to 'enabled'"
+        )));
+    }
+    if w.version < ozfs_spa::pool::SPA_VERSION_FEATURES {
+        return Err(cannot(
+            "pool must be upgraded to use feature flags (zpool upgrade)".into(),
+        ));
+    }
+    Ok(feat.guid)
+}
+
+/// `zpool upgrade POOL`: a legacy pool becomes a feature-flag pool with
+/// every feature OpenZFS 2.3 has enabled; a feature-flag pool gets the
+/// features it lacks. Returns the pool's version before.
+pub fn upgrade(pool: &str) -> Result<u64> {
+    let mut w = crate::host::writer_for(pool)?;
+    let before = w.version;
+    let all = all_features();
+    let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
+    ozfs_dsl::create::upgrade(&mut w, &names)
+        .and_then(|_| w.sync())
+        .map_err(|e| e.context(&format!("cannot upgrade '{pool}'")))?;
+    Ok(before)
 }
 
 /// `zpool set NAME=VALUE... POOL`: every assignment checked first, then all
@@ -381,11 +521,19 @@ fn pool_setting(
 pub fn set_props(pool: &str, assigns: &[(String, String)]) -> Result<()> {
     let mut w = crate::host::writer_for(pool)?;
     let mut settings = Vec::with_capacity(assigns.len());
+    let mut features = Vec::new();
     for (k, v) in assigns {
+        if let Some(f) = k.strip_prefix("feature@") {
+            features.push(feature_setting(pool, &w, f, v)?);
+            continue;
+        }
         settings.push((k, pool_setting(pool, &w, k, v)?));
     }
     for (k, s) in &settings {
         ozfs_dsl::create::set_pool_prop(&mut w, k, s)?;
+    }
+    if !features.is_empty() {
+        ozfs_dsl::features::enable(&mut w, &features)?;
     }
     w.sync()
         .map_err(|e| e.context(&format!("cannot set property for '{pool}'")))

@@ -48,6 +48,10 @@ pub enum Request {
         pool: String,
         assigns: Vec<(String, String)>,
     },
+    /// `zpool upgrade POOL`: feature flags, every feature enabled.
+    Upgrade {
+        pool: String,
+    },
     Inherit {
         prop: String,
         recursive: bool,
@@ -274,7 +278,8 @@ impl Request {
             | Add { pool, .. }
             | Remove { pool, .. }
             | Sync { pool }
-            | PoolSet { pool, .. } => return pool.clone(),
+            | PoolSet { pool, .. }
+            | Upgrade { pool } => return pool.clone(),
             CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
                 dataset.clone()
             }
@@ -475,6 +480,10 @@ impl Request {
             }
             Request::PoolSet { pool, assigns } => {
                 crate::pool::set_props(pool, assigns)?;
+                Response::Done
+            }
+            Request::Upgrade { pool } => {
+                crate::pool::upgrade(pool)?;
                 Response::Done
             }
             Request::RawioWrite {

@@ -354,7 +354,10 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     push("load_guid", (z ^ (z >> 31)).to_string(), None, "-");
     push("autotrim", "off".into(), None, "default");
-    push("compatibility", "off".into(), None, "default");
+    match stored.iter().find(|(s, _)| s == "compatibility") {
+        Some((_, v)) => push("compatibility", v.clone(), None, "local"),
+        None => push("compatibility", "off".into(), None, "default"),
+    }
     let (used, saved) = dsl.bclone_space().map_err(ctx)?;
     push("bcloneused", used.to_string(), Some(used), "-");
     push("bclonesaved", saved.to_string(), Some(saved), "-");

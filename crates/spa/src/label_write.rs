@@ -65,7 +65,23 @@ impl Pool {
             NvValue::Uint64(self.root.children.len() as u64),
         );
         nv.set("vdev_tree", NvValue::NvList(top.config.clone()));
+        self.set_label_features(&mut nv, version);
         nv
+    }
+
+    /// A feature-flag pool's `features_for_read`: the active features the
+    /// MOS needs, each a boolean pair (an empty list when there is none).
+    fn set_label_features(&self, nv: &mut NvList, version: u64) {
+        if version < crate::pool::SPA_VERSION_FEATURES {
+            return;
+        }
+        let mut f = NvList::new();
+        if let Ok(names) = self.label_features.lock() {
+            for n in names.iter() {
+                f.set(n, NvValue::Boolean);
+            }
+        }
+        nv.set("features_for_read", NvValue::NvList(f));
     }
 
     /// The full config (MOS `config` object): top-level keys and the whole vdev tree.
@@ -95,6 +111,7 @@ impl Pool {
             ),
         );
         nv.set("vdev_tree", NvValue::NvList(root));
+        self.set_label_features(&mut nv, version);
         nv
     }
 

@@ -129,6 +129,17 @@ pub struct Pool {
     /// Why the pool would be unavailable, while top-level vdevs no device
     /// was found for wait for [`resolve_missing_tops`](Self::resolve_missing_tops).
     pub unresolved_tops: std::sync::Mutex<Option<String>>,
+    /// `com.delphix:hole_birth` is active: a block made a hole keeps its
+    /// logical size, type, level and the txg it became one, so an
+    /// incremental send sees the hole. Set by the DSL layer from the MOS
+    /// feature objects.
+    pub hole_birth: std::sync::atomic::AtomicBool,
+    /// The active features the MOS itself needs, named in every label's
+    /// `features_for_read` (and the MOS config) of a feature-flag pool.
+    /// Kept by the DSL layer.
+    pub label_features: std::sync::Mutex<Vec<String>>,
+    /// Every active feature (full names), kept by the DSL layer.
+    pub active_features: std::sync::Mutex<Vec<String>>,
 }
 
 /// The encryption keys this process holds for a pool's datasets, in
@@ -238,6 +249,14 @@ fn swap_of(bp: &BlkPtr) -> bool {
 }
 
 impl Pool {
+    /// Whether feature `guid` (full name) is active in this pool.
+    pub fn feature_active(&self, guid: &str) -> bool {
+        self.active_features
+            .lock()
+            .map(|a| a.iter().any(|n| n == guid))
+            .unwrap_or(false)
+    }
+
     /// Assemble and open a discovered pool.
     pub fn open(found: FoundPool, opts: &PoolOptions) -> Result<Pool> {
         let name = found.name.clone();
@@ -428,6 +447,9 @@ impl Pool {
             checksum_salt: Default::default(),
             keys: KeyStore::default(),
             unresolved_tops: Default::default(),
+            hole_birth: Default::default(),
+            label_features: Default::default(),
+            active_features: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),
