@@ -68,11 +68,19 @@ fn openzfs_zdb_finds_ozfs_pools_clean() {
     tree(&src, 7);
     let src2 = work.path().join("src2");
     tree(&src2, 8);
-    for (pool, layout, n) in [("omirror", "mirror", 2), ("oraidz", "raidz2", 4)] {
+    // Version 23 (mirror, raidz2), a feature-flag pool as `zpool create
+    // -o version=5000` makes it, and a version-23 pool upgraded halfway.
+    for (pool, layout, n, opts, upgrade) in [
+        ("omirror", "mirror", 2, &[][..], false),
+        ("oraidz", "raidz2", 4, &[][..], false),
+        ("ofeat", "mirror", 2, &["-o", "version=5000"][..], false),
+        ("oupgraded", "raidz1", 3, &[][..], true),
+    ] {
         let devs = work.path().join(pool);
         std::fs::create_dir(&devs).expect("mkdir");
-        let mut args: Vec<String> =
-            vec!["zpool".into(), "create".into(), pool.into(), layout.into()];
+        let mut args: Vec<String> = vec!["zpool".into(), "create".into()];
+        args.extend(opts.iter().map(|s| s.to_string()));
+        args.extend([pool.to_string(), layout.to_string()]);
         for i in 0..n {
             let f = devs.join(format!("d{i}.img"));
             std::fs::File::create(&f)
@@ -85,6 +93,22 @@ fn openzfs_zdb_finds_ozfs_pools_clean() {
         oz.ok(&["zfs", "create", "-o", "compression=gzip", &fs]);
         oz.ok(&["cp", "-r", &src.to_string_lossy(), &format!("{fs}:/a")]);
         oz.ok(&["zfs", "snapshot", &format!("{fs}@s1")]);
+        if upgrade {
+            oz.ok(&["zpool", "upgrade", pool]);
+        }
+        oz.ok(&["zfs", "set", "compression=on", &fs]);
+        oz.ok(&["cp", "-r", &src.to_string_lossy(), &format!("{fs}:/on")]);
+        // Files cut short and overwritten: their tails become holes (with
+        // their birth txg where hole_birth is active).
+        let short = work.path().join("short");
+        std::fs::write(&short, b"short now").expect("write");
+        for f in ["f3", "f7"] {
+            oz.ok(&[
+                "cp",
+                &short.to_string_lossy(),
+                &format!("{fs}:/on/sub/deeper/{f}"),
+            ]);
+        }
         oz.ok(&["zfs", "set", "compression=zle", "checksum=sha256", &fs]);
         oz.ok(&["cp", "-r", &src2.to_string_lossy(), &format!("{fs}:/b")]);
         oz.ok(&["rm", "-r", &format!("{fs}:/a/sub/deeper")]);

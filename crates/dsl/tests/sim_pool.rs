@@ -57,12 +57,26 @@ fn register_all(devs: &[Arc<SimDevice>]) {
 
 /// A new pool `p` with file system `p/fs` on the devices (one disk, or a mirror).
 fn new_pool(paths: &[PathBuf]) -> (PoolWriter, u64) {
+    new_pool_v(paths, 23)
+}
+
+/// [`new_pool`] of pool `version`: 23, or 5000 with every feature
+/// `zpool create` enables.
+fn new_pool_v(paths: &[PathBuf], version: u64) -> (PoolWriter, u64) {
     let top = if paths.len() == 1 {
         TopSpec::Disk(paths[0].clone())
     } else {
         TopSpec::Mirror(paths.to_vec())
     };
-    let mut w = create_pool("p", &[top], 9, 23, &[]).expect("create pool");
+    let features: Vec<&str> = if version == 5000 {
+        ozfs_dsl::features::FEATURES
+            .iter()
+            .map(|f| f.name)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut w = create_pool("p", &[top], 9, version, &features).expect("create pool");
     let ds = create_filesystem(&mut w, FS, &[]).expect("create fs");
     w.sync().expect("sync");
     (w, ds)
@@ -336,9 +350,9 @@ impl Gens {
 }
 
 /// A two-way mirror with generation 1 written and synced; its devices.
-fn crash_base(tag: &str) -> (Vec<Arc<SimDevice>>, Vec<PathBuf>) {
+fn crash_base(tag: &str, version: u64) -> (Vec<Arc<SimDevice>>, Vec<PathBuf>) {
     let (devs, paths) = devices(tag, 2, 3);
-    let (mut w, ds) = new_pool(&paths);
+    let (mut w, ds) = new_pool_v(&paths, version);
     for i in 0..FILES {
         write_file_rs(&mut w, ds, &format!("f{i}"), &generation(1, i), RS).unwrap();
     }
@@ -381,10 +395,21 @@ fn check_crashed(
 /// writes and with torn ones.
 #[test]
 fn crash_at_every_write_of_a_sync() {
+    crash_at_every_write(23);
+}
+
+/// c, on a feature-flag pool (version 5000, every feature `zpool create`
+/// enables: hole births, lz4, the feature objects).
+#[test]
+fn crash_at_every_write_of_a_sync_v5000() {
+    crash_at_every_write(5000);
+}
+
+fn crash_at_every_write(version: u64) {
     init();
     let t0 = Instant::now();
     let gens = Gens::new();
-    let (base, paths) = crash_base("crash");
+    let (base, paths) = crash_base(&format!("crash{version}"), version);
     let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(101)).collect();
     sim::share_crash_point(&run.iter().collect::<Vec<_>>());
     register_all(&run);
@@ -420,7 +445,7 @@ fn crash_at_every_write_of_a_sync() {
     }
     assert!(outcomes[1] > 0 && outcomes[2] > 0, "{outcomes:?}");
     eprintln!(
-        "crash_at_every_write_of_a_sync: {points} crash points ({writes} writes in the sync, \
+        "crash_at_every_write_of_a_sync (v{version}): {points} crash points ({writes} writes in the sync, \
          2-way mirror, whole and torn writes): old {} / new {}; prepare {:.2?}, total {:.2?}",
         outcomes[1],
         outcomes[2],
@@ -436,7 +461,7 @@ fn crash_at_every_write_of_a_sync() {
 fn crash_live_at_sampled_writes() {
     init();
     let gens = Gens::new();
-    let (base, paths) = crash_base("live");
+    let (base, paths) = crash_base("live", 23);
     let mut writes = None;
     let mut n = 0;
     let mut points = 0;
@@ -652,4 +677,51 @@ fn write_error_fails_sync_and_pool_reopens() {
     let pool = open_pool(&paths, false).unwrap();
     assert_eq!(read_file(&zpl(&pool).unwrap(), "f").unwrap(), b"committed");
     assert_clean(&pool, "after a failed sync");
+}
+
+/// A block made a hole keeps its birth txg, logical size, type and level
+/// on a pool with `hole_birth` active (so an incremental send sees the
+/// hole), and is all zeros on a version-23 pool, as zfs-fuse writes it.
+#[test]
+fn punched_holes_keep_their_birth_where_the_feature_is_active() {
+    init();
+    for version in [23u64, 5000] {
+        let (_devs, paths) = devices(&format!("holes{version}"), 1, 11);
+        let (mut w, ds) = new_pool_v(&paths, version);
+        write_file_rs(&mut w, ds, "f", &pattern(5, 3 * 4096), 4096).unwrap();
+        w.sync().unwrap();
+        let punched_in = w.txg;
+        {
+            let mut z = ZplTx::open(w.fs_tx(ds).unwrap(), punched_in, 4096).unwrap();
+            let root = z.root;
+            let o = z.lookup(root, b"f").unwrap().expect("f");
+            z.truncate(o, 4096).unwrap();
+        }
+        w.sync().unwrap();
+        let dsl = w.dsl();
+        let os = dsl.objset(&dsl.lookup(FS).unwrap()).unwrap();
+        let z = Zpl::open(os.clone(), FS).unwrap();
+        let dn = os.dnode(z.resolve("/f").unwrap()).unwrap();
+        for blkid in 1..3 {
+            let bp = os.block_bp(&dn, 0, blkid).unwrap().unwrap_or_default();
+            assert!(bp.is_hole(), "v{version} block {blkid}: {bp:?}");
+            if version == 5000 {
+                assert_eq!(bp.birth(), punched_in, "v{version} block {blkid}");
+                assert_eq!(bp.lsize(), 4096);
+                assert_eq!(bp.level(), 0);
+                assert_eq!(
+                    bp.object_type(),
+                    ozfs_format::types::ot::PLAIN_FILE_CONTENTS
+                );
+            } else {
+                assert!(
+                    bp.words.iter().all(|&x| x == 0),
+                    "v23 block {blkid}: {bp:?}"
+                );
+            }
+        }
+        assert_eq!(read_file(&z, "f").unwrap(), pattern(5, 3 * 4096)[..4096]);
+        drop(w);
+        assert_clean_on_disk(&paths, &format!("v{version} after the punch"));
+    }
 }

@@ -1,0 +1,200 @@
+//! Feature-flag pools (version 5000) as ozfs creates and upgrades them,
+//! held against what OpenZFS 2.3 itself made (the corpus pool c1-single,
+//! created with OpenZFS's defaults) and against OpenZFS's own option
+//! rules: `zpool create -o version=5000`, `-d`, `-o feature@NAME=`,
+//! `-o compatibility=`, `zpool set feature@NAME=enabled`, `zpool
+//! upgrade`. OpenZFS's zdb judges the pools' blocks in `oracle_zdb.rs`.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+
+/// `feature@NAME` → state, as `zpool get -H -o property,value all` shows it.
+fn feature_states(oz: &Ozfs, pool: &str) -> BTreeMap<String, String> {
+    oz.ok(&["zpool", "get", "-H", "-o", "property,value", "all", pool])
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(k, v)| Some((k.strip_prefix("feature@")?.to_string(), v.to_string())))
+        .collect()
+}
+
+fn image(dir: &std::path::Path, name: &str) -> String {
+    let f = dir.join(name);
+    std::fs::File::create(&f)
+        .and_then(|h| h.set_len(128 << 20))
+        .expect("image");
+    f.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_feature_pool_has_the_features_openzfs_gives_a_new_pool() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-features-");
+    let d = image(work.path(), "d0.img");
+    oz.ok(&["zpool", "create", "-o", "version=5000", "fnew", &d]);
+    let ours = feature_states(&oz, "fnew");
+    // OpenZFS 2.3's own new pool (its `zpool get all`, in the corpus).
+    let props = std::fs::read_to_string(corpus_dir().join("c1-single/props.txt"))
+        .expect("corpus props.txt");
+    let theirs: BTreeMap<String, String> = props
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(k, v)| Some((k.strip_prefix("feature@")?.to_string(), v.to_string())))
+        .collect();
+    assert_eq!(theirs.len(), 44, "{theirs:?}");
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        theirs.keys().collect::<Vec<_>>()
+    );
+    for (f, st) in &ours {
+        // Every feature is enabled; those ozfs activates at creation are
+        // active in OpenZFS's new pool too. (OpenZFS activates more at
+        // once: log space maps, per-dataset accounting, ... which ozfs
+        // leaves enabled for whoever imports the pool to start using.)
+        assert!(st == "enabled" || st == "active", "{f}: {st}");
+        if st == "active" {
+            assert_eq!(theirs[f], "active", "{f}");
+        }
+    }
+    for f in ["lz4_compress", "hole_birth", "enabled_txg", "embedded_data"] {
+        assert_eq!(ours[f], "active", "{f}");
+    }
+    let v = oz.ok(&[
+        "zpool",
+        "get",
+        "-H",
+        "-o",
+        "value,source",
+        "version",
+        "fnew",
+    ]);
+    assert_eq!(v.trim(), "-\tdefault");
+    // compression=on is lz4 on such a pool.
+    oz.ok(&["zfs", "create", "-o", "compression=on", "fnew/fs"]);
+    let src = work.path().join("text");
+    std::fs::write(&src, "lz4 me ".repeat(40_000)).expect("write");
+    oz.ok(&["cp", &src.to_string_lossy(), "fnew/fs:/text"]);
+    oz.ok(&["zpool", "export", "fnew"]);
+    if let Some(zdb) = oracle_zdb() {
+        let out = std::process::Command::new(zdb)
+            .args(["-e", "-p"])
+            .arg(work.path())
+            .args(["-bbbbb", "fnew"])
+            .output()
+            .expect("OpenZFS zdb");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("[L0 ZFS plain file] fletcher4 lz4 ")),
+            "no lz4 file block:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn feature_options_follow_openzfs_rules() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-featopts-");
+    // -d: version 5000, nothing enabled; one feature asked for by name.
+    let d = image(work.path(), "d.img");
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-d",
+        "-o",
+        "feature@lz4_compress=enabled",
+        "fd",
+        &d,
+    ]);
+    let st = feature_states(&oz, "fd");
+    assert_eq!(st["lz4_compress"], "active");
+    assert_eq!(st["hole_birth"], "disabled");
+    assert_eq!(
+        st.values().filter(|v| *v != "disabled").count(),
+        1,
+        "{st:?}"
+    );
+    // zpool set enables one more (with what it depends on).
+    oz.ok(&["zpool", "set", "feature@hole_birth=enabled", "fd"]);
+    let st = feature_states(&oz, "fd");
+    assert_eq!(st["hole_birth"], "active");
+    assert_eq!(st["enabled_txg"], "active");
+    let r = oz.run(&["zpool", "set", "feature@hole_birth=disabled", "fd"]);
+    assert_error(&r, Some(1), &["can only be set to 'enabled'"]);
+    oz.ok(&["zpool", "export", "fd"]);
+
+    // A compatibility file: exactly its features, and the property kept.
+    let c = image(work.path(), "c.img");
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-o",
+        "compatibility=openzfs-2.0-linux",
+        "fc",
+        &c,
+    ]);
+    let st = feature_states(&oz, "fc");
+    assert_eq!(st["zstd_compress"], "enabled");
+    assert_eq!(st["blake3"], "disabled");
+    assert_eq!(st["head_errlog"], "disabled");
+    let v = oz.ok(&["zpool", "get", "-H", "-o", "value", "compatibility", "fc"]);
+    assert_eq!(v.trim(), "openzfs-2.0-linux");
+    oz.ok(&["zpool", "export", "fc"]);
+
+    // Refused, with nothing created: features on a legacy version, an
+    // unknown feature or compatibility file, a bad feature value.
+    let x = image(work.path(), "x.img");
+    for (opts, needle) in [
+        (
+            vec!["-o", "version=23", "-o", "feature@lz4_compress=enabled"],
+            "version 23",
+        ),
+        (vec!["-o", "feature@no_such=enabled"], "feature@no_such"),
+        (vec!["-o", "compatibility=no-such-os"], "no-such-os"),
+        (
+            vec!["-o", "feature@lz4_compress=on"],
+            "'enabled' or 'disabled'",
+        ),
+    ] {
+        let mut args = vec!["zpool", "create"];
+        args.extend(opts.iter().copied());
+        args.extend(["fx", x.as_str()]);
+        let r = oz.run(&args);
+        assert!(r.code != Some(0), "{}", r.describe());
+        assert!(r.stderr.contains(needle), "{opts:?}: {}", r.describe());
+        assert!(oz.run(&["zpool", "list", "fx"]).code != Some(0));
+    }
+}
+
+#[test]
+fn upgrade_makes_a_legacy_pool_a_feature_pool() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-upgrade-");
+    let d = image(work.path(), "d.img");
+    oz.ok(&["zpool", "create", "-o", "version=23", "fu", &d]);
+    oz.ok(&["zfs", "create", "fu/fs"]);
+    let src = work.path().join("f");
+    std::fs::write(&src, b"before the upgrade").expect("write");
+    oz.ok(&["cp", &src.to_string_lossy(), "fu/fs:/before"]);
+    let listing = oz.ok(&["zpool", "upgrade"]);
+    assert!(listing.contains("23   fu"), "{listing}");
+    let out = oz.ok(&["zpool", "upgrade", "fu"]);
+    assert!(
+        out.contains("Successfully upgraded 'fu' from version 23 to feature flags.")
+            && out.contains("Enabled the following features on 'fu':\n  async_destroy\n"),
+        "{out}"
+    );
+    let st = feature_states(&oz, "fu");
+    assert!(st.values().all(|v| v != "disabled"), "{st:?}");
+    // Written to after the upgrade, and read back.
+    oz.ok(&["cp", &src.to_string_lossy(), "fu/fs:/after"]);
+    let back = work.path().join("back");
+    oz.ok(&["cp", "fu/fs:/before", &back.to_string_lossy()]);
+    assert_eq!(std::fs::read(&back).expect("read"), b"before the upgrade");
+    let again = oz.ok(&["zpool", "upgrade", "fu"]);
+    assert!(
+        again.contains("Pool 'fu' already has all supported and requested features enabled."),
+        "{again}"
+    );
+    oz.ok(&["zpool", "export", "fu"]);
+}
