@@ -198,3 +198,37 @@ fn upgrade_makes_a_legacy_pool_a_feature_pool() {
     );
     oz.ok(&["zpool", "export", "fu"]);
 }
+
+/// Algorithms newer than pool version 23 are refused where the pool lacks
+/// their feature (zfs-fuse could not read the blocks), and taken where it
+/// has it active.
+#[test]
+fn new_algorithms_need_their_feature() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-featalgo-");
+    let old = image(work.path(), "old.img");
+    oz.ok(&["zpool", "create", "-o", "version=23", "fa23", &old]);
+    for prop in ["compression=lz4", "checksum=sha512", "checksum=blake3"] {
+        let r = oz.run(&["zfs", "set", prop, "fa23"]);
+        assert_error(&r, Some(1), &["does not have feature", "version 23"]);
+        let r = oz.run(&["zfs", "create", "-o", prop, "fa23/x"]);
+        assert!(r.code != Some(0), "{}", r.describe());
+    }
+    let v = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "value",
+        "compression,checksum",
+        "fa23",
+    ]);
+    assert_eq!(v, "off\non\n");
+    oz.ok(&["zpool", "export", "fa23"]);
+    let new = image(work.path(), "new.img");
+    oz.ok(&["zpool", "create", "-o", "version=5000", "fa5", &new]);
+    oz.ok(&["zfs", "set", "compression=lz4", "fa5"]);
+    let r = oz.run(&["zfs", "set", "checksum=skein", "fa5"]);
+    assert_error(&r, Some(1), &["skein"]);
+    oz.ok(&["zpool", "export", "fa5"]);
+}

@@ -174,10 +174,10 @@ fn precompressed_records() {
     };
     oz_create_at(&oz, &pool, &mnt, None, &[]);
     let fs_name = format!("{name}/fs");
-    oz.ok(&["zfs", "create", "-o", "compression=lz4", &fs_name]);
+    oz.ok(&["zfs", "create", "-o", "compression=lzjb", &fs_name]);
     let mut recs = mix();
-    // The file as copied in: every record plain (holes as zeros, which lz4
-    // turns into holes).
+    // The file as copied in: every record plain (holes as zeros, which
+    // compression turns into holes).
     let initial: Vec<u8> = recs
         .iter()
         .enumerate()

@@ -789,6 +789,7 @@ pub enum PropSetting {
 
 /// Store a property in a DSL directory's props ZAP.
 pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
+    crate::props::check_for_pool(w, name, v)?;
     // A quota lives in the directory itself (`dd_quota`), where every ZFS
     // reads it; an older ozfs's copy in the properties object goes.
     if let ("quota", PropSetting::Num(n)) = (name, v) {

@@ -604,6 +604,58 @@ impl DslPool {
     }
 }
 
+/// Whether pool `w` can hold property value `s` of `name`: compression
+/// and checksum algorithms newer than pool version 23 need their feature
+/// (lz4 active; sha512, skein, edonr and blake3 are activated per dataset,
+/// which ozfs does not do yet). Without this a version-23 pool would get
+/// blocks zfs-fuse cannot read.
+pub fn check_for_pool(
+    w: &crate::sync::PoolWriter,
+    name: &str,
+    s: &crate::create::PropSetting,
+) -> Result<()> {
+    let crate::create::PropSetting::Num(n) = s else {
+        return Ok(());
+    };
+    let feature = match (name, *n) {
+        ("compression", 15) => "org.illumos:lz4_compress",
+        ("checksum", 11) => "org.illumos:sha512",
+        ("checksum", 12) => "org.illumos:skein",
+        ("checksum", 13) => "org.illumos:edonr",
+        ("checksum", 14) => "org.openzfs:blake3",
+        _ => return Ok(()),
+    };
+    let value = index_name(name, *n).unwrap_or("?");
+    let short = feature.split_once(':').map_or(feature, |(_, f)| f);
+    match crate::features::refcount(w, feature)? {
+        None => Err(Error::Invalid(format!(
+            "cannot set {name}={value}: pool '{}' does not have feature {short} enabled \
+             (pool version {}; 'zpool upgrade' enables it, and zfs-fuse no longer imports the pool then)",
+            w.pool.name, w.version
+        ))),
+        Some(c) if c > 0 && short == "lz4_compress" => Ok(()),
+        Some(_) if short == "lz4_compress" => Err(Error::Invalid(format!(
+            "cannot set {name}={value}: feature lz4_compress is enabled but not active in pool '{}'",
+            w.pool.name
+        ))),
+        Some(_) => Err(Error::Unsupported {
+            what: format!("{name}={value}"),
+            detail: format!(
+                "ozfs does not activate the per-dataset feature {short} yet"
+            ),
+        }),
+    }
+}
+
+/// The name `zfs get` shows for stored index value `n` of `name`.
+fn index_name(name: &str, n: u64) -> Option<&'static str> {
+    let (_, kind, _, _) = NATIVE.iter().find(|(p, _, _, _)| *p == name)?;
+    match kind {
+        Kind::Index(tbl) => tbl.iter().find(|(_, v)| *v == n).map(|(s, _)| *s),
+        _ => None,
+    }
+}
+
 /// Parse `zfs set`/`-o` input into the value stored in the props ZAP.
 pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetting> {
     use crate::create::PropSetting;

@@ -225,6 +225,12 @@ fn apply_header_props(
     let mut changed = false;
     for (k, v) in &props.pairs {
         if let Some(setting) = crate::props::received_setting(k, v) {
+            // As OpenZFS: a received value this pool cannot hold is
+            // skipped with a warning, the data still received.
+            if let Err(e) = crate::props::check_for_pool(w, k, &setting) {
+                eprintln!("cannot receive {k} property on {target}: {e}");
+                continue;
+            }
             crate::create::set_prop_dir(w, ds.dir_obj, k, &setting)?;
             changed = true;
         }
