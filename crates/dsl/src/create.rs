@@ -25,9 +25,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Pool version ozfs creates by default (what zfs-fuse reads).
-pub const DEFAULT_POOL_VERSION: u64 = 23;
-/// ZPL version for pool version 23.
+/// Pool version ozfs creates by default: feature flags, as OpenZFS (with
+/// every feature OpenZFS 2.3 has enabled). `-o version=23` makes what
+/// zfs-fuse reads.
+pub const DEFAULT_POOL_VERSION: u64 = SPA_VERSION_FEATURES;
+/// ZPL version of new file systems (4 on every pool version ozfs writes:
+/// system attributes are not written yet).
 pub const ZPL_VERSION: u64 = 4;
 /// txg of a new pool's first sync.
 pub const TXG_INITIAL: u64 = 4;

@@ -32,10 +32,16 @@ impl Default for CreateOpts {
     fn default() -> Self {
         CreateOpts {
             version: ozfs_dsl::create::DEFAULT_POOL_VERSION,
+            features: if ozfs_dsl::create::DEFAULT_POOL_VERSION
+                == ozfs_spa::pool::SPA_VERSION_FEATURES
+            {
+                all_features()
+            } else {
+                Vec::new()
+            },
             ashift: 9,
             fs_props: Vec::new(),
             spares: Vec::new(),
-            features: Vec::new(),
             compatibility: None,
             history: None,
         }

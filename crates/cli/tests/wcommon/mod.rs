@@ -32,9 +32,17 @@ pub fn oz_create(oz: &Ozfs, pool: &TestPool, keyword: Option<&str>, opts: &[&str
     oz_create_at(oz, pool, &pool.mountpoint(""), keyword, opts);
 }
 
-/// [`oz_create`] with the pool's mountpoint `mnt` (`-m`).
+/// [`oz_create`] with the pool's mountpoint `mnt` (`-m`). These pools are
+/// for zfs-fuse to judge: version 23 unless `opts` choose a version or
+/// features.
 pub fn oz_create_at(oz: &Ozfs, pool: &TestPool, mnt: &Path, keyword: Option<&str>, opts: &[&str]) {
     let mut args: Vec<String> = vec!["zpool".into(), "create".into(), "-f".into()];
+    let chosen = opts.iter().any(|o| {
+        o.starts_with("version=") || o.starts_with("feature@") || o.starts_with("compatibility=")
+    }) || opts.contains(&"-d");
+    if !chosen {
+        args.extend(["-o".to_string(), "version=23".to_string()]);
+    }
     args.extend(opts.iter().map(|s| s.to_string()));
     args.push("-m".into());
     args.push(mnt.to_string_lossy().into_owned());
