@@ -77,8 +77,9 @@ echo "== ozfs zpool create: a new mirror pool on files, mounted through FUSE and
 Z zpool import -d "$work/dev" demo >/dev/null 2>&1 || true
 truncate -s 128M "$work/dev/n0" "$work/dev/n1"
 # As with OpenZFS, the new pool is mounted (the ozfs daemon serves it) and so
-# is every file system created in it.
-"$ozfs" zpool create -m "$work/own" own mirror "$work/dev/n0" "$work/dev/n1"
+# is every file system created in it. Version 23, for zfs-fuse to import
+# (without -o version=23 ozfs makes a feature-flag pool, as OpenZFS does).
+"$ozfs" zpool create -o version=23 -m "$work/own" own mirror "$work/dev/n0" "$work/dev/n1"
 "$ozfs" zfs create -o compression=lzjb own/home
 for _ in $(seq 100); do grep -q " $work/own/home " /proc/self/mountinfo && break; sleep 0.1; done
 cp -r /usr/share/doc/bash "$work/own/home/"
@@ -94,3 +95,19 @@ Z zdb -e -p "$work/dev" -bcc own | grep -E 'leak|No leaks'
 Z zpool import -d "$work/dev" -R "$work/alt" own
 diff -r /usr/share/doc/bash "/proc/$pid/root$work/alt$work/own/home/bash" && echo "zfs-fuse sees what was written through the ozfs mount"
 Z zpool export own
+
+echo
+echo "== ozfs's default pool (feature flags, as OpenZFS makes them), judged by OpenZFS 2.3's zdb"
+truncate -s 128M "$work/dev/f0"
+mkdir -p "$work/devf" && mv "$work/dev/f0" "$work/devf/f0"
+"$ozfs" zpool create -m none feat "$work/devf/f0"
+"$ozfs" zfs create -o compression=on feat/docs
+"$ozfs" cp -r /usr/share/doc/bash feat/docs:/bash
+"$ozfs" zpool get -H -o property,value feature@lz4_compress,feature@hole_birth feat
+"$ozfs" zpool export feat
+openzfs_zdb=/opt/openzfs-2.3/bin/zdb
+if [ -x "$openzfs_zdb" ]; then
+  "$openzfs_zdb" -e -p "$work/devf" -bcc feat | grep -E 'leak|No leaks'
+else
+  echo "(OpenZFS's zdb is not installed: scripts/install-deps.sh installs it)"
+fi

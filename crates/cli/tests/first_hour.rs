@@ -656,10 +656,13 @@ fn zpool_create_mounts() {
         oz: &oz,
         mnts: vec![mnt.clone(), mnt.join("fs")],
     };
+    // Version 23: zfs-fuse's zdb judges the pool below.
     let mut args: Vec<String> = vec![
         "zpool".into(),
         "create".into(),
         "-f".into(),
+        "-o".into(),
+        "version=23".into(),
         "-m".into(),
         mnt.to_string_lossy().into_owned(),
         name.clone(),

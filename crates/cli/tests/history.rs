@@ -58,7 +58,7 @@ fn ozfs_logs_its_commands_and_zfs_fuse_reads_them() {
     let ours = oz.ok(&["zpool", "history", &name]);
     let got = commands(&ours);
     let mut want = vec![format!(
-        "zpool create -f -m {} {name} {}",
+        "zpool create -f -o version=23 -m {} {name} {}",
         pool.mountpoint("").display(),
         pool.devs()[0].display()
     )];

@@ -68,13 +68,13 @@ fn openzfs_zdb_finds_ozfs_pools_clean() {
     tree(&src, 7);
     let src2 = work.path().join("src2");
     tree(&src2, 8);
-    // Version 23 (mirror, raidz2), a feature-flag pool as `zpool create
-    // -o version=5000` makes it, and a version-23 pool upgraded halfway.
+    // Version 23 (mirror, raidz2), a feature-flag pool as `zpool create`
+    // makes it by default, and a version-23 pool upgraded halfway.
     for (pool, layout, n, opts, upgrade) in [
-        ("omirror", "mirror", 2, &[][..], false),
-        ("oraidz", "raidz2", 4, &[][..], false),
-        ("ofeat", "mirror", 2, &["-o", "version=5000"][..], false),
-        ("oupgraded", "raidz1", 3, &[][..], true),
+        ("omirror", "mirror", 2, &["-o", "version=23"][..], false),
+        ("oraidz", "raidz2", 4, &["-o", "version=23"][..], false),
+        ("ofeat", "mirror", 2, &[][..], false),
+        ("oupgraded", "raidz1", 3, &["-o", "version=23"][..], true),
     ] {
         let devs = work.path().join(pool);
         std::fs::create_dir(&devs).expect("mkdir");

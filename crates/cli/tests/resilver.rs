@@ -522,7 +522,8 @@ fn hot_spare() {
         p.canonicalize().unwrap()
     };
     let (s1, s2, new0) = (dev("s1"), dev("s2"), dev("new0"));
-    let mut args: Vec<String> = ["zpool", "create", "-f", "-m"]
+    // Version 23: zfs-fuse judges the pool.
+    let mut args: Vec<String> = ["zpool", "create", "-f", "-o", "version=23", "-m"]
         .iter()
         .map(|s| s.to_string())
         .collect();

@@ -1,8 +1,12 @@
-//! Creating pools and file systems in the pool-version-23 layout that
-//! zfs-fuse writes (FORMAT.md §14.3): the MOS object directory, config,
-//! deferred-free list, metaslab arrays, the DSL directories `$MOS` and
-//! `$ORIGIN` with `$ORIGIN@$ORIGIN`, and the root file system as a clone of
-//! it; every later file system is created the same way under its parent.
+//! Creating pools and file systems. The MOS is laid out as zfs-fuse lays
+//! out a pool-version-23 one (FORMAT.md §14.3): the object directory,
+//! config, deferred-free list, metaslab arrays, the DSL directories `$MOS`
+//! and `$ORIGIN` with `$ORIGIN@$ORIGIN`, and the root file system as a
+//! clone of it; every later file system is created the same way under its
+//! parent. A feature-flag pool (version 5000, the default) adds what the
+//! versions after 23 need ([`upgrade`]: `$FREE`, `free_bpobj`, the feature
+//! objects) and `creation_version`; its dead lists stay version-23 bpobjs,
+//! which OpenZFS reads in pools of every version.
 //!
 //! A new file system's objset holds the ZPL master node (version 4), the
 //! delete queue and the root directory. User/group accounting objects are

@@ -1,36 +1,48 @@
-//! Pool features (version 5000) as far as ozfs uses them: checking what a
-//! pool needs before reading or writing it, and activating ozfs's own
-//! feature `org.ozfs:external_compression` (pre-compressed blocks, issue 7).
+//! Pool features (version 5000): what a pool needs from its reader and
+//! writer, enabling OpenZFS's features in pools ozfs creates or upgrades,
+//! and ozfs's own feature `org.ozfs:external_compression` (pre-compressed
+//! blocks, issue 7).
 //!
-//! Theory. From pool version 5000 on, what a pool needs from its reader is
-//! listed in three MOS objects named in the object directory:
-//! `features_for_read` and `features_for_write` map a feature's name to a
-//! reference count (non-zero: active, the pool's contents depend on it),
-//! and `feature_descriptions` maps it to a sentence shown to users of
-//! implementations that lack it. A reader refuses a pool with an active
-//! read feature it does not know; a writer also refuses one with an active
-//! write feature it does not know.
+//! Theory. From pool version 5000 on, what a pool needs is listed in three
+//! MOS objects named in the object directory: `features_for_read` and
+//! `features_for_write` map a feature's full name to a reference count
+//! (non-zero: active, the pool's contents depend on it; zero: enabled, the
+//! pool may start using it at any time), and `feature_descriptions` maps it
+//! to a sentence shown to users of implementations that lack it. Read-only
+//! compatible features live in `features_for_write`. A reader refuses a
+//! pool with an active read feature it does not know; a writer also
+//! refuses one with an active write feature it does not honour. Labels
+//! repeat the active features flagged MOS (needed to read the MOS itself)
+//! in their `features_for_read`. Once `enabled_txg` is enabled, every
+//! feature enabled after it gets its txg in `feature_enabled_txg` and
+//! raises `enabled_txg`'s count. Features OpenZFS flags "activate on
+//! enable" start with a count of 1.
 //!
-//! ozfs writes pools in the version-23 layout. Pre-compressed blocks cannot
-//! live in a v23 pool (zfs-fuse would import it and then fail every read of
-//! them), so the first pre-compressed record written, with the user's
-//! consent, upgrades the pool in that same txg: version 5000 in the
-//! uberblock, labels and config, the three feature objects, and
-//! `org.ozfs:external_compression` active in `features_for_read`. From then
-//! on zfs-fuse refuses the pool by its version ("newer version") and OpenZFS
-//! by the unknown active feature, instead of misreading it. The count is
-//! sticky at 1 (never decremented), so snapshots and destroys need no
-//! bookkeeping, and a pool that never used the interface is never changed.
+//! ozfs creates feature-flag pools by default with every feature OpenZFS
+//! 2.3 knows enabled ([`FEATURES`], enabled in OpenZFS's order, so the
+//! objects equal what OpenZFS writes for the same choice), and `zpool
+//! upgrade` turns a version-23 pool into one. It activates only what it
+//! honours ([`WRITTEN_ACTIVE`]); everything else stays enabled for an
+//! implementation that imports the pool to start using.
+//!
+//! Pre-compressed blocks cannot live in a version-23 pool (zfs-fuse would
+//! import it and then fail every read of them), so the first pre-compressed
+//! record written, with the user's consent, upgrades such a pool in that
+//! same txg: version 5000 and `org.ozfs:external_compression` active in
+//! `features_for_read`. From then on zfs-fuse refuses the pool by its
+//! version and OpenZFS by the unknown active feature, instead of misreading
+//! it. Its count is sticky at 1 (never decremented).
 //!
 //! Invariants:
-//! * A v5000 pool is written by ozfs only when the sole active feature,
-//!   for read and for write, is `org.ozfs:external_compression` (a pool
-//!   whose other features are enabled but inactive would expose ozfs's
-//!   v23-style internals to implementations that accept it; ozfs never
-//!   writes one: it activates in the txg it upgrades).
-//! * [`Pool::external`](ozfs_spa::Pool::external) is set exactly when the
-//!   feature is active in the MOS being read, or was activated in the txg
-//!   being built.
+//! * ozfs writes a version-5000 pool only when every active feature is in
+//!   [`WRITTEN_ACTIVE`] ([`check_write`]); each of those is kept as its
+//!   specification asks by the layers that write what it governs.
+//! * [`Pool::external`], [`Pool::hole_birth`], [`Pool::label_features`]
+//!   and [`Pool::active_features`] follow the feature objects of the MOS
+//!   being read, or of the txg being built once a count changes
+//!   ([`incr`], [`enable`]).
+//! * A reference count never goes below zero; enabling an enabled feature
+//!   changes nothing.
 
 use crate::sync::PoolWriter;
 use ozfs_dmu::{zap, zap_tx, Objset};
@@ -44,23 +56,6 @@ pub const EXTERNAL_COMPRESSION: &str = "org.ozfs:external_compression";
 /// What other implementations show when they refuse a pool using it.
 pub const EXTERNAL_DESCRIPTION: &str =
     "Blocks compressed by a client (ozfs pre-compressed records).";
-
-/// Active features ozfs reads (a read-only import accepts them) but does
-/// not write: removed vdevs and their mappings (`device_removal`, and the
-/// obsolete counts kept beside them), and blocks shared by clones
-/// (`block_cloning`: the BRT's reference counts; reading a cloned block
-/// needs nothing special). A read-write import of a pool with one of them
-/// active is refused, naming it.
-pub const READ_ONLY_FEATURES: &[&str] = &[
-    "com.delphix:device_removal",
-    "com.delphix:obsolete_counts",
-    "com.fudosecurity:block_cloning",
-    // Expanded RAID-Z: blocks keep the width of their birth txg
-    // (`ozfs_vdev::Vdev::raidz_width`); allocation on it is not written yet.
-    "org.openzfs:raidz_expansion",
-    // dRAID vdevs: read through `ozfs_codec::draid`; never written.
-    "org.openzfs:draid",
-];
 
 /// A feature's flags (OpenZFS's `zfeature_flags_t`): listed in
 /// `features_for_write` (a reader that lacks it may still import read-only)
