@@ -107,7 +107,7 @@ mkdir -p "$work/devf" && mv "$work/dev/f0" "$work/devf/f0"
 "$ozfs" zpool export feat
 openzfs_zdb=/opt/openzfs-2.3/bin/zdb
 if [ -x "$openzfs_zdb" ]; then
-  "$openzfs_zdb" -e -p "$work/devf" -bcc feat | grep -E 'leak|No leaks'
+  "$openzfs_zdb" -e -p "$work/devf" -bcc feat 2>/dev/null | grep -E 'No leaks|leaked'
 else
   echo "(OpenZFS's zdb is not installed: scripts/install-deps.sh installs it)"
 fi
