@@ -654,8 +654,9 @@ fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
     });
 }
 
-/// The file-system version ozfs writes (ZPL 4, pool version 23's).
-const ZPL_VERSION: u64 = 4;
+/// The newest file-system version ozfs writes (ZPL 5, system attributes;
+/// pools of version 23 and below get ZPL 4).
+const ZPL_VERSION: u64 = 5;
 
 /// `zfs upgrade [-v]`: the file-system versions ozfs writes and the file
 /// systems below the current one. Upgrading (`-a`, a name) is refused.
@@ -684,13 +685,22 @@ fn upgrade(argv: &[String]) -> CmdResult {
         ..Default::default()
     };
     let mut old = Vec::new();
+    // A file system is out of date against what its pool's version allows.
+    let mut pool_max: std::collections::BTreeMap<String, u64> = Default::default();
     for l in query::datasets(&sel, true)? {
         let v = l
             .props
             .iter()
             .find(|(n, _, _)| n == "version")
             .and_then(|(_, v, _)| v.render(true).parse::<u64>().ok());
-        if let Some(v) = v.filter(|v| *v < ZPL_VERSION) {
+        let pool = ozfs_ops::names::pool_of(&l.info.name).to_string();
+        let max = *pool_max.entry(pool.clone()).or_insert_with(|| {
+            ozfs_ops::status::space(&pool)
+                .ok()
+                .and_then(|s| s.version)
+                .map_or(ZPL_VERSION, ozfs_ops::pool::zpl_version_for)
+        });
+        if let Some(v) = v.filter(|v| *v < max) {
             old.push((v, l.info.name.clone()));
         }
     }

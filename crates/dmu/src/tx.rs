@@ -31,7 +31,7 @@ use crate::objset::{Dnode, Objset};
 use crate::rawio::{ExtBlock, ExternalRecord, RawRecord};
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES, DNODE_SIZE};
+use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_SPILL_BLKPTR, DNODE_FLAG_USED_BYTES, DNODE_SIZE};
 use ozfs_format::external::{tag_is_known, ExtHeader, EXT_HEADER_LEN};
 use ozfs_format::types::{comp, ot};
 use ozfs_format::{BlkPtr, Error, Result};
@@ -88,6 +88,9 @@ pub struct ObjsetTx {
     pub ext: BTreeMap<(u64, u64), ExtBlock>,
     /// Objects whose whole tree must be freed before anything else is synced.
     pub free_trees: BTreeMap<u64, DnodePhys>,
+    /// Staged spill blocks (system attributes that do not fit the bonus
+    /// buffer): Some(contents) or None (the object loses its spill block).
+    pub spills: BTreeMap<u64, Option<Vec<u8>>>,
     /// Objset block size to write.
     pub objset_size: usize,
     /// Where the next object-number search starts.
@@ -107,6 +110,7 @@ impl ObjsetTx {
             data: BTreeMap::new(),
             ext: BTreeMap::new(),
             free_trees: BTreeMap::new(),
+            spills: BTreeMap::new(),
             objset_size: OBJSET_PHYS_SIZE_V2,
             zap_cache: Default::default(),
             obj_next: std::cell::Cell::new(1),
@@ -123,6 +127,7 @@ impl ObjsetTx {
             || !self.data.is_empty()
             || !self.ext.is_empty()
             || !self.free_trees.is_empty()
+            || !self.spills.is_empty()
     }
 
     /// Current dnode of `obj` (changed or committed).
@@ -769,9 +774,51 @@ impl ObjsetTx {
     }
 
     /// Replace an object's bonus buffer (same length or shorter than its capacity).
+    /// Give object `obj` a spill block holding `data` (None: take its
+    /// spill block away), written at sync; the dnode's bonus room shrinks
+    /// by the spill block pointer at once.
+    pub fn set_spill(&mut self, obj: u64, data: Option<Vec<u8>>) -> Result<()> {
+        let mut dn = self.dnode(obj)?.phys;
+        if data.is_some() && dn.spill.is_none() {
+            let cap = 320usize.saturating_sub(dn.nblkptr.max(1) as usize * 128);
+            if dn.bonus.len() > cap {
+                return Err(Error::Invalid(format!(
+                    "object {obj}: a bonus of {} bytes leaves no room for a spill block pointer",
+                    dn.bonus.len()
+                )));
+            }
+            dn.flags |= DNODE_FLAG_SPILL_BLKPTR;
+            dn.spill = Some(BlkPtr::default());
+        }
+        if let Some(d) = &data {
+            if d.is_empty() || d.len() > 128 * 1024 {
+                return Err(Error::Invalid(format!(
+                    "object {obj}: a spill block of {} bytes",
+                    d.len()
+                )));
+            }
+        }
+        self.dnodes.insert(obj, dn);
+        self.spills.insert(obj, data);
+        Ok(())
+    }
+
+    /// The contents of `obj`'s spill block (staged or committed), if any.
+    pub fn spill(&self, obj: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(s) = self.spills.get(&obj) {
+            return Ok(s.clone());
+        }
+        match self.os.dnode(obj).map(|d| d.phys.spill) {
+            Ok(Some(bp)) if !bp.is_hole() => Ok(Some(self.os.read_bp(&bp)?)),
+            Ok(_) | Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
-        let cap = 320usize.saturating_sub((dn.nblkptr.max(1) as usize - 1) * 128);
+        let spill_room = if dn.spill.is_some() { 128 } else { 0 };
+        let cap = 320usize.saturating_sub((dn.nblkptr.max(1) as usize - 1) * 128 + spill_room);
         if bonus.len() > cap {
             return Err(Error::Invalid(format!(
                 "bonus of {} bytes exceeds object {obj}'s {cap}",
@@ -832,6 +879,9 @@ impl ObjsetTx {
                 bps.push(*bp);
                 Ok(())
             })?;
+            if let Some(sp) = dn.spill.filter(|b| !b.is_hole()) {
+                bps.push(sp);
+            }
             for bp in bps {
                 acct.killed(&pool, alloc, &bp, txg)?;
             }
@@ -845,6 +895,7 @@ impl ObjsetTx {
             .filter(|o| *o != 0)
             .collect();
         objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
+        let spills = std::mem::take(&mut self.spills);
         let mut meta = self.dnode_meta();
         let mut meta_dirty: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         let meta_bs = meta.datablksz();
@@ -893,6 +944,11 @@ impl ObjsetTx {
                     &mut dn,
                     blocks,
                     &|_| 1,
+                )?;
+            }
+            if let Some(staged) = spills.get(&obj).filter(|_| dn.object_type != 0) {
+                sync_spill(
+                    &self.os, &pool, alloc, txg, policy, acct, obj, &mut dn, staged,
                 )?;
             }
             // Copy the dnode into its meta-dnode block.
@@ -991,6 +1047,52 @@ impl ObjsetTx {
         self.ext.clear();
         Ok(bp)
     }
+}
+
+/// Write (or drop) object `obj`'s staged spill block: a block of its own
+/// (system attributes, metadata policy) whose pointer sits at the end of
+/// the dnode; the one it replaces is freed and `dn_used` follows.
+#[allow(clippy::too_many_arguments)]
+fn sync_spill(
+    os: &Objset,
+    pool: &Arc<Pool>,
+    alloc: &mut Allocator,
+    txg: u64,
+    policy: &dyn WritePolicy,
+    acct: &mut dyn Accounting,
+    obj: u64,
+    dn: &mut DnodePhys,
+    staged: &Option<Vec<u8>>,
+) -> Result<()> {
+    // The committed spill block (a freed-and-reused slot has none).
+    let old = match os.dnode(obj) {
+        Ok(d) if d.phys.object_type != 0 => d.phys.spill.unwrap_or_default(),
+        Ok(_) | Err(Error::NotFound(_)) => BlkPtr::default(),
+        Err(e) => return Err(e),
+    };
+    let mut used = dn.used_bytes() as i64;
+    if !old.is_hole() {
+        used -= pool.dsize(&old, true) as i64;
+        acct.killed(pool, alloc, &old, txg)?;
+    }
+    match staged {
+        Some(data) => {
+            let mut block = data.clone();
+            block.resize(block.len().div_ceil(512) * 512, 0);
+            let p = policy.props(ot::SA, 0);
+            let bp = pool.write_block(alloc, txg, &block, &p, 1)?;
+            acct.born(&bp);
+            used += pool.dsize(&bp, true) as i64;
+            dn.spill = Some(bp);
+            dn.flags |= DNODE_FLAG_SPILL_BLKPTR;
+        }
+        None => {
+            dn.spill = None;
+            dn.flags &= !DNODE_FLAG_SPILL_BLKPTR;
+        }
+    }
+    dn.used = used.max(0) as u64;
+    Ok(())
 }
 
 /// 64 random bits from the operating system (guids, salts).

@@ -33,9 +33,18 @@ use std::sync::Arc;
 /// every feature OpenZFS 2.3 has enabled). `-o version=23` makes what
 /// zfs-fuse reads.
 pub const DEFAULT_POOL_VERSION: u64 = SPA_VERSION_FEATURES;
-/// ZPL version of new file systems (4 on every pool version ozfs writes:
-/// system attributes are not written yet).
+/// ZPL version of new file systems in pools of version 23 and below.
 pub const ZPL_VERSION: u64 = 4;
+
+/// The ZPL version of a new file system in a pool of `pool_version`: 5
+/// (system attributes) from pool version 24 on, as OpenZFS, else 4.
+pub fn zpl_version_for(pool_version: u64) -> u64 {
+    if pool_version >= 24 {
+        5
+    } else {
+        ZPL_VERSION
+    }
+}
 /// txg of a new pool's first sync.
 pub const TXG_INITIAL: u64 = 4;
 
@@ -377,8 +386,7 @@ pub fn create_pool(
         BlkPtr::default(),
         mos_phys,
     ));
-    let legacy = if features_pool { 23 } else { version };
-    let mut w = PoolWriter::new_raw(pool.clone(), alloc, mos, TXG_INITIAL, legacy);
+    let mut w = PoolWriter::new_raw(pool.clone(), alloc, mos, TXG_INITIAL, version);
     build_mos(&mut w)?;
     if features_pool {
         upgrade(&mut w, features)?;
@@ -634,7 +642,23 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
         ..Default::default()
     };
     let mut otx = ObjsetTx::new(Objset::from_parts(w.pool.clone(), BlkPtr::default(), phys));
+    let zpl_version = zpl_version_for(w.version);
     let master = otx.create_zap(ot::MASTER_NODE, 0, Vec::new(), 0, 1)?;
+    // ZPL 5: the system-attribute master node, every ZPL attribute
+    // registered, and the layouts (the root directory's is the first, 2).
+    let sa = if zpl_version >= 5 {
+        let sa_master = otx.create_zap(ot::SA_MASTER_NODE, 0, Vec::new(), 0, 1)?;
+        let registry = otx.create_zap(ot::SA_ATTR_REGISTRATION, 0, Vec::new(), 0, 1)?;
+        let layouts = otx.create_zap(ot::SA_ATTR_LAYOUTS, 0, Vec::new(), 0, 1)?;
+        for (name, v) in ozfs_format::znode::zpl_sa_registry() {
+            zap_tx::add(&mut otx, registry, name.as_bytes(), 8, &[v])?;
+        }
+        zap_tx::add(&mut otx, sa_master, b"REGISTRY", 8, &[registry])?;
+        zap_tx::add(&mut otx, sa_master, b"LAYOUTS", 8, &[layouts])?;
+        Some((sa_master, layouts))
+    } else {
+        None
+    };
     let dq = otx.create_zap(ot::UNLINKED_SET, 0, Vec::new(), 0, 1)?;
     let t = ozfs_zpl_time();
     let attrs = ZplAttrs {
@@ -649,12 +673,22 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
         links: 2,
         ..Default::default()
     };
-    let root = otx.create_zap(ot::DIRECTORY_CONTENTS, ot::ZNODE, attrs.to_znode(), 0, 1)?;
+    let bonustype = if sa.is_some() { ot::SA } else { ot::ZNODE };
+    // A full-size bonus first: the dnode keeps one block pointer.
+    let root = otx.create_zap(ot::DIRECTORY_CONTENTS, bonustype, vec![0; 320], 0, 1)?;
     let mut a = attrs;
     a.parent = root;
-    otx.set_bonus(root, a.to_znode_trivial_acl())?;
+    match sa {
+        Some((sa_master, layouts)) => {
+            let attrs: Vec<u64> = a.sa_layout_attrs().iter().map(|&n| n as u64).collect();
+            zap_tx::add(&mut otx, layouts, b"2", 2, &attrs)?;
+            otx.set_bonus(root, a.to_sa(2))?;
+            zap_tx::add(&mut otx, master, b"SA_ATTRS", 8, &[sa_master])?;
+        }
+        None => otx.set_bonus(root, a.to_znode_trivial_acl())?,
+    }
     for (k, v) in [
-        ("VERSION", ZPL_VERSION),
+        ("VERSION", zpl_version),
         ("ROOT", root),
         ("DELETE_QUEUE", dq),
         ("normalization", 0),

@@ -75,6 +75,9 @@ pub mod ot {
     pub const ZVOL_PROP: u8 = 24;
     pub const POOL_PROPS: u8 = 31;
     pub const SA: u8 = 44;
+    pub const SA_MASTER_NODE: u8 = 45;
+    pub const SA_ATTR_REGISTRATION: u8 = 46;
+    pub const SA_ATTR_LAYOUTS: u8 = 47;
     pub const ZAP_METADATA_NEW: u8 = 0xC4;
 }
 

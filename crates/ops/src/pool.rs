@@ -48,6 +48,11 @@ impl Default for CreateOpts {
     }
 }
 
+/// The ZPL version new file systems get in a pool of `pool_version`.
+pub fn zpl_version_for(pool_version: u64) -> u64 {
+    ozfs_dsl::create::zpl_version_for(pool_version)
+}
+
 /// A pool feature as `zpool upgrade -v` lists it.
 pub struct FeatureDoc {
     pub name: &'static str,

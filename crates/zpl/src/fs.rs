@@ -32,7 +32,7 @@ pub const MAX_PATH_DEPTH: usize = 4096;
 /// userspace form, `write::decode_rdev`). OpenZFS on Linux stores the
 /// kernel's own `dev_t` (`major << 20 | minor`); a 64-bit
 /// `major << 32 | minor` (illumos) is left as it is.
-fn sa_rdev(z: u64) -> u64 {
+pub(crate) fn sa_rdev(z: u64) -> u64 {
     if z >> 32 != 0 {
         return z;
     }

@@ -1,6 +1,10 @@
-//! ZPL write operations for pool-version-23 file systems (ZPL ≤ 4, legacy
-//! znode bonus): create, mkdir, symlink, link, unlink, rmdir, rename,
-//! write, truncate, setattr, xattrs.
+//! ZPL write operations: create, mkdir, symlink, link, unlink, rmdir,
+//! rename, write, truncate, setattr, xattrs — on file systems of ZPL ≤ 4
+//! (a legacy znode in the bonus buffer) and ZPL 5 (system attributes: the
+//! bonus is an SA buffer whose layout, a list of registered attribute
+//! numbers, is kept in the file system's layouts ZAP; a layout a znode
+//! needs that is not there yet is added, numbered after the others, as
+//! OpenZFS does).
 //!
 //! Every operation changes the objset through an [`ObjsetTx`], so it is
 //! part of the open transaction group and becomes durable at the next sync.
@@ -16,7 +20,7 @@
 use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
 use ozfs_format::types::ot;
-use ozfs_format::znode::{ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use ozfs_format::{Error, Result};
 
 const ZNODE_SIZE: usize = 264;
@@ -33,7 +37,19 @@ pub struct ZplTx<'a> {
     pub recordsize: u64,
     /// Largest block size files may use.
     pub max_blksz: u64,
+    /// ZPL 5: the system-attribute tables; None for a legacy file system.
+    sa: Option<SaState>,
 }
+
+/// The SA registry and layouts of a ZPL 5 file system being written.
+struct SaState {
+    tables: SaTables,
+    /// The layouts ZAP (`SA_ATTRS` → `LAYOUTS`).
+    layouts_obj: u64,
+}
+
+/// Largest bonus buffer of a 512-byte dnode with one block pointer.
+const MAX_BONUS: usize = 320;
 
 /// Current time as (seconds, nanoseconds).
 pub fn now() -> (u64, u64) {
@@ -52,12 +68,17 @@ impl<'a> ZplTx<'a> {
     /// Start writing a file system: reads its master node.
     pub fn open(tx: &'a mut ObjsetTx, txg: u64, recordsize: u64) -> Result<ZplTx<'a>> {
         let version = zap_tx::lookup_u64(tx, 1, "VERSION")?;
-        if version > 4 {
+        if version > 5 {
             return Err(Error::unsupported(
                 "file system",
-                format!("writing ZPL version {version} (system attributes) is not implemented"),
+                format!("writing ZPL version {version}"),
             ));
         }
+        let sa = if version == 5 {
+            Some(load_sa(tx)?)
+        } else {
+            None
+        };
         let root = zap_tx::lookup_u64(tx, 1, "ROOT")?;
         let delete_queue = zap_tx::lookup_u64(tx, 1, "DELETE_QUEUE").unwrap_or(0);
         let recordsize = if recordsize.is_power_of_two() && (512..=131072).contains(&recordsize) {
@@ -72,23 +93,129 @@ impl<'a> ZplTx<'a> {
             delete_queue,
             recordsize,
             max_blksz: 131072,
+            sa,
         })
     }
 
     pub fn attrs(&self, obj: u64) -> Result<ZplAttrs> {
         let dn = self.tx.dnode(obj)?;
-        if dn.phys.bonustype != ot::ZNODE {
-            return Err(Error::unsupported(
+        match (&self.sa, dn.phys.bonustype) {
+            (None, ot::ZNODE) => ZplAttrs::from_znode(&dn.phys.bonus, dn.swap),
+            (Some(sa), ot::SA) => {
+                let mut a = ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, &sa.tables)?;
+                if dn.phys.spill.is_some() {
+                    if let Some(sp) = self.tx.spill(obj)? {
+                        a.apply_sa_buf(&sp, dn.swap, &sa.tables)?;
+                    }
+                }
+                // In memory a device number has the version-23 form
+                // (see `encode_rdev`), whatever the file system keeps.
+                a.rdev = crate::fs::sa_rdev(a.rdev);
+                Ok(a)
+            }
+            (_, t) => Err(Error::unsupported(
                 format!("object {obj}"),
-                format!("bonus type {}", dn.phys.bonustype),
-            ));
+                format!("bonus type {t}"),
+            )),
         }
-        ZplAttrs::from_znode(&dn.phys.bonus, dn.swap)
     }
 
-    /// Store attributes (the ACL is recomputed from the mode).
+    /// Store attributes (the ACL is recomputed from the mode). On ZPL 5,
+    /// attributes that do not fit the bonus buffer go to a spill block:
+    /// the longest leading part of the layout that fits beside the spill
+    /// pointer stays in the bonus, the rest gets a layout of its own.
     pub fn set_attrs(&mut self, obj: u64, a: &ZplAttrs) -> Result<()> {
-        self.tx.set_bonus(obj, znode_bonus(a, false))
+        if self.sa.is_none() {
+            return self.tx.set_bonus(obj, znode_bonus(a, false));
+        }
+        let a = &sa_form(a);
+        let all = a.sa_layout_attrs();
+        let whole = a.to_sa(self.layout_num(&all)?);
+        let had_spill = self.tx.dnode(obj)?.phys.spill.is_some();
+        if whole.len() <= MAX_BONUS {
+            if had_spill {
+                self.tx.set_spill(obj, None)?;
+                let mut dn = self.tx.dnode(obj)?.phys;
+                dn.spill = None;
+                dn.flags &= !ozfs_format::dnode::DNODE_FLAG_SPILL_BLKPTR;
+                self.tx.set_dnode(obj, dn);
+            }
+            return self.tx.set_bonus(obj, whole);
+        }
+        let room = MAX_BONUS - 128;
+        let mut k = all.len();
+        let mut head = Vec::new();
+        while k > 0 {
+            let n = self.layout_num(&all[..k])?;
+            head = a.to_sa_attrs(n, &all[..k]);
+            if head.len() <= room {
+                break;
+            }
+            k -= 1;
+        }
+        if k == 0 {
+            return Err(Error::Invalid("no system attribute fits the bonus".into()));
+        }
+        let rest = &all[k..];
+        let spill = a.to_sa_attrs(self.layout_num(rest)?, rest);
+        self.tx.set_spill(obj, Some(spill))?;
+        self.tx.set_bonus(obj, head)
+    }
+
+    /// The bonus type new znodes get.
+    fn bonustype(&self) -> u8 {
+        if self.sa.is_some() {
+            ot::SA
+        } else {
+            ot::ZNODE
+        }
+    }
+
+    /// Attributes of a new znode as this file system stores them: a
+    /// legacy znode, or an SA buffer (its layout registered first if new).
+    fn encode(&mut self, a: &ZplAttrs) -> Result<Vec<u8>> {
+        if self.sa.is_none() {
+            return Ok(znode_bonus(a, false));
+        }
+        let a = &sa_form(a);
+        let num = self.layout_num(&a.sa_layout_attrs())?;
+        let b = a.to_sa(num);
+        if b.len() > MAX_BONUS {
+            return Err(Error::Invalid(format!(
+                "{} bytes of system attributes for a new file",
+                b.len()
+            )));
+        }
+        Ok(b)
+    }
+
+    /// The number of the SA layout listing `want`, registered (numbered
+    /// after the others; 0 and 1 are reserved) if the file system has none.
+    fn layout_num(&mut self, want: &[u16]) -> Result<u16> {
+        let Some(sa) = &self.sa else {
+            return Err(Error::Invalid("not a ZPL 5 file system".into()));
+        };
+        let found = sa
+            .tables
+            .layouts
+            .iter()
+            .filter(|(_, v)| **v == want)
+            .map(|(n, _)| *n)
+            .min();
+        if let Some(n) = found {
+            return Ok(n);
+        }
+        let n = sa.tables.layouts.keys().copied().max().unwrap_or(1).max(1) + 1;
+        if n > 0x3ff {
+            return Err(Error::Invalid("SA layout table is full".into()));
+        }
+        let obj = sa.layouts_obj;
+        let vals: Vec<u64> = want.iter().map(|&x| x as u64).collect();
+        zap_tx::update(self.tx, obj, &n.to_string(), 2, &vals)?;
+        if let Some(sa) = &mut self.sa {
+            sa.tables.layouts.insert(n, want.to_vec());
+        }
+        Ok(n)
     }
 
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>> {
@@ -205,14 +332,20 @@ impl<'a> ZplTx<'a> {
             symlink: None,
             dxattr: None,
         };
-        let bonus = znode_bonus(&a, false);
+        let bonus = self.encode(&a)?;
+        let bt = self.bonustype();
+        // Made with a full-size bonus, so the dnode keeps one block
+        // pointer and room for every later attribute (as OpenZFS's SA
+        // znodes), then given its own.
+        let placeholder = vec![0u8; if bt == ot::SA { MAX_BONUS } else { bonus.len() }];
         let obj = if is_dir {
             self.tx
-                .create_zap(ot::DIRECTORY_CONTENTS, ot::ZNODE, bonus, 0, parent)?
+                .create_zap(ot::DIRECTORY_CONTENTS, bt, placeholder, 0, parent)?
         } else {
             self.tx
-                .create_object(ot::PLAIN_FILE_CONTENTS, 512, ot::ZNODE, bonus, parent)?
+                .create_object(ot::PLAIN_FILE_CONTENTS, 512, bt, placeholder, parent)?
         };
+        self.tx.set_bonus(obj, bonus)?;
         Ok((obj, a))
     }
 
@@ -286,7 +419,11 @@ impl<'a> ZplTx<'a> {
         let mode = S_IFLNK | 0o777;
         let (obj, mut a) = self.new_znode(dir, mode, uid, gid, 0)?;
         a.size = target.len() as u64;
-        if target.len() <= SYMLINK_INLINE_MAX {
+        if self.sa.is_some() {
+            // ZPL 5 keeps the target in the SA (ZPL_SYMLINK).
+            a.symlink = Some(target.to_vec());
+            self.set_attrs(obj, &a)?;
+        } else if target.len() <= SYMLINK_INLINE_MAX {
             a.symlink = Some(target.to_vec());
             let mut b = znode_bonus(&a, false);
             b.truncate(ZNODE_SIZE);
@@ -738,10 +875,7 @@ impl<'a> ZplTx<'a> {
         if a.xattr == 0 {
             let (xdir, mut xa) = self.new_znode(obj, S_IFDIR | 0o777, a.uid, a.gid, 0)?;
             xa.flags |= FLAG_XATTR;
-            let mut b = znode_bonus(&xa, false);
-            let f = xa.flags | ozfs_format::znode::trivial_acl(xa.mode).1;
-            b[120..128].copy_from_slice(&f.to_ne_bytes());
-            self.tx.set_bonus(xdir, b)?;
+            self.set_attrs(xdir, &xa)?;
             a.xattr = xdir;
             self.set_attrs(obj, &a)?;
         }
@@ -752,18 +886,9 @@ impl<'a> ZplTx<'a> {
         let f = self.create(xdir, name, S_IFREG | 0o644, a.uid, a.gid, 0)?;
         let mut fa = self.attrs(f)?;
         fa.flags |= FLAG_XATTR;
-        let mut b = znode_bonus(&fa, false);
-        let fl = fa.flags | ozfs_format::znode::trivial_acl(fa.mode).1;
-        b[120..128].copy_from_slice(&fl.to_ne_bytes());
-        self.tx.set_bonus(f, b)?;
+        self.set_attrs(f, &fa)?;
         if !value.is_empty() {
             self.write(f, 0, value)?;
-            let mut fa = self.attrs(f)?;
-            fa.flags |= FLAG_XATTR;
-            let mut b = znode_bonus(&fa, false);
-            let fl = fa.flags | ozfs_format::znode::trivial_acl(fa.mode).1;
-            b[120..128].copy_from_slice(&fl.to_ne_bytes());
-            self.tx.set_bonus(f, b)?;
         }
         Ok(())
     }
@@ -783,4 +908,30 @@ pub fn decode_rdev(v: u64) -> (u64, u64) {
         return (v >> 32, v & 0xffff_ffff);
     }
     ((v >> 8) & 0xfff, (v & 0xff) | ((v >> 12) & 0xfff00))
+}
+
+/// Attributes as a ZPL 5 file system keeps them: a device number as the
+/// Linux kernel's `dev_t` (`major << 20 | minor`), which OpenZFS stores.
+fn sa_form(a: &ZplAttrs) -> ZplAttrs {
+    let mut a = a.clone();
+    if a.rdev != 0 {
+        let (major, minor) = decode_rdev(a.rdev);
+        a.rdev = (major << 20) | minor;
+    }
+    a
+}
+
+/// The SA tables of a ZPL 5 file system (master node `SA_ATTRS`).
+fn load_sa(tx: &ObjsetTx) -> Result<SaState> {
+    let master = zap_tx::lookup_u64(tx, 1, "SA_ATTRS")?;
+    let registry = zap_tx::lookup_u64(tx, master, "REGISTRY")?;
+    let layouts_obj = zap_tx::lookup_u64(tx, master, "LAYOUTS")?;
+    let tables = SaTables::from_zap_entries(
+        &zap_tx::list(tx, registry)?,
+        &zap_tx::list(tx, layouts_obj)?,
+    )?;
+    Ok(SaState {
+        tables,
+        layouts_obj,
+    })
 }
