@@ -7,7 +7,6 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 
 /// Write a small tree of varied files under `dir`.
 fn tree(dir: &Path, seed: u64) {
@@ -32,31 +31,6 @@ fn tree(dir: &Path, seed: u64) {
         std::fs::write(dir.join(sub).join(format!("f{i}")), &data).expect("write");
     }
     std::os::unix::fs::symlink("sub/f1", dir.join("link")).expect("symlink");
-}
-
-/// OpenZFS's verdict on the exported pool in `devs`.
-fn verdict(zdb: &Path, devs: &Path, pool: &str) -> String {
-    let out = Command::new(zdb)
-        .arg("-e")
-        .arg("-p")
-        .arg(devs)
-        .arg("-bcc")
-        .arg(pool)
-        .output()
-        .expect("run OpenZFS zdb");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success()
-            && text.contains("No leaks (block sum matches space maps exactly)")
-            && !text.contains("checksum error")
-            && !text.contains("leaked space"),
-        "OpenZFS zdb -bcc {pool}:\n{text}"
-    );
-    text
 }
 
 #[test]
@@ -141,7 +115,7 @@ fn openzfs_zdb_finds_ozfs_pools_clean() {
         ]);
         oz.ok(&["zfs", "destroy", "-r", &format!("{pool}/other")]);
         oz.ok(&["zpool", "export", pool]);
-        let text = verdict(&zdb, &devs, pool);
+        let text = openzfs_verdict(&zdb, &devs, pool);
         // Something was there to judge.
         let count: u64 = text
             .lines()

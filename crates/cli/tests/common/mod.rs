@@ -348,6 +348,31 @@ pub fn oracle_zdb() -> Option<PathBuf> {
     None
 }
 
+/// OpenZFS's verdict on the exported pool in `devs`.
+pub fn openzfs_verdict(zdb: &Path, devs: &Path, pool: &str) -> String {
+    let out = std::process::Command::new(zdb)
+        .arg("-e")
+        .arg("-p")
+        .arg(devs)
+        .arg("-bcc")
+        .arg(pool)
+        .output()
+        .expect("run OpenZFS zdb");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success()
+            && text.contains("No leaks (block sum matches space maps exactly)")
+            && !text.contains("checksum error")
+            && !text.contains("leaked space"),
+        "OpenZFS zdb -bcc {pool}:\n{text}"
+    );
+    text
+}
+
 /// `ozfs zpool import -o readonly=on -d DEVS POOL`, which must succeed.
 pub fn import_readonly(oz: &Ozfs, devs: &Path, pool: &str) {
     oz.ok(&[
