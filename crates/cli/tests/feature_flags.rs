@@ -232,3 +232,78 @@ fn new_algorithms_need_their_feature() {
     assert_error(&r, Some(1), &["skein"]);
     oz.ok(&["zpool", "export", "fa5"]);
 }
+
+/// A default pool's file systems are ZPL 5 with system attributes, as
+/// OpenZFS makes them: every kind of file goes in and comes back out the
+/// same, long symlink targets spill out of the dnode, and OpenZFS's zdb
+/// reads the attributes (a symlink's target from its spill block) and
+/// finds the pool clean.
+#[test]
+fn zpl5_file_systems_hold_every_kind_of_file() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-zpl5-");
+    let devs = work.path().join("devs");
+    std::fs::create_dir(&devs).expect("mkdir");
+    let d = image(&devs, "d.img");
+    oz.ok(&["zpool", "create", "-m", "none", "fz5", &d]);
+    oz.ok(&["zfs", "create", "fz5/fs"]);
+    let v = oz.ok(&["zfs", "get", "-H", "-o", "value", "version", "fz5/fs"]);
+    assert_eq!(v.trim(), "5");
+    let src = work.path().join("src");
+    std::fs::create_dir_all(src.join("a/b/c")).expect("mkdir");
+    for (i, len) in [0usize, 1, 511, 4096, 131_072, 300_001].iter().enumerate() {
+        let data: Vec<u8> = (0..*len).map(|k| (k * 7 + i) as u8).collect();
+        std::fs::write(src.join(format!("a/f{i}")), data).expect("write");
+    }
+    let long = "t".repeat(900);
+    std::os::unix::fs::symlink(&long, src.join("a/long")).expect("symlink");
+    std::os::unix::fs::symlink("f1", src.join("a/short")).expect("symlink");
+    let fifo = src.join("a/b/fifo");
+    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o640) }, 0);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(src.join("a/f2"), std::fs::Permissions::from_mode(0o604))
+        .expect("chmod");
+    oz.ok(&["cp", "-r", &src.to_string_lossy(), "fz5/fs:/src"]);
+    let back = work.path().join("back");
+    oz.ok(&["cp", "-r", "fz5/fs:/src", &back.to_string_lossy()]);
+    let same = std::process::Command::new("diff")
+        .args(["-r", "--no-dereference", "--exclude=fifo"])
+        .arg(&src)
+        .arg(&back)
+        .status()
+        .expect("diff");
+    assert!(same.success(), "the tree came back different");
+    use std::os::unix::fs::FileTypeExt;
+    let ft = std::fs::symlink_metadata(back.join("a/b/fifo")).expect("fifo");
+    assert!(ft.file_type().is_fifo());
+    assert_eq!(
+        std::fs::read_link(back.join("a/long")).expect("readlink"),
+        std::path::PathBuf::from(&long)
+    );
+    let mode = std::fs::metadata(back.join("a/f2"))
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o604);
+    oz.ok(&["zpool", "export", "fz5"]);
+    let Some(zdb) = oracle_zdb() else { return };
+    openzfs_verdict(&zdb, &devs, "fz5");
+    let out = std::process::Command::new(&zdb)
+        .args(["-e", "-p"])
+        .arg(&devs)
+        .args(["-dddd", "fz5/fs"])
+        .output()
+        .expect("OpenZFS zdb");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("\ttarget\t{long}\n")),
+        "OpenZFS's zdb does not show the long symlink's target"
+    );
+    assert!(text.contains("SPILL_BLKPTR"), "no spill block");
+    assert!(
+        text.contains("\tmode\t100604\n"),
+        "OpenZFS's zdb shows no mode 0604 file"
+    );
+}
