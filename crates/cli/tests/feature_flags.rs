@@ -287,6 +287,71 @@ fn zpl5_file_systems_hold_every_kind_of_file() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o7777, 0o604);
+    // Sent (full and incremental, SPILL records for the long symlink) and
+    // received into another feature-flag pool: the same tree; a
+    // version-23 pool refuses the stream (zfs-fuse cannot read ZPL 5).
+    oz.ok(&["zfs", "snapshot", "fz5/fs@a"]);
+    std::fs::write(src.join("a/later"), b"after @a").expect("write");
+    oz.ok(&[
+        "cp",
+        &src.join("a/later").to_string_lossy(),
+        "fz5/fs:/src/a/later",
+    ]);
+    oz.ok(&["zfs", "snapshot", "fz5/fs@b"]);
+    let full = work.path().join("full.zs");
+    let incr = work.path().join("incr.zs");
+    let sh = |script: String| {
+        let r = oz.sh(&script);
+        assert!(r.success(), "{script}:\n{}", r.describe());
+    };
+    sh(format!(
+        "\"$OZFS\" zfs send fz5/fs@a > '{}'",
+        full.display()
+    ));
+    sh(format!(
+        "\"$OZFS\" zfs send -i @a fz5/fs@b > '{}'",
+        incr.display()
+    ));
+    let d2 = image(&devs, "d2.img");
+    oz.ok(&["zpool", "create", "-m", "none", "fz5b", &d2]);
+    for st in [&full, &incr] {
+        sh(format!(
+            "\"$OZFS\" zfs receive fz5b/got < '{}'",
+            st.display()
+        ));
+    }
+    let got = work.path().join("got");
+    oz.ok(&["cp", "-r", "fz5b/got@b:/src", &got.to_string_lossy()]);
+    let same = std::process::Command::new("diff")
+        .args(["-r", "--no-dereference", "--exclude=fifo"])
+        .arg(&src)
+        .arg(&got)
+        .status()
+        .expect("diff");
+    assert!(same.success(), "the received tree differs");
+    let d3 = image(&devs, "d3.img");
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-o",
+        "version=23",
+        "-m",
+        "none",
+        "fz5c",
+        &d3,
+    ]);
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive fz5c/got < '{}'",
+        full.display()
+    ));
+    assert!(
+        !r.success() && r.stderr.contains("version-23 pool"),
+        "{}",
+        r.describe()
+    );
+    for p in ["fz5b", "fz5c"] {
+        oz.ok(&["zpool", "export", p]);
+    }
     oz.ok(&["zpool", "export", "fz5"]);
     let Some(zdb) = oracle_zdb() else { return };
     openzfs_verdict(&zdb, &devs, "fz5");

@@ -256,10 +256,21 @@ fn receive_one(
     if hdrtype != stream::DMU_SUBSTREAM {
         return Err(bad(16, format!("stream header type {hdrtype}")));
     }
-    if features != 0 {
+    if features & !stream::FEATURE_SA_SPILL != 0 {
         return Err(Error::unsupported(
             "send stream",
             format!("stream features {features:#x} (dedup, large blocks, embedded, compressed or raw records)"),
+        ));
+    }
+    // System attributes (ZPL 5) need pool version 24; zfs-fuse's version 23
+    // would get file systems it cannot read.
+    if features & stream::FEATURE_SA_SPILL != 0 && w.version < 24 {
+        return Err(Error::unsupported(
+            "send stream",
+            format!(
+                "a file system with system attributes into a version-{} pool (it needs version 24 or feature flags)",
+                w.version
+            ),
         ));
     }
     if payload != 0 {
@@ -560,11 +571,26 @@ fn replay(
                 dirty += apply_free(w, ds_obj, object, offset, length)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
-            Record::Spill { .. } => {
-                return Err(Error::unsupported(
-                    "send stream",
-                    "SPILL records (system-attribute file systems)",
-                ))
+            Record::Spill {
+                object,
+                length: _,
+                toguid: g,
+            } => {
+                guid_ok(g)?;
+                let payload = s.payload(plen)?;
+                let what = format!("SPILL of object {object}");
+                let tx = w.fs_tx(ds_obj)?;
+                block_size_of(tx, object, &what)?;
+                let dn = tx.dnode(object)?;
+                if dn.phys.bonustype != ozfs_format::types::ot::SA {
+                    return Err(bad(
+                        at,
+                        format!("{what}: the object has no system attributes"),
+                    ));
+                }
+                dirty += payload.len() as u64;
+                tx.set_spill(object, Some(payload))
+                    .map_err(|e| e.context(&what))?;
             }
             Record::Other { kind } => {
                 return Err(Error::unsupported(
@@ -596,11 +622,22 @@ fn apply_object(
         return Err(Error::corrupt(&what, "object number out of range"));
     }
     // Pool version 23 knows object types below 44 (DDT_STATS is 43),
-    // checksums up to sha256 (8) and compressions up to zle (14).
-    if o.object_type == 0 || o.object_type >= 44 || o.bonustype >= 44 {
+    // checksums up to sha256 (8) and compressions up to zle (14); system
+    // attributes (SA 44, its master node, registry and layouts 45..47)
+    // come with pool version 24.
+    if o.object_type == 0 || o.object_type > 47 || o.bonustype > 47 {
         return Err(Error::corrupt(
             &what,
             format!("type {} bonus type {}", o.object_type, o.bonustype),
+        ));
+    }
+    if (o.object_type >= 44 || o.bonustype >= 44) && w.version < 24 {
+        return Err(Error::unsupported(
+            &what,
+            format!(
+                "system attributes in a version-{} pool (they need version 24 or feature flags)",
+                w.version
+            ),
         ));
     }
     let bs = o.blksz as u64;
@@ -645,6 +682,17 @@ fn apply_object(
         Err(e) => return Err(e),
     };
     if same {
+        tx.set_bonus(obj, bonus)?;
+    } else if o.bonustype as u8 == ozfs_format::types::ot::SA {
+        // An SA znode keeps one block pointer, leaving room for its
+        // attributes to grow and for a spill block pointer.
+        tx.claim_object(
+            obj,
+            o.object_type as u8,
+            bs,
+            o.bonustype as u8,
+            vec![0; 320],
+        )?;
         tx.set_bonus(obj, bonus)?;
     } else {
         tx.claim_object(obj, o.object_type as u8, bs, o.bonustype as u8, bonus)?;

@@ -163,10 +163,20 @@ pub fn send(
     };
     let fromtxg = from.map(|f| f.ds.creation_txg).unwrap_or(0);
     let toguid = to.ds.guid;
+    // A file system with system attributes (ZPL 5) may have spill blocks:
+    // the stream says so, as OpenZFS's does.
+    let zpl = ozfs_dmu::zap::lookup_obj(&os, 1, "VERSION")?
+        .and_then(|e| e.as_u64())
+        .unwrap_or(0);
+    let features = if zpl >= 5 {
+        stream::FEATURE_SA_SPILL
+    } else {
+        0
+    };
     let mut s = StreamOut::new(out);
     s.record(
         &Record::Begin(Begin {
-            versioninfo: stream::DMU_SUBSTREAM,
+            versioninfo: stream::DMU_SUBSTREAM | features << 2,
             creation_time: to.ds.creation_time,
             objset_type: stream::DMU_OST_ZFS,
             flags: 0,
@@ -320,6 +330,20 @@ fn send_object(
         },
         &[],
     )?;
+    // The system attributes beyond the bonus buffer, with the object.
+    if let Some(sp) = p.spill.filter(|b| !b.is_hole()) {
+        let data = os
+            .read_bp(&sp)
+            .map_err(|e| e.context(&format!("spill block of object {obj}")))?;
+        s.record(
+            &Record::Spill {
+                object: obj,
+                length: data.len() as u64,
+                toguid,
+            },
+            &data,
+        )?;
+    }
     // A receiver keeps an object's blocks when type, block size and bonus
     // size stay the same: then only blocks born since the source are needed.
     let same_shape = old.is_some_and(|o| {

@@ -46,6 +46,10 @@ pub const DRR_END: u32 = 5;
 pub const DRR_WRITE_BYREF: u32 = 6;
 pub const DRR_SPILL: u32 = 7;
 pub const DRR_WRITE_EMBEDDED: u32 = 8;
+/// BEGIN feature flag (`versioninfo >> 2`): the stream may carry SPILL
+/// records (a file system with system attributes, ZPL 5).
+pub const FEATURE_SA_SPILL: u64 = 1 << 2;
+
 /// versioninfo header types.
 pub const DMU_SUBSTREAM: u64 = 1;
 pub const DMU_COMPOUNDSTREAM: u64 = 2;
