@@ -859,9 +859,13 @@ fn upgrade(argv: &[String]) -> CmdResult {
         if v < 5000 {
             println!("Successfully upgraded '{p}' from version {v} to feature flags.");
         }
-        println!("Enabled the following features on '{p}':");
-        for f in &off {
-            println!("  {f}");
+        let (_, still_off) = state(p)?;
+        let enabled: Vec<&String> = off.iter().filter(|f| !still_off.contains(f)).collect();
+        if !enabled.is_empty() {
+            println!("Enabled the following features on '{p}':");
+            for f in enabled {
+                println!("  {f}");
+            }
         }
         println!();
     }

@@ -285,13 +285,7 @@ fn pjdfstest_on(v23: bool) {
             common::openzfs_verdict(&zdb, &pool.dev_dir(), &name);
         }
         if let Some(sum) = fsx_sum {
-            oz.ok(&[
-                "zpool",
-                "import",
-                "-d",
-                &pool.dev_dir().to_string_lossy(),
-                &name,
-            ]);
+            oz_import_rw(&oz, &pool.dev_dir(), &name);
             let out = work.path().join("fsx.back");
             oz.ok(&["cp", &format!("{name}:/fsx.dat"), &out.to_string_lossy()]);
             assert_eq!(

@@ -790,6 +790,11 @@ impl ObjsetTx {
             dn.flags |= DNODE_FLAG_SPILL_BLKPTR;
             dn.spill = Some(BlkPtr::default());
         }
+        if data.is_none() {
+            // The committed block is freed at sync; the room is back now.
+            dn.spill = None;
+            dn.flags &= !DNODE_FLAG_SPILL_BLKPTR;
+        }
         if let Some(d) = &data {
             if d.is_empty() || d.len() > 128 * 1024 {
                 return Err(Error::Invalid(format!(
@@ -807,6 +812,10 @@ impl ObjsetTx {
     pub fn spill(&self, obj: u64) -> Result<Option<Vec<u8>>> {
         if let Some(s) = self.spills.get(&obj) {
             return Ok(s.clone());
+        }
+        // A slot freed in this txg has no committed spill block any more.
+        if self.free_trees.contains_key(&obj) {
+            return Ok(None);
         }
         match self.os.dnode(obj).map(|d| d.phys.spill) {
             Ok(Some(bp)) if !bp.is_hole() => Ok(Some(self.os.read_bp(&bp)?)),
@@ -841,6 +850,7 @@ impl ObjsetTx {
     /// Free an object: its whole tree goes at sync, its slot becomes free.
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
         self.zap_cache.get_mut().remove(&obj);
+        self.spills.remove(&obj);
         let committed = match self.os.dnode(obj) {
             Ok(d) => Some(d.phys),
             Err(Error::NotFound(_)) => None,
@@ -947,9 +957,18 @@ impl ObjsetTx {
                 )?;
             }
             if let Some(staged) = spills.get(&obj).filter(|_| dn.object_type != 0) {
-                sync_spill(
-                    &self.os, &pool, alloc, txg, policy, acct, obj, &mut dn, staged,
-                )?;
+                // A freed-and-reused slot's old spill block went with its
+                // tree in step 1.
+                let old = if frees.contains_key(&obj) {
+                    BlkPtr::default()
+                } else {
+                    match self.os.dnode(obj) {
+                        Ok(d) if d.phys.object_type != 0 => d.phys.spill.unwrap_or_default(),
+                        Ok(_) | Err(Error::NotFound(_)) => BlkPtr::default(),
+                        Err(e) => return Err(e),
+                    }
+                };
+                sync_spill(&pool, alloc, txg, policy, acct, &old, &mut dn, staged)?;
             }
             // Copy the dnode into its meta-dnode block.
             let off = obj * DNODE_SIZE as u64;
@@ -1054,22 +1073,16 @@ impl ObjsetTx {
 /// the dnode; the one it replaces is freed and `dn_used` follows.
 #[allow(clippy::too_many_arguments)]
 fn sync_spill(
-    os: &Objset,
     pool: &Arc<Pool>,
     alloc: &mut Allocator,
     txg: u64,
     policy: &dyn WritePolicy,
     acct: &mut dyn Accounting,
-    obj: u64,
+    old: &BlkPtr,
     dn: &mut DnodePhys,
     staged: &Option<Vec<u8>>,
 ) -> Result<()> {
-    // The committed spill block (a freed-and-reused slot has none).
-    let old = match os.dnode(obj) {
-        Ok(d) if d.phys.object_type != 0 => d.phys.spill.unwrap_or_default(),
-        Ok(_) | Err(Error::NotFound(_)) => BlkPtr::default(),
-        Err(e) => return Err(e),
-    };
+    let old = *old;
     let mut used = dn.used_bytes() as i64;
     if !old.is_hole() {
         used -= pool.dsize(&old, true) as i64;
@@ -1092,6 +1105,7 @@ fn sync_spill(
         }
     }
     dn.used = used.max(0) as u64;
+    dn.flags |= DNODE_FLAG_USED_BYTES;
     Ok(())
 }
 
@@ -1236,7 +1250,21 @@ fn sync_tree(
         let ibs = 1usize << (epbs + 7);
         if !ind.contains_key(&pk) {
             let pbp = get_bp(os, ind, dn, nlevels, epbs, level + 1, blkid >> epbs)?;
-            let b = if pbp.is_hole() {
+            let b = if pbp.is_hole() && pbp.birth() != 0 {
+                // A hole with a birth (hole_birth) hands it to its children,
+                // as OpenZFS does when it fills one in: each keeps saying
+                // "a hole since this txg" to an incremental send.
+                let lsize = if level == 0 {
+                    dn.datablksz()
+                } else {
+                    ibs as u64
+                };
+                let mut child = BlkPtr::default();
+                child.words[6] =
+                    BlkPtr::make_prop(lsize, 0, 0, 0, pbp.object_type(), level, false, false);
+                child.words[10] = pbp.birth();
+                child.to_bytes().repeat(ibs / BLKPTR_SIZE)
+            } else if pbp.is_hole() {
                 vec![0u8; ibs]
             } else {
                 let swap = pbp.little_endian() != HOST_LITTLE_ENDIAN;

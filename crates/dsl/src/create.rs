@@ -418,6 +418,23 @@ pub fn upgrade(w: &mut PoolWriter, features: &[&str]) -> Result<()> {
             format!("upgrading a version-{} pool", w.version),
         ));
     }
+    w.clones_dirty = true;
+    // Error logs a version-23 pool keeps are in the old, per-pool form;
+    // `head_errlog` would make OpenZFS read them as per-dataset logs.
+    let mut old_errlog = false;
+    for k in ["errlog_last", "errlog_scrub"] {
+        if let Some(o) = zap_tx::lookup(&w.mos, 1, k.as_bytes())?.and_then(|e| e.as_u64()) {
+            old_errlog |= o != 0 && !zap_tx::list(&w.mos, o)?.is_empty();
+        }
+    }
+    let features: Vec<&str> = features
+        .iter()
+        .copied()
+        .filter(|f| {
+            !(old_errlog && crate::features::feature(f).is_some_and(|x| x.name == "head_errlog"))
+        })
+        .collect();
+    let features = &features[..];
     if zap_tx::lookup(&w.mos, 1, b"free_bpobj")?.is_none() {
         let root_dir = w.root_dir_obj;
         let root_child = w.dir(root_dir)?.child_dir_zapobj;
@@ -431,6 +448,72 @@ pub fn upgrade(w: &mut PoolWriter, features: &[&str]) -> Result<()> {
         w.config_dirty = true;
     }
     crate::features::enable(w, features)
+}
+
+/// Every DSL directory's `dd_clones` (pool version 26 on: the head
+/// datasets whose origin is one of the directory's snapshots, keyed by
+/// their object number in hex), made to match the directories' origins.
+/// OpenZFS removes a file system from its origin's list when destroying
+/// it, and insists the entry is there; ozfs's file systems all have an
+/// origin (`$ORIGIN@$ORIGIN` at least).
+pub(crate) fn refresh_dir_clones(w: &mut PoolWriter) -> Result<()> {
+    // Every directory, from the root down (bounded by the objects seen).
+    let mut dirs: Vec<u64> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![w.root_dir_obj];
+    while let Some(d) = todo.pop() {
+        if !seen.insert(d) {
+            return Err(Error::corrupt(
+                "DSL directory tree",
+                format!("directory {d} is reached twice"),
+            ));
+        }
+        dirs.push(d);
+        let child = w.dir(d)?.child_dir_zapobj;
+        if child != 0 {
+            for e in zap_tx::list(&w.mos, child)? {
+                if let Some(c) = e.as_u64() {
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    let mut want: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    for &d in &dirs {
+        let dp = w.dir(d)?;
+        if dp.head_dataset_obj != 0 && dp.origin_obj != 0 {
+            let od = w.dataset(dp.origin_obj)?.dir_obj;
+            want.entry(od).or_default().insert(dp.head_dataset_obj);
+        }
+    }
+    for &d in &dirs {
+        let mut dp = w.dir(d)?;
+        let wanted = want.remove(&d).unwrap_or_default();
+        if dp.clones == 0 {
+            if wanted.is_empty() {
+                continue;
+            }
+            dp.clones = w.mos.create_zap(ot::DSL_CLONES, 0, Vec::new(), 0, 1)?;
+            w.set_dir(d, &dp)?;
+        }
+        let have: std::collections::BTreeSet<u64> = zap_tx::list(&w.mos, dp.clones)?
+            .iter()
+            .filter_map(|e| e.as_u64())
+            .collect();
+        for gone in have.difference(&wanted) {
+            zap_tx::remove(&mut w.mos, dp.clones, format!("{gone:x}").as_bytes())?;
+        }
+        for new in wanted.difference(&have) {
+            zap_tx::add(
+                &mut w.mos,
+                dp.clones,
+                format!("{new:x}").as_bytes(),
+                8,
+                &[*new],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn dir_phys(parent: u64, child_map: u64, props: u64) -> DslDirPhys {
@@ -594,6 +677,7 @@ fn build_mos(w: &mut PoolWriter) -> Result<()> {
 /// Create a head dataset in DSL directory `dir` as a clone of `origin_snap`, with a fresh ZPL objset.
 fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
     let txg = w.txg;
+    w.clones_dirty = true;
     let snapnames = w.mos.create_zap(
         ot::DSL_DS_SNAP_MAP,
         0,
@@ -844,6 +928,25 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
     }
     let props = w.dir(dir)?.props_zapobj;
     store_prop(w, props, name, v)
+}
+
+/// A text pool property as stored in the MOS `pool_props` ZAP (None:
+/// not set).
+pub fn pool_prop_text(w: &PoolWriter, name: &str) -> Result<Option<String>> {
+    let Some(props) = zap_tx::lookup(&w.mos, 1, b"pool_props")?.and_then(|e| e.as_u64()) else {
+        return Ok(None);
+    };
+    Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
+        .filter(|e| e.int_len == 1)
+        .map(|e| {
+            let b: Vec<u8> = e
+                .value
+                .iter()
+                .map(|&v| v as u8)
+                .take_while(|&c| c != 0)
+                .collect();
+            String::from_utf8_lossy(&b).into_owned()
+        }))
 }
 
 /// Store a pool property in the MOS `pool_props` ZAP (DMU_OT_POOL_PROPS,

@@ -15,6 +15,7 @@ use ozfs_format::{BlkPtr, Error, Result};
 impl PoolWriter {
     /// `zfs destroy` of a file system without snapshots or children.
     pub fn destroy_filesystem(&mut self, name: &str) -> Result<()> {
+        self.clones_dirty = true;
         let dsl = self.dsl();
         let ds = dsl.lookup(name)?;
         if ds.is_snapshot {
@@ -77,6 +78,7 @@ impl PoolWriter {
             ds.ds_obj,
             dir.props_zapobj,
             dir.child_dir_zapobj,
+            dir.clones,
             ds.dir_obj,
         ] {
             if o != 0 {

@@ -660,6 +660,9 @@ pub fn enable(w: &mut PoolWriter, names: &[&str]) -> Result<()> {
             w.pool.name, w.version
         )));
     }
+    // A feature-flag pool has the three objects even with nothing enabled
+    // (OpenZFS refuses to open one without them).
+    feature_objects(w)?;
     let mut want = Vec::new();
     for n in names {
         let f = feature(n).ok_or_else(|| Error::Invalid(format!("unknown feature '{n}'")))?;
@@ -715,7 +718,7 @@ fn enable_one(w: &mut PoolWriter, f: &'static Feature, depth: usize) -> Result<(
         let n = zap_tx::lookup(&w.mos, wr, ENABLED_TXG.as_bytes())?
             .and_then(|e| e.as_u64())
             .unwrap_or(0);
-        zap_tx::update(&mut w.mos, wr, ENABLED_TXG, 8, &[n + 1])?;
+        zap_tx::update(&mut w.mos, wr, ENABLED_TXG, 8, &[n.saturating_add(1)])?;
         let txg = w.txg;
         zap_tx::update(&mut w.mos, txgs, f.guid, 8, &[txg])?;
     }
@@ -769,8 +772,9 @@ pub fn compatibility_features(spec: &str) -> Result<Option<Vec<&'static str>>> {
                         .join(", ")
                 ))
             })?;
+        let set: Vec<&'static str> = set.split_whitespace().collect();
         out = Some(match out {
-            None => set.to_vec(),
+            None => set,
             Some(prev) => prev.into_iter().filter(|f| set.contains(f)).collect(),
         });
     }

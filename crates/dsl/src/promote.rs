@@ -215,6 +215,7 @@ impl PoolWriter {
             -used - delta_o,
             delta_o,
         )?;
+        self.clones_dirty = true;
         Ok(())
     }
 }

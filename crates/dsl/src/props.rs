@@ -619,6 +619,13 @@ pub fn check_for_pool(
     };
     let feature = match (name, *n) {
         ("compression", 15) => "org.illumos:lz4_compress",
+        // ozfs does not compress with zstd (a received value, say).
+        ("compression", 16) => {
+            return Err(Error::Unsupported {
+                what: "compression=zstd".into(),
+                detail: "ozfs does not write zstd yet".into(),
+            })
+        }
         ("checksum", 11) => "org.illumos:sha512",
         ("checksum", 12) => "org.illumos:skein",
         ("checksum", 13) => "org.illumos:edonr",

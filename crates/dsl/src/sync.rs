@@ -203,6 +203,9 @@ pub struct PoolWriter {
     /// Label state to write when the config is rewritten.
     pub state: u64,
     pub config_dirty: bool,
+    /// A file system was made, destroyed or promoted: the DSL directories'
+    /// `dd_clones` (pool version 26 on) are brought up to date at sync.
+    pub(crate) clones_dirty: bool,
     /// The spares list changed: rewrite the MOS `spares` object.
     pub spares_dirty: bool,
     /// Metaslab array object per top-level vdev.
@@ -486,6 +489,7 @@ impl PoolWriter {
             state: POOL_STATE_ACTIVE,
             config_dirty: false,
             spares_dirty: false,
+            clones_dirty: false,
             ms_arrays,
             reserved: 0,
             space_lag: None,
@@ -527,6 +531,7 @@ impl PoolWriter {
             state: POOL_STATE_ACTIVE,
             config_dirty: true,
             spares_dirty: false,
+            clones_dirty: false,
             ms_arrays,
             reserved: 0,
             space_lag: crate::space::enabled().then(Sums::default),
@@ -1003,6 +1008,10 @@ impl PoolWriter {
     /// Commit the open txg.
     pub fn sync(&mut self) -> Result<()> {
         self.refuse_after_space_failure()?;
+        if self.clones_dirty && self.version >= 26 {
+            crate::create::refresh_dir_clones(self)?;
+        }
+        self.clones_dirty = false;
         let txg = self.txg;
         let fs: Vec<(u64, ObjsetTx)> = std::mem::take(&mut self.fs).into_iter().collect();
         for (ds_obj, otx) in fs {

@@ -725,3 +725,60 @@ fn punched_holes_keep_their_birth_where_the_feature_is_active() {
         assert_clean_on_disk(&paths, &format!("v{version} after the punch"));
     }
 }
+
+/// From pool version 26 every DSL directory lists in `dd_clones` the head
+/// datasets cloned from its snapshots (OpenZFS's destroy and promote
+/// insist on the entries): kept through create, clone, destroy and
+/// promote on a feature-flag pool; absent on a version-23 pool.
+#[test]
+fn dir_clones_follow_origins() {
+    init();
+    for version in [23u64, 5000] {
+        let (_devs, paths) = devices(&format!("clones{version}"), 1, 13);
+        let (mut w, _ds) = new_pool_v(&paths, version);
+        create_filesystem(&mut w, "p/a", &[]).unwrap();
+        w.sync().unwrap();
+        w.snapshot("p/a@s").unwrap();
+        w.sync().unwrap();
+        ozfs_dsl::create::clone_filesystem(&mut w, "p/a@s", "p/c").unwrap();
+        create_filesystem(&mut w, "p/b", &[]).unwrap();
+        w.sync().unwrap();
+        w.destroy_filesystem("p/b").unwrap();
+        w.sync().unwrap();
+        w.promote("p/c").unwrap();
+        w.sync().unwrap();
+        let dsl = w.dsl();
+        // Expected: each file system in its origin's directory list.
+        let mut want: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        for name in ["p", "p/fs", "p/a", "p/c"] {
+            let ds = dsl.lookup(name).unwrap();
+            let dir = w.dir(ds.dir_obj).unwrap();
+            assert_ne!(dir.origin_obj, 0, "{name} has an origin");
+            let od = w.dataset(dir.origin_obj).unwrap().dir_obj;
+            want.entry(od).or_default().push(ds.ds_obj);
+        }
+        for (od, mut heads) in want {
+            let clones = w.dir(od).unwrap().clones;
+            if version < 26 {
+                assert_eq!(clones, 0, "no dd_clones on version {version}");
+                continue;
+            }
+            let mut got: Vec<u64> = ozfs_dmu::zap_tx::list(&w.mos, clones)
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    assert_eq!(
+                        String::from_utf8_lossy(&e.name),
+                        format!("{:x}", e.as_u64().unwrap())
+                    );
+                    e.as_u64().unwrap()
+                })
+                .collect();
+            got.sort();
+            heads.sort();
+            assert_eq!(got, heads, "dd_clones of directory {od}");
+        }
+        drop(w);
+        assert_clean_on_disk(&paths, &format!("v{version} clones"));
+    }
+}

@@ -78,6 +78,7 @@ pub mod ot {
     pub const SA_MASTER_NODE: u8 = 45;
     pub const SA_ATTR_REGISTRATION: u8 = 46;
     pub const SA_ATTR_LAYOUTS: u8 = 47;
+    pub const DSL_CLONES: u8 = 52;
     pub const ZAP_METADATA_NEW: u8 = 0xC4;
 }
 

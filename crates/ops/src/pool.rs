@@ -519,7 +519,20 @@ fn feature_setting(
 pub fn upgrade(pool: &str) -> Result<u64> {
     let mut w = crate::host::writer_for(pool)?;
     let before = w.version;
-    let all = all_features();
+    // As OpenZFS: `compatibility` limits what an upgrade enables, and
+    // `legacy` refuses it.
+    let all = match ozfs_dsl::create::pool_prop_text(&w, "compatibility")? {
+        Some(c) if c == "legacy" => {
+            return Err(Error::Invalid(format!(
+                "cannot upgrade '{pool}': Upgrade not performed because 'compatibility' property set to 'legacy'"
+            )))
+        }
+        Some(c) => match ozfs_dsl::features::compatibility_features(&c)? {
+            Some(list) => list.iter().map(|s| s.to_string()).collect(),
+            None => all_features(),
+        },
+        None => all_features(),
+    };
     let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
     ozfs_dsl::create::upgrade(&mut w, &names)
         .and_then(|_| w.sync())

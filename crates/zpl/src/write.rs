@@ -130,36 +130,27 @@ impl<'a> ZplTx<'a> {
         }
         let a = &sa_form(a);
         let all = a.sa_layout_attrs();
-        let whole = a.to_sa(self.layout_num(&all)?);
         let had_spill = self.tx.dnode(obj)?.phys.spill.is_some();
-        if whole.len() <= MAX_BONUS {
+        if a.to_sa(0).len() <= MAX_BONUS {
+            let whole = a.to_sa(self.layout_num(&all)?);
             if had_spill {
                 self.tx.set_spill(obj, None)?;
-                let mut dn = self.tx.dnode(obj)?.phys;
-                dn.spill = None;
-                dn.flags &= !ozfs_format::dnode::DNODE_FLAG_SPILL_BLKPTR;
-                self.tx.set_dnode(obj, dn);
             }
             return self.tx.set_bonus(obj, whole);
         }
+        // Sized with a stand-in layout number (the size does not depend
+        // on it); only the layouts used are registered.
         let room = MAX_BONUS - 128;
-        let mut k = all.len();
-        let mut head = Vec::new();
-        while k > 0 {
-            let n = self.layout_num(&all[..k])?;
-            head = a.to_sa_attrs(n, &all[..k]);
-            if head.len() <= room {
-                break;
-            }
-            k -= 1;
-        }
-        if k == 0 {
-            return Err(Error::Invalid("no system attribute fits the bonus".into()));
-        }
+        let k = (1..=all.len())
+            .rev()
+            .find(|&k| a.to_sa_attrs(0, &all[..k]).len() <= room)
+            .ok_or_else(|| Error::Invalid("no system attribute fits the bonus".into()))?;
+        let head = a.to_sa_attrs(self.layout_num(&all[..k])?, &all[..k]);
         let rest = &all[k..];
         let spill = a.to_sa_attrs(self.layout_num(rest)?, rest);
-        self.tx.set_spill(obj, Some(spill))?;
-        self.tx.set_bonus(obj, head)
+        // The bonus shrinks first, so the spill pointer has room.
+        self.tx.set_bonus(obj, head)?;
+        self.tx.set_spill(obj, Some(spill))
     }
 
     /// The bonus type new znodes get.
@@ -205,10 +196,10 @@ impl<'a> ZplTx<'a> {
         if let Some(n) = found {
             return Ok(n);
         }
-        let n = sa.tables.layouts.keys().copied().max().unwrap_or(1).max(1) + 1;
-        if n > 0x3ff {
-            return Err(Error::Invalid("SA layout table is full".into()));
-        }
+        // The lowest free number: 0 and 1 are reserved, ten bits hold it.
+        let n = (2..=0x3ffu16)
+            .find(|n| !sa.tables.layouts.contains_key(n))
+            .ok_or_else(|| Error::Invalid("SA layout table is full".into()))?;
         let obj = sa.layouts_obj;
         let vals: Vec<u64> = want.iter().map(|&x| x as u64).collect();
         zap_tx::update(self.tx, obj, &n.to_string(), 2, &vals)?;
@@ -914,7 +905,8 @@ pub fn decode_rdev(v: u64) -> (u64, u64) {
 /// Linux kernel's `dev_t` (`major << 20 | minor`), which OpenZFS stores.
 fn sa_form(a: &ZplAttrs) -> ZplAttrs {
     let mut a = a.clone();
-    if a.rdev != 0 {
+    // A 64-bit `major << 32 | minor` (illumos) stays as it is.
+    if a.rdev != 0 && a.rdev >> 32 == 0 {
         let (major, minor) = decode_rdev(a.rdev);
         a.rdev = (major << 20) | minor;
     }
@@ -930,6 +922,17 @@ fn load_sa(tx: &ObjsetTx) -> Result<SaState> {
         &zap_tx::list(tx, registry)?,
         &zap_tx::list(tx, layouts_obj)?,
     )?;
+    // ozfs encodes attributes by OpenZFS's numbering (the order OpenZFS
+    // registers them in): a file system numbered otherwise is not written.
+    for (n, (name, len)) in &tables.registry {
+        let ours = ozfs_format::znode::ZPL_SA_ATTRS.get(*n as usize);
+        if ours.is_some_and(|(o, l, _)| o != name || l != len) {
+            return Err(Error::unsupported(
+                "file system",
+                format!("writing system attributes registered as {name} = {n} (OpenZFS numbers them otherwise)"),
+            ));
+        }
+    }
     Ok(SaState {
         tables,
         layouts_obj,
