@@ -576,21 +576,33 @@ pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
 /// `features_for_write`, `feature_descriptions`), made (empty) and named
 /// in the object directory if the pool has none yet.
 fn feature_objects(w: &mut PoolWriter) -> Result<(u64, u64, u64)> {
-    let get = |w: &mut PoolWriter, name: &str| -> Result<u64> {
-        if let Some(o) = zap_tx::lookup(&w.mos, 1, name.as_bytes())?.and_then(|e| e.as_u64()) {
-            return Ok(o);
-        }
-        let o = w
-            .mos
-            .create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1)?;
-        zap_tx::update(&mut w.mos, 1, name, 8, &[o])?;
-        Ok(o)
-    };
     Ok((
-        get(w, "features_for_read")?,
-        get(w, "features_for_write")?,
-        get(w, "feature_descriptions")?,
+        linked_zap(w, "features_for_read")?,
+        linked_zap(w, "features_for_write")?,
+        linked_zap(w, "feature_descriptions")?,
     ))
+}
+
+/// The ZAP the MOS object directory names `name`, made (empty) and named
+/// there if it has none.
+fn linked_zap(w: &mut PoolWriter, name: &str) -> Result<u64> {
+    if let Some(o) = zap_tx::lookup(&w.mos, 1, name.as_bytes())?.and_then(|e| e.as_u64()) {
+        return Ok(o);
+    }
+    let o = w
+        .mos
+        .create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1)?;
+    zap_tx::update(&mut w.mos, 1, name, 8, &[o])?;
+    Ok(o)
+}
+
+/// A description as `feature_descriptions` stores it: the NUL-terminated
+/// string as one-byte integers.
+fn description_value(desc: &str) -> Vec<u64> {
+    desc.bytes()
+        .chain(std::iter::once(0))
+        .map(u64::from)
+        .collect()
 }
 
 /// The reference count of feature `guid` in the open txg (None: not
@@ -694,27 +706,11 @@ fn enable_one(w: &mut PoolWriter, f: &'static Feature, depth: usize) -> Result<(
             .ok_or_else(|| Error::Invalid(format!("feature {} needs unknown {d}", f.name)))?;
         enable_one(w, dep, depth + 1)?;
     }
-    let text: Vec<u64> = f
-        .desc
-        .bytes()
-        .chain(std::iter::once(0))
-        .map(u64::from)
-        .collect();
-    zap_tx::update(&mut w.mos, desc, f.guid, 1, &text)?;
+    zap_tx::update(&mut w.mos, desc, f.guid, 1, &description_value(f.desc))?;
     let initial = u64::from(f.flags & ON_ENABLE != 0);
     zap_tx::update(&mut w.mos, obj, f.guid, 8, &[initial])?;
     if zap_tx::lookup(&w.mos, wr, ENABLED_TXG.as_bytes())?.is_some() {
-        let txgs = match zap_tx::lookup(&w.mos, 1, b"feature_enabled_txg")?.and_then(|e| e.as_u64())
-        {
-            Some(o) => o,
-            None => {
-                let o = w
-                    .mos
-                    .create_zap(ot::ZAP_METADATA_NEW, 0, Vec::new(), 0, 1)?;
-                zap_tx::update(&mut w.mos, 1, "feature_enabled_txg", 8, &[o])?;
-                o
-            }
-        };
+        let txgs = linked_zap(w, "feature_enabled_txg")?;
         let n = zap_tx::lookup(&w.mos, wr, ENABLED_TXG.as_bytes())?
             .and_then(|e| e.as_u64())
             .unwrap_or(0);
@@ -735,12 +731,13 @@ pub fn activate_external(w: &mut PoolWriter) -> Result<bool> {
     }
     let (for_read, _, descriptions) = feature_objects(w)?;
     zap_tx::update(&mut w.mos, for_read, EXTERNAL_COMPRESSION, 8, &[1])?;
-    let text: Vec<u64> = EXTERNAL_DESCRIPTION
-        .bytes()
-        .chain(std::iter::once(0))
-        .map(u64::from)
-        .collect();
-    zap_tx::update(&mut w.mos, descriptions, EXTERNAL_COMPRESSION, 1, &text)?;
+    zap_tx::update(
+        &mut w.mos,
+        descriptions,
+        EXTERNAL_COMPRESSION,
+        1,
+        &description_value(EXTERNAL_DESCRIPTION),
+    )?;
     if w.version < SPA_VERSION_FEATURES {
         w.version = SPA_VERSION_FEATURES;
     }
