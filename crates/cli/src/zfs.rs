@@ -654,9 +654,9 @@ fn sort_props(props: &mut [(String, PropValue, PropSource)]) {
     });
 }
 
-/// The newest file-system version ozfs writes (ZPL 5, system attributes;
-/// pools of version 23 and below get ZPL 4).
-const ZPL_VERSION: u64 = 5;
+/// The newest file-system version ozfs writes (pools of version 23 and
+/// below get ZPL 4).
+const ZPL_VERSION: u64 = ozfs_ops::pool::NEWEST_ZPL_VERSION;
 
 /// `zfs upgrade [-v]`: the file-system versions ozfs writes and the file
 /// systems below the current one. Upgrading (`-a`, a name) is refused.

@@ -1266,12 +1266,8 @@ fn create(argv: &[String]) -> CmdResult {
             }
             Some(("compatibility", v)) => compat = Some(v.to_string()),
             Some((k, v)) if k.starts_with("feature@") => {
+                // The name is checked with the rest (resolve_features).
                 let f = &k["feature@".len()..];
-                if ozfs_ops::pool::feature_name(f).is_none() {
-                    return Err(Fail::Err(format!(
-                        "property '{k}' is not a valid pool property"
-                    )));
-                }
                 let on = match v {
                     "enabled" => true,
                     "disabled" => false,

@@ -115,21 +115,8 @@ fn check_pool_with(
             continue;
         }
         let got = ours(&Manifest::scan(&dest).expect("scan the copy"));
-        if got != want {
-            let mut d = Vec::new();
-            for (p, w) in &want {
-                match got.get(p) {
-                    None => d.push(format!("  missing {}", p.display())),
-                    Some(g) if g != w => {
-                        d.push(format!("  {}: ozfs {g:?}\n    OpenZFS {w:?}", p.display()))
-                    }
-                    _ => {}
-                }
-            }
-            for p in got.keys().filter(|p| !want.contains_key(*p)) {
-                d.push(format!("  extra {}", p.display()));
-            }
-            failed.push(format!("{ds}:\n{}", d.join("\n")));
+        if let Some(d) = differences(&want, &got) {
+            failed.push(format!("{ds}:\n{d}"));
         }
         let _ = std::fs::remove_dir_all(&dest);
     }
@@ -262,16 +249,7 @@ fn encrypted_datasets_read_with_their_keys() {
     let oz = ozfs();
     let work = scratch("ozfs-test-corpus-crypt-");
     let keys = corpus().join("c7-crypt/keys");
-    let key_of = |ds: &str| -> Option<String> {
-        let f = if ds.starts_with("c7-crypt/gcm") {
-            "secret.pass"
-        } else if ds.starts_with("c7-crypt/ccm") {
-            "ccm.hex"
-        } else {
-            return None;
-        };
-        Some(format!("file://{}", keys.join(f).display()))
-    };
+    let key_of = |ds: &str| crypt_key_location(&keys, ds);
     // The key files as the keylocations recorded by OpenZFS name them.
     for ds in [
         "c7-crypt/gcm",
@@ -485,15 +463,7 @@ fn draid_reads_exactly() {
         "read-write import of a dRAID pool: {}",
         r.stderr
     );
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        "c8-draid",
-    ]);
+    import_readonly(&oz, &devs, "c8-draid");
     let status = oz.ok(&["zpool", "status", "c8-draid"]);
     let words = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
     let lines: Vec<Vec<String>> = status.lines().map(words).collect();
@@ -611,15 +581,7 @@ fn a_version_28_pool_is_not_written() {
         r.stderr
     );
     assert!(before == digest(), "a refused import changed the images");
-    oz.ok(&[
-        "zpool",
-        "import",
-        "-o",
-        "readonly=on",
-        "-d",
-        &devs.to_string_lossy(),
-        "c12-v28",
-    ]);
+    import_readonly(&oz, &devs, "c12-v28");
     oz.ok(&["zpool", "export", "c12-v28"]);
     assert!(before == digest(), "a read-only import changed the images");
 }

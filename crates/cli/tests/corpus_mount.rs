@@ -221,16 +221,7 @@ fn encrypted_file_systems_mount_with_their_keys() {
     let work = work.path();
     let imp = import(&oz, work, "c7-crypt");
     let keys = imp.src.join("keys");
-    let key_of = |ds: &str| -> Option<String> {
-        let f = if ds.starts_with("c7-crypt/gcm") {
-            "secret.pass"
-        } else if ds.starts_with("c7-crypt/ccm") {
-            "ccm.hex"
-        } else {
-            return None;
-        };
-        Some(format!("file://{}", keys.join(f).display()))
-    };
+    let key_of = |ds: &str| crypt_key_location(&keys, ds);
     let mut failed = Vec::new();
     let names = datasets(&imp.text);
     assert!(names.iter().any(|n| n == "c7-crypt/gcm"), "{names:?}");

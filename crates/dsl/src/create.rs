@@ -36,11 +36,14 @@ pub const DEFAULT_POOL_VERSION: u64 = SPA_VERSION_FEATURES;
 /// ZPL version of new file systems in pools of version 23 and below.
 pub const ZPL_VERSION: u64 = 4;
 
+/// ZPL version with system attributes (pool version 24 on).
+pub const ZPL_VERSION_SA: u64 = 5;
+
 /// The ZPL version of a new file system in a pool of `pool_version`: 5
 /// (system attributes) from pool version 24 on, as OpenZFS, else 4.
 pub fn zpl_version_for(pool_version: u64) -> u64 {
     if pool_version >= 24 {
-        5
+        ZPL_VERSION_SA
     } else {
         ZPL_VERSION
     }

@@ -1,7 +1,7 @@
 //! Pool features (version 5000): what a pool needs from its reader and
 //! writer, enabling OpenZFS's features in pools ozfs creates or upgrades,
 //! and ozfs's own feature `org.ozfs:external_compression` (pre-compressed
-//! blocks, issue 7).
+//! blocks).
 //!
 //! Theory. From pool version 5000 on, what a pool needs is listed in three
 //! MOS objects named in the object directory: `features_for_read` and

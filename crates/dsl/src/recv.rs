@@ -580,8 +580,9 @@ fn replay(
                 let payload = s.payload(plen)?;
                 let what = format!("SPILL of object {object}");
                 let tx = w.fs_tx(ds_obj)?;
-                block_size_of(tx, object, &what)?;
-                let dn = tx.dnode(object)?;
+                let dn = tx
+                    .dnode(object)
+                    .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
                 if dn.phys.bonustype != ozfs_format::types::ot::SA {
                     return Err(bad(
                         at,

@@ -786,6 +786,16 @@ impl ZplAttrs {
     }
 }
 
+/// Set the layout number of an SA buffer [`ZplAttrs::to_sa_attrs`] made
+/// (host order): a buffer is sized first and numbered once the layout is
+/// known, without encoding it again.
+pub fn sa_set_layout(buf: &mut [u8], layout: u16) {
+    if let Some(b) = buf.get_mut(4..6) {
+        let info = u16::from_ne_bytes([b[0], b[1]]);
+        b.copy_from_slice(&((info & !0x3ff) | (layout & 0x3ff)).to_ne_bytes());
+    }
+}
+
 /// SA tables of a file system ozfs creates: every ZPL attribute
 /// registered, no layout yet.
 pub fn zpl_sa_registry() -> Vec<(&'static str, u64)> {
@@ -821,6 +831,10 @@ mod sa_write_tests {
         };
         let b = a.to_sa(3);
         assert_eq!(b.len(), 168);
+        // Numbered afterwards, the same bytes.
+        let mut n = a.to_sa(0);
+        sa_set_layout(&mut n, 3);
+        assert_eq!(n, b);
         let back = ZplAttrs::from_sa(&b, false, &tables(3, &a.sa_layout_attrs())).unwrap();
         let mut want = a.clone();
         want.flags = trivial_aces(a.mode).2;

@@ -53,6 +53,9 @@ pub fn zpl_version_for(pool_version: u64) -> u64 {
     ozfs_dsl::create::zpl_version_for(pool_version)
 }
 
+/// The newest ZPL version ozfs writes (system attributes).
+pub const NEWEST_ZPL_VERSION: u64 = ozfs_dsl::create::ZPL_VERSION_SA;
+
 /// A pool feature as `zpool upgrade -v` lists it.
 pub struct FeatureDoc {
     pub name: &'static str,
@@ -71,11 +74,6 @@ pub fn features() -> Vec<FeatureDoc> {
             read_only_compatible: f.flags & ozfs_dsl::features::RO_COMPAT != 0,
         })
         .collect()
-}
-
-/// The full name of feature `short` if ozfs knows it (OpenZFS 2.3's set).
-pub fn feature_name(short: &str) -> Option<&'static str> {
-    ozfs_dsl::features::feature(short).map(|f| f.guid)
 }
 
 /// Version and features of a new pool from `zpool create`'s options, as

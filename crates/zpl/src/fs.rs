@@ -32,6 +32,24 @@ pub const MAX_PATH_DEPTH: usize = 4096;
 /// userspace form, `write::decode_rdev`). OpenZFS on Linux stores the
 /// kernel's own `dev_t` (`major << 20 | minor`); a 64-bit
 /// `major << 32 | minor` (illumos) is left as it is.
+/// The attributes of an SA znode: its bonus buffer, then what its spill
+/// block (contents, byte-swapped) adds; the device number in the form the
+/// rest of ozfs reads ([`sa_rdev`]).
+pub(crate) fn sa_attrs(
+    bonus: &[u8],
+    swap: bool,
+    spill: Option<(Vec<u8>, bool)>,
+    tables: &ozfs_format::znode::SaTables,
+) -> Result<ZplAttrs> {
+    let mut a = ZplAttrs::from_sa(bonus, swap, tables)?;
+    if let Some((buf, sswap)) = spill {
+        a.apply_sa_buf(&buf, sswap, tables)
+            .map_err(|e| e.context("spill block"))?;
+    }
+    a.rdev = sa_rdev(a.rdev);
+    Ok(a)
+}
+
 pub(crate) fn sa_rdev(z: u64) -> u64 {
     if z >> 32 != 0 {
         return z;
@@ -90,17 +108,15 @@ impl Zpl {
                     .sa
                     .as_ref()
                     .ok_or_else(|| Error::corrupt(&what, "SA bonus but no SA tables"))?;
-                ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, tables).and_then(|mut a| {
-                    a.rdev = sa_rdev(a.rdev);
-                    // What did not fit the bonus is in the spill block.
-                    if let Some(bp) = dn.phys.spill.filter(|bp| !bp.is_hole()) {
-                        let buf = self.os.read_bp(&bp).map_err(|e| e.context("spill block"))?;
-                        let swap = bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-                        a.apply_sa_buf(&buf, swap, tables)
-                            .map_err(|e| e.context("spill block"))?;
-                    }
-                    Ok(a)
-                })
+                // What did not fit the bonus is in the spill block.
+                let spill = match dn.phys.spill.filter(|bp| !bp.is_hole()) {
+                    Some(bp) => Some((
+                        self.os.read_bp(&bp).map_err(|e| e.context("spill block"))?,
+                        bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN,
+                    )),
+                    None => None,
+                };
+                sa_attrs(&dn.phys.bonus, dn.swap, spill, tables)
             }
             t => Err(Error::corrupt(
                 &what,

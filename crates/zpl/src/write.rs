@@ -20,7 +20,7 @@
 use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
 use ozfs_format::types::ot;
-use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use ozfs_format::znode::{sa_set_layout, SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use ozfs_format::{Error, Result};
 
 const ZNODE_SIZE: usize = 264;
@@ -102,16 +102,19 @@ impl<'a> ZplTx<'a> {
         match (&self.sa, dn.phys.bonustype) {
             (None, ot::ZNODE) => ZplAttrs::from_znode(&dn.phys.bonus, dn.swap),
             (Some(sa), ot::SA) => {
-                let mut a = ZplAttrs::from_sa(&dn.phys.bonus, dn.swap, &sa.tables)?;
-                if dn.phys.spill.is_some() {
-                    if let Some(sp) = self.tx.spill(obj)? {
-                        a.apply_sa_buf(&sp, dn.swap, &sa.tables)?;
-                    }
-                }
-                // In memory a device number has the version-23 form
-                // (see `encode_rdev`), whatever the file system keeps.
-                a.rdev = crate::fs::sa_rdev(a.rdev);
-                Ok(a)
+                // A staged spill block is in host order; a committed one
+                // in its block pointer's.
+                let staged = self.tx.spills.contains_key(&obj);
+                let spill = match dn.phys.spill {
+                    Some(bp) => self.tx.spill(obj)?.map(|b| {
+                        let swap = !staged
+                            && !bp.is_hole()
+                            && bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+                        (b, swap)
+                    }),
+                    None => None,
+                };
+                crate::fs::sa_attrs(&dn.phys.bonus, dn.swap, spill, &sa.tables)
             }
             (_, t) => Err(Error::unsupported(
                 format!("object {obj}"),
@@ -131,21 +134,23 @@ impl<'a> ZplTx<'a> {
         let a = &sa_form(a);
         let all = a.sa_layout_attrs();
         let had_spill = self.tx.dnode(obj)?.phys.spill.is_some();
-        if a.to_sa(0).len() <= MAX_BONUS {
-            let whole = a.to_sa(self.layout_num(&all)?);
+        // Encoded once, numbered when the layout is known.
+        let mut whole = a.to_sa(0);
+        if whole.len() <= MAX_BONUS {
+            sa_set_layout(&mut whole, self.layout_num(&all)?);
             if had_spill {
                 self.tx.set_spill(obj, None)?;
             }
             return self.tx.set_bonus(obj, whole);
         }
-        // Sized with a stand-in layout number (the size does not depend
-        // on it); only the layouts used are registered.
+        // Only the layouts used are registered.
         let room = MAX_BONUS - 128;
-        let k = (1..=all.len())
+        let (k, mut head) = (1..=all.len())
             .rev()
-            .find(|&k| a.to_sa_attrs(0, &all[..k]).len() <= room)
+            .map(|k| (k, a.to_sa_attrs(0, &all[..k])))
+            .find(|(_, h)| h.len() <= room)
             .ok_or_else(|| Error::Invalid("no system attribute fits the bonus".into()))?;
-        let head = a.to_sa_attrs(self.layout_num(&all[..k])?, &all[..k]);
+        sa_set_layout(&mut head, self.layout_num(&all[..k])?);
         let rest = &all[k..];
         let spill = a.to_sa_attrs(self.layout_num(rest)?, rest);
         // The bonus shrinks first, so the spill pointer has room.

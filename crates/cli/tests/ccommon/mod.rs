@@ -174,3 +174,17 @@ pub fn differences(
     }
     Some(d.join("\n"))
 }
+
+/// The `keylocation` of an encrypted data set of the corpus pool
+/// `c7-crypt` (its key files are in `keys`): the passphrase of the GCM
+/// tree, the hex key of the CCM one; None for the others.
+pub fn crypt_key_location(keys: &std::path::Path, ds: &str) -> Option<String> {
+    let f = if ds.starts_with("c7-crypt/gcm") {
+        "secret.pass"
+    } else if ds.starts_with("c7-crypt/ccm") {
+        "ccm.hex"
+    } else {
+        return None;
+    };
+    Some(format!("file://{}", keys.join(f).display()))
+}
