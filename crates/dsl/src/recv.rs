@@ -49,6 +49,47 @@ pub struct Received {
     pub bytes: u64,
 }
 
+/// Stream features this receiver replays. Compressed (`-c`) and
+/// embedded (`-e`) blocks are decompressed and written as the target's
+/// properties say; blocks over 128 KiB (`-L`) are written as 128 KiB
+/// blocks (what OpenZFS's own send does without `-L`); an object of
+/// several dnode slots becomes a one-slot object when its bonus fits.
+/// The contents are the sender's either way.
+const RECEIVED_FEATURES: u64 = stream::FEATURE_SA_SPILL
+    | stream::FEATURE_EMBED_DATA
+    | stream::FEATURE_LZ4
+    | stream::FEATURE_ZSTD
+    | stream::FEATURE_COMPRESSED
+    | stream::FEATURE_LARGE_BLOCKS
+    | stream::FEATURE_SWITCH_TO_LARGE_BLOCKS
+    | stream::FEATURE_LARGE_DNODE;
+
+/// The names of stream features `f` (for a refusal).
+fn unreceived_features(f: u64) -> String {
+    const NAMES: &[(u64, &str)] = &[
+        (stream::FEATURE_DEDUP, "deduplicated records (zfs send -D)"),
+        (stream::FEATURE_DEDUPPROPS, "dedup properties"),
+        (stream::FEATURE_RESUMING, "a resumed stream"),
+        (stream::FEATURE_REDACTED, "a redacted stream"),
+        (stream::FEATURE_RAW, "raw encrypted records (zfs send -w)"),
+        (stream::FEATURE_HOLDS, "holds"),
+        (stream::FEATURE_LONGNAME, "file names over 255 bytes"),
+        (stream::FEATURE_LARGE_MICROZAP, "large micro ZAPs"),
+    ];
+    let mut out: Vec<&str> = NAMES
+        .iter()
+        .filter(|(b, _)| f & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if f & !NAMES.iter().fold(0, |a, (b, _)| a | b) != 0 {
+        out.push("features unknown to ozfs");
+    }
+    out.join(", ")
+}
+
+/// Largest block size ozfs writes: bigger blocks of a stream are split.
+const MAX_WRITTEN_BLOCK: u64 = 128 * 1024;
+
 /// Sync the open txg after this many bytes of blocks.
 const SYNC_EVERY: u64 = 64 << 20;
 
@@ -256,10 +297,14 @@ fn receive_one(
     if hdrtype != stream::DMU_SUBSTREAM {
         return Err(bad(16, format!("stream header type {hdrtype}")));
     }
-    if features & !stream::FEATURE_SA_SPILL != 0 {
+    if features & !RECEIVED_FEATURES != 0 {
         return Err(Error::unsupported(
             "send stream",
-            format!("stream features {features:#x} (dedup, large blocks, embedded, compressed or raw records)"),
+            format!(
+                "stream features {:#x} ({})",
+                features & !RECEIVED_FEATURES,
+                unreceived_features(features & !RECEIVED_FEATURES)
+            ),
         ));
     }
     // System attributes (ZPL 5) need pool version 24; zfs-fuse's version 23
@@ -456,7 +501,7 @@ fn receive_one(
         w.sync()?;
         ds
     };
-    let r = replay(w, ds_obj, s, toguid, progress);
+    let r = replay(w, ds_obj, s, toguid, features, begin.flags, progress);
     let r = r.and_then(|()| {
         w.sync()?;
         w.snapshot_as(&format!("{fs}@{snap}"), Some((toguid, begin.creation_time)))
@@ -493,6 +538,8 @@ fn replay(
     ds_obj: u64,
     s: &mut StreamIn,
     toguid: u64,
+    features: u64,
+    begin_flags: u32,
     progress: &mut dyn FnMut(u64),
 ) -> Result<()> {
     let mut dirty = 0u64;
@@ -529,7 +576,7 @@ fn replay(
             Record::Object(o) => {
                 guid_ok(o.toguid)?;
                 let payload = s.payload(plen)?;
-                apply_object(w, ds_obj, &o, &payload)
+                apply_object(w, ds_obj, &o, &payload, features, begin_flags)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
                 dirty += 1024;
             }
@@ -551,15 +598,52 @@ fn replay(
             Record::Write(wr) => {
                 guid_ok(wr.toguid)?;
                 let payload = s.payload(plen)?;
-                if plen % 8 != 0 {
+                if wr.length % 8 != 0 {
                     return Err(bad(
                         at,
-                        format!("WRITE of {plen} bytes (not a multiple of 8)"),
+                        format!("WRITE of {} bytes (not a multiple of 8)", wr.length),
                     ));
                 }
+                let data = if wr.is_compressed() {
+                    let what = format!(
+                        "WRITE to object {} at {} (compression {})",
+                        wr.object, wr.offset, wr.compression
+                    );
+                    expand(wr.compression, &payload, wr.length, &what)
+                        .map_err(|e| e.context(&format!("byte {at}")))?
+                } else {
+                    payload
+                };
                 // Memory held: whole blocks, however small the write.
-                dirty += apply_write(w, ds_obj, wr.object, wr.offset, payload)
+                dirty += apply_write(w, ds_obj, wr.object, wr.offset, data)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
+            }
+            Record::WriteEmbedded(e) => {
+                guid_ok(e.toguid)?;
+                let payload = s.payload(plen)?;
+                let what = format!("WRITE_EMBEDDED to object {} at {}", e.object, e.offset);
+                if e.etype != 0 || e.lsize as u64 != e.length {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{what}: embedded type {}, {} bytes of {}",
+                            e.etype, e.lsize, e.length
+                        ),
+                    ));
+                }
+                let data = expand(e.compression, &payload[..e.psize as usize], e.length, &what)
+                    .map_err(|e| e.context(&format!("byte {at}")))?;
+                // OpenZFS sends a spill block small enough to be embedded
+                // as a WRITE_EMBEDDED at the spill's block id (-2) times
+                // its size: it is the object's spill block.
+                if e.offset == 0u64.wrapping_sub(e.length.wrapping_mul(2)) {
+                    dirty += data.len() as u64;
+                    apply_spill(w, ds_obj, e.object, data)
+                        .map_err(|e| e.context(&format!("byte {at}")))?;
+                } else {
+                    dirty += apply_write(w, ds_obj, e.object, e.offset, data)
+                        .map_err(|e| e.context(&format!("byte {at}")))?;
+                }
             }
             Record::Free {
                 object,
@@ -578,25 +662,14 @@ fn replay(
             } => {
                 guid_ok(g)?;
                 let payload = s.payload(plen)?;
-                let what = format!("SPILL of object {object}");
-                let tx = w.fs_tx(ds_obj)?;
-                let dn = tx
-                    .dnode(object)
-                    .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
-                if dn.phys.bonustype != ozfs_format::types::ot::SA {
-                    return Err(bad(
-                        at,
-                        format!("{what}: the object has no system attributes"),
-                    ));
-                }
                 dirty += payload.len() as u64;
-                tx.set_spill(object, Some(payload))
-                    .map_err(|e| e.context(&what))?;
+                apply_spill(w, ds_obj, object, payload)
+                    .map_err(|e| e.context(&format!("byte {at}")))?;
             }
             Record::Other { kind } => {
                 return Err(Error::unsupported(
                     "send stream",
-                    format!("record type {kind} (deduplicated or embedded-data streams)"),
+                    format!("record type {kind} (deduplicated or raw streams)"),
                 ))
             }
         }
@@ -611,11 +684,43 @@ fn replay(
     }
 }
 
+/// Set the spill block of `object`, an object with system attributes.
+fn apply_spill(w: &mut PoolWriter, ds_obj: u64, object: u64, data: Vec<u8>) -> Result<()> {
+    let what = format!("SPILL of object {object}");
+    let tx = w.fs_tx(ds_obj)?;
+    let dn = tx
+        .dnode(object)
+        .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
+    if dn.phys.bonustype != ozfs_format::types::ot::SA {
+        return Err(Error::corrupt(&what, "the object has no system attributes"));
+    }
+    tx.set_spill(object, Some(data))
+        .map_err(|e| e.context(&what))
+}
+
+/// The logical block (`length` bytes) of a block sent as stored with
+/// compression function `comp`.
+fn expand(comp: u8, stored: &[u8], length: u64, what: &str) -> Result<Vec<u8>> {
+    use ozfs_format::types::comp as c;
+    let known = matches!(
+        comp,
+        c::LZJB | c::GZIP_1..=c::GZIP_9 | c::ZLE | c::LZ4 | c::ZSTD
+    );
+    if !known {
+        return Err(Error::corrupt(what, format!("compression function {comp}")));
+    }
+    let mut out = vec![0u8; length as usize];
+    ozfs_codec::compress::decompress(comp, stored, &mut out).map_err(|e| e.context(what))?;
+    Ok(out)
+}
+
 fn apply_object(
     w: &mut PoolWriter,
     ds_obj: u64,
     o: &stream::ObjectRec,
     payload: &[u8],
+    features: u64,
+    begin_flags: u32,
 ) -> Result<()> {
     let obj = o.object;
     let what = format!("OBJECT {obj}");
@@ -641,21 +746,36 @@ fn apply_object(
             ),
         ));
     }
-    let bs = o.blksz as u64;
-    if !(512..=128 * 1024).contains(&bs) || !bs.is_multiple_of(512) {
-        return Err(Error::corrupt(&what, format!("block size {bs}")));
+    let sent_bs = o.blksz as u64;
+    let max_bs = if features & stream::FEATURE_LARGE_BLOCKS != 0 {
+        stream::MAX_BLOCK
+    } else {
+        MAX_WRITTEN_BLOCK
+    };
+    if !(512..=max_bs).contains(&sent_bs) || !sent_bs.is_multiple_of(512) {
+        return Err(Error::corrupt(&what, format!("block size {sent_bs}")));
     }
-    if o.bonuslen > 320 {
+    // A large block is written as 128 KiB blocks (its WRITEs are split).
+    let bs = sent_bs.min(MAX_WRITTEN_BLOCK);
+    // A dnode of several slots (0 in older streams means one) becomes a
+    // one-slot dnode: its bonus must fit one.
+    let slots = o.dn_slots.max(1);
+    if slots > 1 && features & stream::FEATURE_LARGE_DNODE == 0 {
         return Err(Error::corrupt(
             &what,
-            format!("bonus of {} bytes", o.bonuslen),
+            format!("{slots} dnode slots in a stream without large dnodes"),
         ));
     }
-    if o.dn_slots > 1 || o.raw_bonuslen != 0 {
-        return Err(Error::unsupported(
-            &what,
-            "large dnodes or raw (encrypted) objects",
-        ));
+    if o.bonuslen > 320 {
+        let m = format!("bonus of {} bytes", o.bonuslen);
+        return Err(if slots > 1 {
+            Error::unsupported(&what, format!("a {m} in a dnode of {slots} slots"))
+        } else {
+            Error::corrupt(&what, m)
+        });
+    }
+    if o.raw_bonuslen != 0 {
+        return Err(Error::unsupported(&what, "raw (encrypted) objects"));
     }
     if o.checksum > 8 || o.compress > 14 {
         return Err(Error::corrupt(
@@ -665,14 +785,20 @@ fn apply_object(
     }
     let bonus = payload[..o.bonuslen as usize].to_vec();
     let tx = w.fs_tx(ds_obj)?;
-    let same = match tx.dnode(obj) {
+    let is_sa = o.bonustype as u8 == ozfs_format::types::ot::SA;
+    // As OpenZFS: an object that keeps its block size keeps its blocks (an
+    // incremental stream sends only those that changed); its type and
+    // bonus are replaced. Otherwise it is freed and made again.
+    let kept = match tx.dnode(obj) {
         Ok(d) => {
             let p = &d.phys;
-            if p.object_type as u32 == o.object_type
-                && p.datablksz() == bs
-                && p.bonustype as u32 == o.bonustype
-                && p.bonuslen as u32 == o.bonuslen
-            {
+            let spill_room = if p.spill.is_some() { 128 } else { 0 };
+            let cap = 320usize.saturating_sub((p.nblkptr.max(1) as usize - 1) * 128 + spill_room);
+            if p.datablksz() == bs && bonus.len() <= cap && (p.nblkptr == 1 || !is_sa) {
+                let mut dn = p.clone();
+                dn.object_type = o.object_type as u8;
+                dn.bonustype = o.bonustype as u8;
+                tx.set_dnode(obj, dn);
                 true
             } else {
                 tx.free_object(obj)?;
@@ -682,9 +808,17 @@ fn apply_object(
         Err(Error::NotFound(_)) => false,
         Err(e) => return Err(e),
     };
-    if same {
+    if kept {
+        // A stream that says which objects have spill blocks
+        // (DRR_FLAG_SPILL_BLOCK) drops those it no longer lists.
+        if begin_flags & stream::DRR_FLAG_SPILL_BLOCK != 0
+            && o.flags & stream::DRR_OBJECT_SPILL == 0
+            && tx.spill(obj)?.is_some()
+        {
+            tx.set_spill(obj, None)?;
+        }
         tx.set_bonus(obj, bonus)?;
-    } else if o.bonustype as u8 == ozfs_format::types::ot::SA {
+    } else if is_sa {
         // An SA znode keeps one block pointer, leaving room for its
         // attributes to grow and for a spill block pointer.
         tx.claim_object(
@@ -720,26 +854,39 @@ fn block_size_of(tx: &ozfs_dmu::tx::ObjsetTx, obj: u64, what: &str) -> Result<u6
     }
 }
 
-/// Returns the bytes of blocks it changed.
+/// Returns the bytes of blocks it changed. A write longer than the
+/// object's block size is a large block of the sender (`-L`) split into
+/// whole blocks here; its last piece is padded with zeros, as the large
+/// block was past its data.
 fn apply_write(
     w: &mut PoolWriter,
     ds_obj: u64,
     obj: u64,
     offset: u64,
-    data: Vec<u8>,
+    mut data: Vec<u8>,
 ) -> Result<u64> {
     let what = format!("WRITE to object {obj} at {offset}");
     let tx = w.fs_tx(ds_obj)?;
     let bs = block_size_of(tx, obj, &what)?;
     let len = data.len() as u64;
     let blkid = offset / bs;
-    if blkid >= MAX_BLKID || offset.checked_add(len).is_none() {
+    let end = offset
+        .checked_add(len)
+        .ok_or_else(|| Error::corrupt(&what, "offset out of range"))?;
+    if blkid >= MAX_BLKID || end.div_ceil(bs) > MAX_BLKID {
         return Err(Error::corrupt(&what, "offset out of range"));
     }
     if offset.is_multiple_of(bs) && len == bs {
         tx.write_block(obj, blkid, data);
     } else if (offset % bs) + len <= bs {
         tx.write(obj, offset, &data)?;
+    } else if bs == MAX_WRITTEN_BLOCK && offset.is_multiple_of(bs) {
+        let pieces = len.div_ceil(bs);
+        data.resize((pieces * bs) as usize, 0);
+        for (i, piece) in data.chunks_exact(bs as usize).enumerate() {
+            tx.write_block(obj, blkid + i as u64, piece.to_vec());
+        }
+        return Ok(pieces * bs);
     } else {
         return Err(Error::corrupt(
             &what,

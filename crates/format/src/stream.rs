@@ -23,11 +23,17 @@
 //! - FREEOBJECTS (2): 8 first object, 16 count, 24 toguid.
 //! - WRITE (3): 8 object, 16 type (u32), 24 offset, 32 length, 40 toguid,
 //!   48 checksum type, 49 checksum flags, 50 compression, 56 dedup key
-//!   (checksum words and properties), 96 compressed size.
+//!   (checksum words and properties), 96 compressed size. When the
+//!   compression is not 0 (`zfs send -c`, raw) the payload is the block as
+//!   stored, `compressed size` bytes; else its logical bytes.
 //! - FREE (4): 8 object, 16 offset, 24 length (u64::MAX: to the end), 32 toguid.
 //! - END (5): 8 checksum (4 words), 40 toguid.
-//! - WRITE_BYREF (6), SPILL (7: 8 object, 16 length, 24 toguid),
-//!   WRITE_EMBEDDED (8).
+//! - WRITE_BYREF (6), SPILL (7: 8 object, 16 length, 24 toguid).
+//! - WRITE_EMBEDDED (8: `zfs send -e`): 8 object, 16 offset, 24 logical
+//!   length, 32 toguid, 40 compression, 41 embedded type, 48 uncompressed
+//!   size (u32), 52 compressed size (u32, at most 112); the compressed bytes
+//!   follow, padded to 8.
+//! - OBJECT_RANGE (9): raw streams' encryption parameters of a dnode block.
 //!
 //! Parsing never trusts a field: lengths are bounded before anything is
 //! allocated, and the receiver checks object numbers and offsets.
@@ -46,9 +52,34 @@ pub const DRR_END: u32 = 5;
 pub const DRR_WRITE_BYREF: u32 = 6;
 pub const DRR_SPILL: u32 = 7;
 pub const DRR_WRITE_EMBEDDED: u32 = 8;
-/// BEGIN feature flag (`versioninfo >> 2`): the stream may carry SPILL
-/// records (a file system with system attributes, ZPL 5).
+pub const DRR_OBJECT_RANGE: u32 = 9;
+/// BEGIN feature flags (`versioninfo >> 2`).
+/// Deduplicated stream (WRITE_BYREF records).
+pub const FEATURE_DEDUP: u64 = 1 << 0;
+pub const FEATURE_DEDUPPROPS: u64 = 1 << 1;
+/// The stream may carry SPILL records (a file system with system
+/// attributes, ZPL 5).
 pub const FEATURE_SA_SPILL: u64 = 1 << 2;
+/// WRITE_EMBEDDED records (`zfs send -e`).
+pub const FEATURE_EMBED_DATA: u64 = 1 << 16;
+/// Blocks (embedded or `-c` compressed) may be lz4.
+pub const FEATURE_LZ4: u64 = 1 << 17;
+/// Blocks larger than 128 KiB (`zfs send -L`).
+pub const FEATURE_LARGE_BLOCKS: u64 = 1 << 19;
+pub const FEATURE_RESUMING: u64 = 1 << 20;
+pub const FEATURE_REDACTED: u64 = 1 << 21;
+/// WRITE payloads as they are stored, compressed (`zfs send -c`).
+pub const FEATURE_COMPRESSED: u64 = 1 << 22;
+/// Dnodes of more than one 512-byte slot.
+pub const FEATURE_LARGE_DNODE: u64 = 1 << 23;
+/// Encrypted blocks sent as stored (`zfs send -w`).
+pub const FEATURE_RAW: u64 = 1 << 24;
+/// Blocks may be zstd.
+pub const FEATURE_ZSTD: u64 = 1 << 25;
+pub const FEATURE_HOLDS: u64 = 1 << 26;
+pub const FEATURE_SWITCH_TO_LARGE_BLOCKS: u64 = 1 << 27;
+pub const FEATURE_LONGNAME: u64 = 1 << 28;
+pub const FEATURE_LARGE_MICROZAP: u64 = 1 << 29;
 
 /// versioninfo header types.
 pub const DMU_SUBSTREAM: u64 = 1;
@@ -56,6 +87,13 @@ pub const DMU_COMPOUNDSTREAM: u64 = 2;
 /// BEGIN flags.
 pub const DRR_FLAG_CLONE: u32 = 1;
 pub const DRR_FLAG_CI_DATA: u32 = 2;
+/// FREE records may follow the last block of an object.
+pub const DRR_FLAG_FREERECORDS: u32 = 4;
+/// OBJECT records say whether the object has a spill block
+/// ([`DRR_OBJECT_SPILL`]): one they do not list loses its spill block.
+pub const DRR_FLAG_SPILL_BLOCK: u32 = 8;
+/// OBJECT record flag: the object has a spill block.
+pub const DRR_OBJECT_SPILL: u8 = 4;
 /// Objset type of a file system.
 pub const DMU_OST_ZFS: u32 = 2;
 /// Largest block a stream may carry (16 MiB, OpenZFS's maximum).
@@ -104,6 +142,32 @@ pub struct WriteRec {
     pub compressed_size: u64,
 }
 
+impl WriteRec {
+    /// The payload is the block as stored (`zfs send -c`, or raw):
+    /// `compressed_size` bytes of `compression`.
+    pub fn is_compressed(&self) -> bool {
+        self.compression != 0
+    }
+}
+
+/// A WRITE_EMBEDDED record: a block small enough to live in its block
+/// pointer (`zfs send -e`), sent as its compressed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteEmbeddedRec {
+    pub object: u64,
+    pub offset: u64,
+    /// Logical length (the object's block size).
+    pub length: u64,
+    pub toguid: u64,
+    pub compression: u8,
+    /// Embedded payload type (0: data).
+    pub etype: u8,
+    /// Uncompressed size of the payload.
+    pub lsize: u32,
+    /// Compressed size of the payload (at most 112 bytes).
+    pub psize: u32,
+}
+
 /// One replay record (without its payload).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -130,7 +194,8 @@ pub enum Record {
         length: u64,
         toguid: u64,
     },
-    /// WRITE_BYREF, WRITE_EMBEDDED and newer kinds: recognized, not replayed.
+    WriteEmbedded(WriteEmbeddedRec),
+    /// WRITE_BYREF, OBJECT_RANGE and newer kinds: recognized, not replayed.
     Other {
         kind: u32,
     },
@@ -267,13 +332,19 @@ impl Record {
                         w.object, w.length
                     )));
                 }
-                if w.compression > 1 && w.compressed_size != 0 {
-                    return Err(Error::unsupported(
-                        "send stream",
-                        "compressed WRITE records (zfs send -c)",
-                    ));
-                }
-                let pl = w.length;
+                // A compressed (or raw) payload is the block as stored:
+                // never empty, never larger than the block.
+                let pl = if w.is_compressed() {
+                    if w.compressed_size == 0 || w.compressed_size > w.length {
+                        return Err(bad(format!(
+                            "WRITE to object {} of {} bytes stored in {}",
+                            w.object, w.length, w.compressed_size
+                        )));
+                    }
+                    w.compressed_size
+                } else {
+                    w.length
+                };
                 (Record::Write(w), pl)
             }
             DRR_FREE => (
@@ -308,13 +379,33 @@ impl Record {
             }
             DRR_WRITE_BYREF => (Record::Other { kind }, 0),
             DRR_WRITE_EMBEDDED => {
-                // psize at offset 48 (u32), payload rounded to 8.
-                let psize = r.u32(48) as u64;
-                if psize > 112 {
-                    return Err(bad(format!("WRITE_EMBEDDED of {psize} bytes")));
+                let e = WriteEmbeddedRec {
+                    object: r.u64(8),
+                    offset: r.u64(16),
+                    length: r.u64(24),
+                    toguid: r.u64(32),
+                    compression: b[40],
+                    etype: b[41],
+                    lsize: r.u32(48),
+                    psize: r.u32(52),
+                };
+                // A block pointer holds at most 112 bytes of payload.
+                if e.psize == 0
+                    || e.psize > 112
+                    || e.lsize == 0
+                    || e.lsize as u64 > MAX_BLOCK
+                    || e.length == 0
+                    || e.length > MAX_BLOCK
+                {
+                    return Err(bad(format!(
+                        "WRITE_EMBEDDED to object {} of {} bytes ({} stored, {} logical)",
+                        e.object, e.length, e.psize, e.lsize
+                    )));
                 }
-                (Record::Other { kind }, psize.div_ceil(8) * 8)
+                let pl = (e.psize as u64).div_ceil(8) * 8;
+                (Record::WriteEmbedded(e), pl)
             }
+            DRR_OBJECT_RANGE => (Record::Other { kind }, 0),
             other => return Err(bad(format!("unknown record type {other}"))),
         })
     }
@@ -415,6 +506,18 @@ impl Record {
                 p64(&mut b, 16, *length);
                 p64(&mut b, 24, *toguid);
             }
+            Record::WriteEmbedded(e) => {
+                p32(&mut b, 0, DRR_WRITE_EMBEDDED);
+                p32(&mut b, 4, (e.psize as u64).div_ceil(8) as u32 * 8);
+                p64(&mut b, 8, e.object);
+                p64(&mut b, 16, e.offset);
+                p64(&mut b, 24, e.length);
+                p64(&mut b, 32, e.toguid);
+                b[40] = e.compression;
+                b[41] = e.etype;
+                p32(&mut b, 48, e.lsize);
+                p32(&mut b, 52, e.psize);
+            }
             Record::Other { kind } => p32(&mut b, 0, *kind),
         }
         b
@@ -456,6 +559,16 @@ mod tests {
                 length: u64::MAX,
                 toguid: 0x1234,
             },
+            Record::WriteEmbedded(WriteEmbeddedRec {
+                object: 7,
+                offset: 131072,
+                length: 131072,
+                toguid: 0x1234,
+                compression: 15,
+                etype: 0,
+                lsize: 131072,
+                psize: 61,
+            }),
             Record::End {
                 cksum: Cksum([1, 2, 3, 4]),
                 toguid: 0x1234,
