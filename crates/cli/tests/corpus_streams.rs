@@ -21,9 +21,11 @@ use ccommon::*;
 use common::*;
 use std::path::Path;
 
-/// What a received snapshot must equal: (stream file, receive target,
-/// snapshot received, manifest label).
-const STREAMS: &[(&str, &str, &[(&str, &str)])] = &[
+/// A received snapshot and the manifest label it must equal.
+type Check = (&'static str, &'static str);
+
+/// Stream file, receive target, what it must give.
+const STREAMS: &[(&str, &str, &[Check])] = &[
     (
         "c1-single/full-s1.zstream",
         "rp/plain",
