@@ -50,6 +50,16 @@ const STREAMS: &[(&str, &str, &[Check])] = &[
             ("rp/rep/child@s2", "c1-single/child@s2"),
         ],
     ),
+    (
+        "c2-mirror/z-full.zstream",
+        "rp/z",
+        &[("rp/z@s1", "c2-mirror/z@s1")],
+    ),
+    (
+        "c2-mirror/z-full-Lc.zstream",
+        "rp/zlc",
+        &[("rp/zlc@s1", "c2-mirror/z@s1")],
+    ),
 ];
 
 fn receive(oz: &Ozfs, stream: &Path, target: &str) -> proc::CmdOutput {

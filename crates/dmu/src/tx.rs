@@ -72,6 +72,9 @@ impl Accounting for FreeAll {
     fn rewritten(&mut self, _pool: &Pool, _old: &BlkPtr, _new: &BlkPtr) {}
 }
 
+/// Most 512-byte slots one dnode takes (a 16 KiB dnode).
+pub const MAX_DNODE_SLOTS: u8 = 32;
+
 /// Objset block size for pool versions >= 15 (2 K objset_phys).
 pub const OBJSET_PHYS_SIZE_V2: usize = 2048;
 
@@ -610,6 +613,7 @@ impl ObjsetTx {
             if obj >= capacity
                 && !self.dnodes.contains_key(&obj)
                 && !self.free_trees.contains_key(&obj)
+                && self.owner_of_slot(obj)?.is_none()
             {
                 return Ok(obj);
             }
@@ -627,7 +631,7 @@ impl ObjsetTx {
                     }
                 }
             };
-            if free {
+            if free && self.owner_of_slot(obj)?.is_none() {
                 return Ok(obj);
             }
             obj += 1;
@@ -649,12 +653,13 @@ impl ObjsetTx {
     ) -> Result<u64> {
         let obj = self.alloc_object(hint)?;
         self.obj_next.set(obj + 1);
-        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus)?;
+        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus, 1)?;
         Ok(obj)
     }
 
-    /// The dnode of a new object at `obj`: block pointers as many as the
-    /// bonus leaves room for (FORMAT.md §5.2), one level, 16 KiB indirects.
+    /// The dnode of a new object at `obj` taking `slots` 512-byte dnode
+    /// slots: block pointers as many as the bonus leaves room for
+    /// (FORMAT.md §5.2), one level, 16 KiB indirects.
     fn put_new_dnode(
         &mut self,
         obj: u64,
@@ -662,14 +667,22 @@ impl ObjsetTx {
         blksz: u64,
         bonustype: u8,
         bonus: Vec<u8>,
+        slots: u8,
     ) -> Result<()> {
-        if bonus.len() > 320 || blksz == 0 || !blksz.is_multiple_of(512) || blksz > 128 * 1024 {
+        // Room for the bonus beside one block pointer.
+        let room = (slots as usize * DNODE_SIZE).saturating_sub(64 + BLKPTR_SIZE);
+        if !(1..=MAX_DNODE_SLOTS).contains(&slots)
+            || bonus.len() > room
+            || blksz == 0
+            || !blksz.is_multiple_of(512)
+            || blksz > 128 * 1024
+        {
             return Err(Error::Invalid(format!(
-                "object {obj}: bonus {} bytes, block size {blksz}",
+                "object {obj}: {slots} slots, bonus {} bytes, block size {blksz}",
                 bonus.len()
             )));
         }
-        let nblkptr = (1 + (320 - bonus.len()) / 128).clamp(1, 3) as u8;
+        let nblkptr = (1 + (room - bonus.len()) / BLKPTR_SIZE).clamp(1, 3) as u8;
         let dn = DnodePhys {
             object_type,
             indblkshift: 14,
@@ -679,16 +692,64 @@ impl ObjsetTx {
             flags: DNODE_FLAG_USED_BYTES,
             datablkszsec: (blksz / 512) as u16,
             bonuslen: bonus.len() as u16,
+            extra_slots: slots - 1,
             blkptr: vec![BlkPtr::default(); nblkptr as usize],
             bonus,
             ..Default::default()
         };
+        // The extra slots are this dnode's now: no freed slot there may
+        // write its zeros over it at sync.
+        for s in obj + 1..obj + slots as u64 {
+            self.dnodes.remove(&s);
+        }
         self.dnodes.insert(obj, dn);
         Ok(())
     }
 
+    /// The type and extra slots of the dnode that starts at slot `obj`
+    /// ((0, 0) for a free slot), changed or committed. Meaningful only for
+    /// a slot that is not inside another dnode ([`Self::owner_of_slot`]).
+    pub fn slot_head(&self, obj: u64) -> Result<(u8, u8)> {
+        if let Some(d) = self.dnodes.get(&obj) {
+            return Ok((d.object_type, d.extra_slots));
+        }
+        if self.free_trees.contains_key(&obj) {
+            return Ok((0, 0));
+        }
+        match self.os.dnode(obj) {
+            Ok(d) => Ok((d.phys.object_type, d.phys.extra_slots)),
+            Err(Error::NotFound(_)) => Ok((0, 0)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Slots per dnode block (a dnode never crosses one).
+    fn slots_per_block(&self) -> u64 {
+        (self.dnode_meta().datablksz() / DNODE_SIZE as u64).max(1)
+    }
+
+    /// When slot `obj` lies inside a dnode of several slots (a large
+    /// dnode), the object that dnode belongs to. Dnodes are found by
+    /// walking the slot's dnode block from its start, each dnode stepping
+    /// over its extra slots, as OpenZFS lays them out.
+    pub fn owner_of_slot(&self, obj: u64) -> Result<Option<u64>> {
+        let per = self.slots_per_block();
+        let mut i = obj - obj % per;
+        while i < obj {
+            let (t, extra) = self.slot_head(i)?;
+            let next = i + 1 + if t != 0 { extra as u64 } else { 0 };
+            if next > obj {
+                return Ok(Some(i));
+            }
+            i = next;
+        }
+        Ok(None)
+    }
+
     /// Allocate object number `obj` (which must be free in this txg) with
     /// the given shape: how `zfs receive` recreates a sender's objects.
+    /// A dnode of several slots must lie within one dnode block, every
+    /// slot of it free.
     pub fn claim_object(
         &mut self,
         obj: u64,
@@ -696,16 +757,28 @@ impl ObjsetTx {
         blksz: u64,
         bonustype: u8,
         bonus: Vec<u8>,
+        slots: u8,
     ) -> Result<()> {
         if obj == 0 || obj >= 1 << 48 {
             return Err(Error::Invalid(format!("object number {obj} out of range")));
         }
-        match self.dnode(obj) {
-            Ok(_) => return Err(Error::Invalid(format!("object {obj} is in use"))),
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
+        let per = self.slots_per_block();
+        if slots == 0 || obj % per + slots as u64 > per {
+            return Err(Error::Invalid(format!(
+                "object {obj}: {slots} dnode slots cross a dnode block"
+            )));
         }
-        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus)
+        if let Some(o) = self.owner_of_slot(obj)? {
+            return Err(Error::Invalid(format!(
+                "object {obj} lies inside object {o}'s dnode"
+            )));
+        }
+        for s in obj..obj + slots as u64 {
+            if self.slot_head(s)?.0 != 0 {
+                return Err(Error::Invalid(format!("object {s} is in use")));
+            }
+        }
+        self.put_new_dnode(obj, object_type, blksz, bonustype, bonus, slots)
     }
 
     /// Allocated object numbers in [`first`, `end`): committed ones (up to
@@ -727,10 +800,14 @@ impl ObjsetTx {
             };
             let lo = b.saturating_mul(per).max(first);
             let hi = b.saturating_add(1).saturating_mul(per).min(end);
-            for obj in lo..hi {
-                if matches!(self.dnode(obj), Ok(d) if d.phys.object_type != 0) {
+            // Dnodes from the block's start, each over its extra slots.
+            let mut obj = b.saturating_mul(per);
+            while obj < hi {
+                let (t, extra) = self.slot_head(obj)?;
+                if t != 0 && obj >= lo {
                     v.insert(obj);
                 }
+                obj += 1 + if t != 0 { extra as u64 } else { 0 };
             }
             blk = b + 1;
         }
@@ -780,7 +857,9 @@ impl ObjsetTx {
     pub fn set_spill(&mut self, obj: u64, data: Option<Vec<u8>>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
         if data.is_some() && dn.spill.is_none() {
-            let cap = 320usize.saturating_sub(dn.nblkptr.max(1) as usize * 128);
+            let cap = dn
+                .size()
+                .saturating_sub(64 + (dn.nblkptr.max(1) as usize + 1) * BLKPTR_SIZE);
             if dn.bonus.len() > cap {
                 return Err(Error::Invalid(format!(
                     "object {obj}: a bonus of {} bytes leaves no room for a spill block pointer",
@@ -826,8 +905,10 @@ impl ObjsetTx {
 
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
-        let spill_room = if dn.spill.is_some() { 128 } else { 0 };
-        let cap = 320usize.saturating_sub((dn.nblkptr.max(1) as usize - 1) * 128 + spill_room);
+        let spill_room = if dn.spill.is_some() { BLKPTR_SIZE } else { 0 };
+        let cap = dn
+            .size()
+            .saturating_sub(64 + dn.nblkptr.max(1) as usize * BLKPTR_SIZE + spill_room);
         if bonus.len() > cap {
             return Err(Error::Invalid(format!(
                 "bonus of {} bytes exceeds object {obj}'s {cap}",
@@ -856,6 +937,10 @@ impl ObjsetTx {
             Err(Error::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
+        let extra = match self.dnodes.get(&obj) {
+            Some(d) => d.extra_slots,
+            None => committed.as_ref().map_or(0, |c| c.extra_slots),
+        };
         if let Some(c) = committed {
             if c.object_type != 0 {
                 self.free_trees.insert(obj, c);
@@ -863,7 +948,10 @@ impl ObjsetTx {
         }
         self.data.retain(|(o, _), _| *o != obj);
         self.ext.retain(|(o, _), _| *o != obj);
-        self.dnodes.insert(obj, DnodePhys::default());
+        // Every slot of the dnode becomes free (and is zeroed at sync).
+        for s in obj..=obj + extra as u64 {
+            self.dnodes.insert(s, DnodePhys::default());
+        }
         Ok(())
     }
 
@@ -1024,8 +1112,20 @@ impl ObjsetTx {
             .collect();
         if !meta_blocks.is_empty() {
             // Allocated slots: each dnode's first byte is its type.
-            let fill =
-                |b: &[u8]| -> u64 { b.chunks(DNODE_SIZE).filter(|d| d[0] != 0).count() as u64 };
+            // Allocated dnodes, each counted once however many slots.
+            let fill = |b: &[u8]| -> u64 {
+                let mut n = 0;
+                let mut i = 0;
+                while i + DNODE_SIZE <= b.len() {
+                    if b[i] != 0 {
+                        n += 1;
+                        i += DNODE_SIZE * (1 + b[i + 12] as usize);
+                    } else {
+                        i += DNODE_SIZE;
+                    }
+                }
+                n
+            };
             sync_tree(
                 &self.os,
                 &pool,

@@ -708,6 +708,7 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
             ..Default::default()
         },
     )?;
+    crate::features::inherit_dataset_features(w, origin_snap, ds_obj)?;
     let mut snap = w.dataset(origin_snap)?;
     snap.num_children += 1;
     let clones = snap.next_clones_obj;

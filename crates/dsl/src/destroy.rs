@@ -72,6 +72,7 @@ impl PoolWriter {
         let pdir = self.dir(parent)?;
         let leaf = name.rsplit('/').next().unwrap_or(name);
         zap_tx::remove(&mut self.mos, pdir.child_dir_zapobj, leaf.as_bytes())?;
+        crate::features::release_dataset(self, ds.ds_obj)?;
         for o in [
             ds.ds.snapnames_zapobj,
             ds.ds.deadlist_obj,
@@ -352,6 +353,7 @@ impl PoolWriter {
         let head = self.dataset(head_obj)?;
         let short = name.rsplit('@').next().unwrap_or(name);
         zap_tx::remove(&mut self.mos, head.snapnames_zapobj, short.as_bytes())?;
+        crate::features::release_dataset(self, obj)?;
         for o in [s.next_clones_obj, s.props_obj, s.userrefs_obj, obj] {
             if o != 0 {
                 self.mos.free_object(o)?;

@@ -513,6 +513,95 @@ pub const HOLE_BIRTH: &str = "com.delphix:hole_birth";
 pub const LZ4: &str = "org.illumos:lz4_compress";
 /// `com.delphix:enabled_txg`: the txg each feature was enabled in is kept.
 pub const ENABLED_TXG: &str = "com.delphix:enabled_txg";
+/// `com.delphix:extensible_dataset`: counts the dataset objects that are
+/// ZAPs (with their `dsl_dataset_phys` still in the bonus).
+pub const EXTENSIBLE_DATASET: &str = "com.delphix:extensible_dataset";
+/// `org.zfsonlinux:large_dnode`: per dataset, dnodes of several slots.
+pub const LARGE_DNODE: &str = "org.zfsonlinux:large_dnode";
+
+/// The per-dataset features active on dataset object `ds_obj`: the
+/// feature guids its ZAP lists (none while it is no ZAP).
+pub fn dataset_features(w: &PoolWriter, ds_obj: u64) -> Result<Vec<String>> {
+    if w.mos.dnode(ds_obj)?.phys.object_type != ot::ZAP_METADATA_NEW {
+        return Ok(Vec::new());
+    }
+    Ok(zap_tx::list(&w.mos, ds_obj)?
+        .into_iter()
+        .map(|e| e.name_str())
+        .filter(|n| feature(n).is_some_and(|f| f.flags & PER_DATASET != 0))
+        .collect())
+}
+
+/// Activate per-dataset feature `guid` on dataset object `ds_obj`, as
+/// OpenZFS's `dsl_dataset_activate_feature`: the object becomes a ZAP
+/// (counted by `extensible_dataset`), lists the feature (value 0), and
+/// the feature's count rises by one. Already active: nothing changes. The
+/// pool must have the feature enabled.
+pub fn activate_on_dataset(w: &mut PoolWriter, ds_obj: u64, guid: &str) -> Result<()> {
+    if !feature(guid).is_some_and(|f| f.flags & PER_DATASET != 0) {
+        return Err(Error::Invalid(format!("{guid} is no per-dataset feature")));
+    }
+    if refcount(w, guid)?.is_none() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            format!("it does not have feature {guid} enabled"),
+        ));
+    }
+    zapify_dataset(w, ds_obj)?;
+    if zap_tx::lookup(&w.mos, ds_obj, guid.as_bytes())?.is_some() {
+        return Ok(());
+    }
+    zap_tx::add(&mut w.mos, ds_obj, guid.as_bytes(), 8, &[0])?;
+    incr(w, guid, 1)
+}
+
+/// Make dataset object `ds_obj` a ZAP (OpenZFS's `dmu_object_zapify`):
+/// an empty micro ZAP in its block, the new type, `extensible_dataset`
+/// counted. The dataset itself stays in the bonus.
+fn zapify_dataset(w: &mut PoolWriter, ds_obj: u64) -> Result<()> {
+    let mut dn = w.mos.dnode(ds_obj)?.phys;
+    if dn.object_type == ot::ZAP_METADATA_NEW {
+        return Ok(());
+    }
+    if refcount(w, EXTENSIBLE_DATASET)?.is_none() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            format!("it does not have feature {EXTENSIBLE_DATASET} enabled"),
+        ));
+    }
+    let z = ozfs_format::zap_write::ZapObject::new_micro(ozfs_dmu::tx::random_u64() | 1, 0);
+    let b0 = z
+        .blocks
+        .get(&0)
+        .cloned()
+        .ok_or_else(|| Error::Invalid("an empty micro ZAP without its block".into()))?;
+    dn.object_type = ot::ZAP_METADATA_NEW;
+    dn.datablkszsec = (z.block_size / 512) as u16;
+    w.mos.set_dnode(ds_obj, dn);
+    w.mos.write_block(ds_obj, 0, b0);
+    incr(w, EXTENSIBLE_DATASET, 1)
+}
+
+/// Before dataset object `ds_obj` is freed: its per-dataset features and
+/// its `extensible_dataset` count are given back.
+pub fn release_dataset(w: &mut PoolWriter, ds_obj: u64) -> Result<()> {
+    if w.mos.dnode(ds_obj)?.phys.object_type != ot::ZAP_METADATA_NEW {
+        return Ok(());
+    }
+    for g in dataset_features(w, ds_obj)? {
+        incr(w, &g, -1)?;
+    }
+    incr(w, EXTENSIBLE_DATASET, -1)
+}
+
+/// A new dataset (`to`, a snapshot or a clone) gets the per-dataset
+/// features active on the one it comes from (`from`), as in OpenZFS.
+pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Result<()> {
+    for g in dataset_features(w, from)? {
+        activate_on_dataset(w, to, &g)?;
+    }
+    Ok(())
+}
 
 /// Active features ozfs writes as their specification asks, so a pool
 /// whose active features are all here is opened read-write:
@@ -524,9 +613,15 @@ pub const ENABLED_TXG: &str = "com.delphix:enabled_txg";
 /// * `head_errlog`: the format of persistent error logs, which ozfs never
 ///   writes;
 /// * `enabled_txg`: kept by [`enable`];
+/// * `extensible_dataset`, `large_dnode`: datasets that received dnodes of
+///   several slots list the feature ([`activate_on_dataset`]); snapshots
+///   and clones inherit it, destroying gives it back; the DMU keeps such
+///   dnodes whole and allocates around them;
 /// * ozfs's own `external_compression`.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
+    EXTENSIBLE_DATASET,
+    LARGE_DNODE,
     HOLE_BIRTH,
     "com.delphix:embedded_data",
     "com.delphix:spacemap_v2",

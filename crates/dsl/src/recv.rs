@@ -766,13 +766,19 @@ fn apply_object(
             format!("{slots} dnode slots in a stream without large dnodes"),
         ));
     }
-    if o.bonuslen > 320 {
-        let m = format!("bonus of {} bytes", o.bonuslen);
-        return Err(if slots > 1 {
-            Error::unsupported(&what, format!("a {m} in a dnode of {slots} slots"))
-        } else {
-            Error::corrupt(&what, m)
-        });
+    if slots > ozfs_dmu::tx::MAX_DNODE_SLOTS
+        || o.bonuslen as usize > slots as usize * 512 - 64 - 128
+    {
+        return Err(Error::corrupt(
+            &what,
+            format!("bonus of {} bytes in {slots} dnode slots", o.bonuslen),
+        ));
+    }
+    // A dnode of several slots: the dataset gets large_dnode (the pool
+    // must have it enabled).
+    if slots > 1 {
+        crate::features::activate_on_dataset(w, ds_obj, crate::features::LARGE_DNODE)
+            .map_err(|e| e.context(&what))?;
     }
     if o.raw_bonuslen != 0 {
         return Err(Error::unsupported(&what, "raw (encrypted) objects"));
@@ -793,8 +799,14 @@ fn apply_object(
         Ok(d) => {
             let p = &d.phys;
             let spill_room = if p.spill.is_some() { 128 } else { 0 };
-            let cap = 320usize.saturating_sub((p.nblkptr.max(1) as usize - 1) * 128 + spill_room);
-            if p.datablksz() == bs && bonus.len() <= cap && (p.nblkptr == 1 || !is_sa) {
+            let cap = p
+                .size()
+                .saturating_sub(64 + p.nblkptr.max(1) as usize * 128 + spill_room);
+            if p.datablksz() == bs
+                && p.extra_slots as u64 + 1 == slots as u64
+                && bonus.len() <= cap
+                && (p.nblkptr == 1 || !is_sa)
+            {
                 let mut dn = p.clone();
                 dn.object_type = o.object_type as u8;
                 dn.bonustype = o.bonustype as u8;
@@ -818,19 +830,41 @@ fn apply_object(
             tx.set_spill(obj, None)?;
         }
         tx.set_bonus(obj, bonus)?;
-    } else if is_sa {
-        // An SA znode keeps one block pointer, leaving room for its
-        // attributes to grow and for a spill block pointer.
-        tx.claim_object(
-            obj,
-            o.object_type as u8,
-            bs,
-            o.bonustype as u8,
-            vec![0; 320],
-        )?;
-        tx.set_bonus(obj, bonus)?;
     } else {
-        tx.claim_object(obj, o.object_type as u8, bs, o.bonustype as u8, bonus)?;
+        // As OpenZFS: objects in the way of the new dnode's slots (a
+        // dnode this one now starts inside, objects in its extra slots)
+        // are freed; the stream has replaced them.
+        if let Some(owner) = tx.owner_of_slot(obj)? {
+            tx.free_object(owner)?;
+        }
+        for s in obj + 1..obj + slots as u64 {
+            if tx.owner_of_slot(s)?.is_none() && tx.slot_head(s)?.0 != 0 {
+                tx.free_object(s)?;
+            }
+        }
+        if is_sa {
+            // An SA znode keeps one block pointer, leaving room for its
+            // attributes to grow and for a spill block pointer.
+            let room = slots as usize * 512 - 64 - 128;
+            tx.claim_object(
+                obj,
+                o.object_type as u8,
+                bs,
+                o.bonustype as u8,
+                vec![0; room],
+                slots,
+            )?;
+            tx.set_bonus(obj, bonus)?;
+        } else {
+            tx.claim_object(
+                obj,
+                o.object_type as u8,
+                bs,
+                o.bonustype as u8,
+                bonus,
+                slots,
+            )?;
+        }
     }
     let mut dn = tx.dnode(obj)?.phys;
     dn.checksum = o.checksum;

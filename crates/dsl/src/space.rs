@@ -188,13 +188,19 @@ fn walk_objset_body(
             .read_bp_cached(&bp, false)
             .map_err(|e| e.context(&format!("dnode block {blkid}")))?;
         let swap = bp.little_endian() != HOST_LITTLE_ENDIAN;
-        for (i, slot) in block.chunks_exact(DNODE_SIZE).enumerate() {
+        // Dnodes from the block's start, each stepping over its extra
+        // slots (a large dnode's later slots are its own bytes).
+        let mut i = 0usize;
+        while (i + 1) * DNODE_SIZE <= block.len() {
+            let slot = &block[i * DNODE_SIZE..];
             let obj = blkid.saturating_mul(per).saturating_add(i as u64);
             if slot[0] == 0 || obj == 0 {
+                i += 1;
                 continue;
             }
             let phys =
                 DnodePhys::parse(slot, swap).map_err(|e| e.context(&format!("object {obj}")))?;
+            i += 1 + phys.extra_slots as usize;
             let spill = phys.spill;
             let dn = Dnode {
                 object: obj,
