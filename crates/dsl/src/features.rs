@@ -538,7 +538,7 @@ pub fn dataset_features(w: &PoolWriter, ds_obj: u64) -> Result<Vec<String>> {
 /// the feature's count rises by one. Already active: nothing changes. The
 /// pool must have the feature enabled.
 pub fn activate_on_dataset(w: &mut PoolWriter, ds_obj: u64, guid: &str) -> Result<()> {
-    if !feature(guid).is_some_and(|f| f.flags & PER_DATASET != 0) {
+    if feature(guid).is_none_or(|f| f.flags & PER_DATASET == 0) {
         return Err(Error::Invalid(format!("{guid} is no per-dataset feature")));
     }
     if refcount(w, guid)?.is_none() {
