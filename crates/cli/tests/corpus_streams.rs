@@ -12,7 +12,9 @@
 //! * `c2-mirror`: a file system with `dnodesize=auto` and 1 MiB records,
 //!   sent plain and with `-L -c` (zstd blocks, large blocks).
 //!
-//! Then OpenZFS's own `zdb -bcc` judges the pool. A raw stream (`-w`) is
+//! What ozfs received with dnodes of several slots it sends again (with
+//! LARGE_DNODE) and receives exactly. Then OpenZFS's own `zdb -bcc`
+//! judges the pool. A raw stream (`-w`) is
 //! refused with a message naming it, and leaves nothing behind.
 
 mod ccommon;
@@ -114,6 +116,22 @@ fn every_corpus_stream_is_received_exactly() {
         "received streams differ:\n{}",
         failed.join("\n")
     );
+
+    // ozfs sends what it received with dnodes of several slots: the
+    // stream says so (LARGE_DNODE, bit 23 of BEGIN's feature flags) and
+    // is received again exactly.
+    let z = work.path().join("z.zstream");
+    let r = oz.sh(&format!("\"$OZFS\" zfs send rp/z@s1 > '{}'", z.display()));
+    assert!(r.success(), "{}", r.describe());
+    let bytes = std::fs::read(&z).unwrap();
+    let versioninfo = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    assert_ne!((versioninfo >> 2) & (1 << 23), 0, "{versioninfo:#x}");
+    let r = receive(&oz, &z, "rp/zback");
+    assert!(r.success(), "{}", r.describe());
+    let manifest = std::fs::read_to_string(corpus.join("c2-mirror/manifest.txt")).unwrap();
+    if let Some(d) = compare(&oz, work.path(), "rp/zback@s1", &manifest, "c2-mirror/z@s1") {
+        panic!("sent back and received:\n{d}");
+    }
 
     // A raw encrypted stream: refused by name, nothing left behind.
     let r = receive(&oz, &corpus.join("c7-crypt/gcm-raw.zstream"), "rp/raw");

@@ -249,3 +249,41 @@ fn a_data_block_shorter_than_the_block_size_reads_as_zeros_past_its_end() {
     let tx = ObjsetTx::new(os);
     assert_eq!(tx.read(2, 1024, 100).expect("read"), vec![0u8; 100]);
 }
+
+/// A dnode of two slots (object 2, its bonus all zeros, so that its
+/// second slot looks free by its first byte) beside a one-slot object 5:
+/// the transaction lists, allocates and claims around the inner slot, and
+/// freeing the large dnode frees both slots.
+#[test]
+fn large_dnodes_keep_their_inner_slots() {
+    let tp = TestPool::new();
+    let mut large = dnode(FILE, 512, 1, 0, vec![BlkPtr::default()]);
+    large.extra_slots = 1;
+    large.bonustype = ot::SA;
+    large.bonuslen = 700;
+    large.bonus = vec![0; 700];
+    let small = dnode(FILE, 512, 1, 0, vec![BlkPtr::default()]);
+    let os = objset_with(&tp, &[(2, large), (5, small)]);
+    let mut tx = ObjsetTx::new(os);
+    assert_eq!(tx.allocated_in(1, 32).expect("allocated"), vec![2, 5]);
+    assert_eq!(tx.owner_of_slot(3).expect("owner"), Some(2));
+    assert_eq!(tx.owner_of_slot(4).expect("owner"), None);
+    assert_eq!(tx.alloc_object(3).expect("alloc"), 4);
+    let e = tx
+        .claim_object(3, FILE, 512, 0, Vec::new(), 1)
+        .expect_err("inside object 2");
+    assert!(e.to_string().contains("inside object 2"), "{e}");
+    tx.claim_object(31, FILE, 512, 0, Vec::new(), 2)
+        .expect_err("crosses the dnode block");
+    tx.claim_object(5, FILE, 512, 0, Vec::new(), 1)
+        .expect_err("in use");
+    // Three slots at 6..8, then object 9 is the next free one.
+    tx.claim_object(6, FILE, 512, ot::SA, vec![0; 1000], 3)
+        .expect("claim three slots");
+    assert_eq!(tx.alloc_object(7).expect("alloc"), 9);
+    assert_eq!(tx.allocated_in(1, 32).expect("allocated"), vec![2, 5, 6]);
+    tx.free_object(2).expect("free");
+    assert_eq!(tx.owner_of_slot(3).expect("owner"), None);
+    assert_eq!(tx.alloc_object(3).expect("alloc"), 3);
+    assert_eq!(tx.allocated_in(1, 32).expect("allocated"), vec![5, 6]);
+}

@@ -168,11 +168,19 @@ pub fn send(
     let zpl = ozfs_dmu::zap::lookup_obj(&os, 1, "VERSION")?
         .and_then(|e| e.as_u64())
         .unwrap_or(0);
-    let features = if zpl >= 5 {
+    let mut features = if zpl >= 5 {
         stream::FEATURE_SA_SPILL
     } else {
         0
     };
+    // Dnodes of several slots: the snapshot lists large_dnode (a dataset
+    // object that is a ZAP names its per-dataset features).
+    let ds_dn = dsl.mos.dnode(to.ds_obj)?;
+    if ds_dn.phys.object_type == ozfs_format::types::ot::ZAP_METADATA_NEW
+        && ozfs_dmu::zap::lookup_obj(&dsl.mos, to.ds_obj, crate::features::LARGE_DNODE)?.is_some()
+    {
+        features |= stream::FEATURE_LARGE_DNODE;
+    }
     let mut s = StreamOut::new(out);
     s.record(
         &Record::Begin(Begin {
@@ -225,6 +233,9 @@ pub fn send(
     }
     ranges.sort_by_key(|r| r.start);
     let mut next = 1u64; // first number not yet accounted for
+                         // The inner slots of a dnode of several slots are no objects: they
+                         // are skipped up to here.
+    let mut inner_until = 0u64;
     for r in ranges {
         let (start, end) = (r.start.max(next), r.end.min(max));
         if start >= end {
@@ -234,6 +245,9 @@ pub fn send(
             free_span(&mut s, &mut run, next, start - next)?;
         }
         for obj in start..end {
+            if obj < inner_until {
+                continue;
+            }
             let dn = match os.dnode(obj) {
                 Ok(d) if d.phys.object_type != 0 => Some(d),
                 Ok(_) | Err(Error::NotFound(_)) => None,
@@ -253,6 +267,7 @@ pub fn send(
                 }
                 continue;
             };
+            inner_until = obj + 1 + dn.phys.extra_slots as u64;
             if let Some(o) = &old {
                 if o.phys.encode() == dn.phys.encode() {
                     continue; // unchanged since the source snapshot
@@ -313,7 +328,12 @@ fn send_object(
             bonuslen: p.bonuslen as u32,
             checksum: p.checksum,
             compress: p.compress,
-            dn_slots: 0,
+            // One slot is sent as 0 (as zfs-fuse's streams have it).
+            dn_slots: if p.extra_slots > 0 {
+                p.extra_slots + 1
+            } else {
+                0
+            },
             flags: 0,
             raw_bonuslen: 0,
             toguid,
