@@ -18,12 +18,21 @@
 //! is as it was, and nothing outside the target is ever touched.
 //!
 //! Every field is checked before it is used: record types, object numbers
-//! (1 to 2^48), block sizes (512 B to 128 KiB, sectors), bonus lengths,
-//! offsets and lengths (no overflow, whole blocks or within one), the
-//! `toguid` of each record, payload sizes (bounded before reading).
-//! Streams this receiver cannot replay faithfully — byte-swapped ones,
-//! replication (`-R`) and dedup/compressed/raw/embedded features, volumes,
-//! clones — are refused with a message that says which.
+//! (1 to 2^48), block sizes (512 B to 128 KiB, 16 MiB with LARGE_BLOCKS,
+//! sectors), dnode slots, bonus lengths, offsets and lengths (no overflow,
+//! whole blocks or within one), the `toguid` of each record, payload sizes
+//! (bounded before reading), compressed payloads (decompressed into exactly
+//! their logical size).
+//!
+//! OpenZFS's stream features are replayed as content, not as form:
+//! compressed (`-c`) and embedded (`-e`) blocks are decompressed and written
+//! as the target's properties say; large blocks (`-L`) are split into
+//! 128 KiB blocks; dnodes of several slots are kept whole (the dataset gets
+//! `large_dnode`). An embedded spill block comes as a WRITE_EMBEDDED at the
+//! spill's block id (-2) times its size, and is taken as the spill block.
+//! Streams this receiver cannot replay faithfully — byte-swapped ones, raw
+//! (`-w`), deduplicated, redacted or resumed ones, volumes, clones — are
+//! refused with a message that says which.
 
 use crate::sync::PoolWriter;
 use ozfs_codec::checksum::fletcher4_incremental;
