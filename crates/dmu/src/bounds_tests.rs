@@ -264,6 +264,8 @@ fn large_dnodes_keep_their_inner_slots() {
     large.bonus = vec![0; 700];
     let small = dnode(FILE, 512, 1, 0, vec![BlkPtr::default()]);
     let os = objset_with(&tp, &[(2, large), (5, small)]);
+    assert_eq!(os.slot_owner(3).expect("owner"), Some(2));
+    assert_eq!(os.slot_owner(4).expect("owner"), None);
     let mut tx = ObjsetTx::new(os);
     assert_eq!(tx.allocated_in(1, 32).expect("allocated"), vec![2, 5]);
     assert_eq!(tx.owner_of_slot(3).expect("owner"), Some(2));

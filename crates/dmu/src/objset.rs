@@ -286,6 +286,26 @@ impl Objset {
         })
     }
 
+    /// When slot `obj` lies inside a committed dnode of several slots, the
+    /// object that dnode belongs to: the slot's dnode block is walked from
+    /// its start, each dnode stepping over its extra slots.
+    pub fn slot_owner(&self, obj: u64) -> Result<Option<u64>> {
+        let per = (self.meta_dnode().phys.datablksz() / DNODE_SIZE as u64).max(1);
+        let mut i = obj - obj % per;
+        while i < obj {
+            let extra = match self.dnode(i) {
+                Ok(d) if d.phys.object_type != 0 => d.phys.extra_slots as u64,
+                Ok(_) | Err(Error::NotFound(_)) => 0,
+                Err(e) => return Err(e),
+            };
+            if i + 1 + extra > obj {
+                return Ok(Some(i));
+            }
+            i += 1 + extra;
+        }
+        Ok(None)
+    }
+
     /// The BP of block `blkid` at `level` of `dn`, or None if beyond the tree.
     pub fn block_bp(&self, dn: &Dnode, level: u8, blkid: u64) -> Result<Option<BlkPtr>> {
         let p = &dn.phys;

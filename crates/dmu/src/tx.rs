@@ -31,7 +31,10 @@ use crate::objset::{Dnode, Objset};
 use crate::rawio::{ExtBlock, ExternalRecord, RawRecord};
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_SPILL_BLKPTR, DNODE_FLAG_USED_BYTES, DNODE_SIZE};
+use ozfs_format::dnode::{
+    bonus_room, DnodePhys, DNODE_FLAG_SPILL_BLKPTR, DNODE_FLAG_USED_BYTES, DNODE_MAX_SLOTS,
+    DNODE_SIZE,
+};
 use ozfs_format::external::{tag_is_known, ExtHeader, EXT_HEADER_LEN};
 use ozfs_format::types::{comp, ot};
 use ozfs_format::{BlkPtr, Error, Result};
@@ -71,9 +74,6 @@ impl Accounting for FreeAll {
     }
     fn rewritten(&mut self, _pool: &Pool, _old: &BlkPtr, _new: &BlkPtr) {}
 }
-
-/// Most 512-byte slots one dnode takes (a 16 KiB dnode).
-pub const MAX_DNODE_SLOTS: u8 = 32;
 
 /// Objset block size for pool versions >= 15 (2 K objset_phys).
 pub const OBJSET_PHYS_SIZE_V2: usize = 2048;
@@ -669,9 +669,8 @@ impl ObjsetTx {
         bonus: Vec<u8>,
         slots: u8,
     ) -> Result<()> {
-        // Room for the bonus beside one block pointer.
-        let room = (slots as usize * DNODE_SIZE).saturating_sub(64 + BLKPTR_SIZE);
-        if !(1..=MAX_DNODE_SLOTS).contains(&slots)
+        let room = bonus_room(slots);
+        if !(1..=DNODE_MAX_SLOTS).contains(&slots)
             || bonus.len() > room
             || blksz == 0
             || !blksz.is_multiple_of(512)
@@ -857,9 +856,8 @@ impl ObjsetTx {
     pub fn set_spill(&mut self, obj: u64, data: Option<Vec<u8>>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
         if data.is_some() && dn.spill.is_none() {
-            let cap = dn
-                .size()
-                .saturating_sub(64 + (dn.nblkptr.max(1) as usize + 1) * BLKPTR_SIZE);
+            // The spill block pointer takes the bonus's last 128 bytes.
+            let cap = dn.max_bonuslen().saturating_sub(BLKPTR_SIZE);
             if dn.bonus.len() > cap {
                 return Err(Error::Invalid(format!(
                     "object {obj}: a bonus of {} bytes leaves no room for a spill block pointer",
@@ -905,10 +903,7 @@ impl ObjsetTx {
 
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
-        let spill_room = if dn.spill.is_some() { BLKPTR_SIZE } else { 0 };
-        let cap = dn
-            .size()
-            .saturating_sub(64 + dn.nblkptr.max(1) as usize * BLKPTR_SIZE + spill_room);
+        let cap = dn.max_bonuslen();
         if bonus.len() > cap {
             return Err(Error::Invalid(format!(
                 "bonus of {} bytes exceeds object {obj}'s {cap}",

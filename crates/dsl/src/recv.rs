@@ -36,6 +36,9 @@
 
 use crate::sync::PoolWriter;
 use ozfs_codec::checksum::fletcher4_incremental;
+use ozfs_dmu::objset::Dnode;
+use ozfs_format::blkptr::BLKPTR_SIZE;
+use ozfs_format::dnode::{bonus_room, DNODE_MAX_SLOTS};
 use ozfs_format::stream::{self, Record, RECORD_SIZE};
 use ozfs_format::{Cksum, Error, Result};
 use std::io::Read;
@@ -61,9 +64,9 @@ pub struct Received {
 /// Stream features this receiver replays. Compressed (`-c`) and
 /// embedded (`-e`) blocks are decompressed and written as the target's
 /// properties say; blocks over 128 KiB (`-L`) are written as 128 KiB
-/// blocks (what OpenZFS's own send does without `-L`); an object of
-/// several dnode slots becomes a one-slot object when its bonus fits.
-/// The contents are the sender's either way.
+/// blocks (what OpenZFS's own send does without `-L`); dnodes of several
+/// slots are kept whole (the dataset lists `large_dnode`). The contents
+/// are the sender's either way.
 const RECEIVED_FEATURES: u64 = stream::FEATURE_SA_SPILL
     | stream::FEATURE_EMBED_DATA
     | stream::FEATURE_LZ4
@@ -697,9 +700,8 @@ fn replay(
 fn apply_spill(w: &mut PoolWriter, ds_obj: u64, object: u64, data: Vec<u8>) -> Result<()> {
     let what = format!("SPILL of object {object}");
     let tx = w.fs_tx(ds_obj)?;
-    let dn = tx
-        .dnode(object)
-        .map_err(|_| Error::corrupt(&what, "the object does not exist"))?;
+    let dn = live_dnode(tx, object, &what)?
+        .ok_or_else(|| Error::corrupt(&what, "the object does not exist"))?;
     if dn.phys.bonustype != ozfs_format::types::ot::SA {
         return Err(Error::corrupt(&what, "the object has no system attributes"));
     }
@@ -766,8 +768,7 @@ fn apply_object(
     }
     // A large block is written as 128 KiB blocks (its WRITEs are split).
     let bs = sent_bs.min(MAX_WRITTEN_BLOCK);
-    // A dnode of several slots (0 in older streams means one) becomes a
-    // one-slot dnode: its bonus must fit one.
+    // Dnode slots (0 in older streams means one).
     let slots = o.dn_slots.max(1);
     if slots > 1 && features & stream::FEATURE_LARGE_DNODE == 0 {
         return Err(Error::corrupt(
@@ -775,19 +776,20 @@ fn apply_object(
             format!("{slots} dnode slots in a stream without large dnodes"),
         ));
     }
-    if slots > ozfs_dmu::tx::MAX_DNODE_SLOTS
-        || o.bonuslen as usize > slots as usize * 512 - 64 - 128
-    {
+    if slots > DNODE_MAX_SLOTS || o.bonuslen as usize > bonus_room(slots) {
         return Err(Error::corrupt(
             &what,
             format!("bonus of {} bytes in {slots} dnode slots", o.bonuslen),
         ));
     }
-    // A dnode of several slots: the dataset gets large_dnode (the pool
-    // must have it enabled).
-    if slots > 1 {
-        crate::features::activate_on_dataset(w, ds_obj, crate::features::LARGE_DNODE)
-            .map_err(|e| e.context(&what))?;
+    if slots > 1 && crate::features::refcount(w, crate::features::LARGE_DNODE)?.is_none() {
+        return Err(Error::unsupported(
+            &what,
+            format!(
+                "a dnode of {slots} slots into pool '{}', which does not have feature large_dnode enabled",
+                w.pool.name
+            ),
+        ));
     }
     if o.raw_bonuslen != 0 {
         return Err(Error::unsupported(&what, "raw (encrypted) objects"));
@@ -801,22 +803,35 @@ fn apply_object(
     let bonus = payload[..o.bonuslen as usize].to_vec();
     let tx = w.fs_tx(ds_obj)?;
     let is_sa = o.bonustype as u8 == ozfs_format::types::ot::SA;
-    // As OpenZFS: an object that keeps its block size keeps its blocks (an
-    // incremental stream sends only those that changed); its type and
-    // bonus are replaced. Otherwise it is freed and made again.
-    let kept = match tx.dnode(obj) {
-        Ok(d) => {
+    let spill_listed = begin_flags & stream::DRR_FLAG_SPILL_BLOCK != 0;
+    let has_spill = o.flags & stream::DRR_OBJECT_SPILL != 0;
+    // As OpenZFS: an object that keeps its block size and slots keeps its
+    // blocks (an incremental stream sends only those that changed); its
+    // type and bonus are replaced. Otherwise it is freed and made again.
+    let kept = match live_dnode(tx, obj, &what)? {
+        Some(d) => {
             let p = &d.phys;
-            let spill_room = if p.spill.is_some() { 128 } else { 0 };
-            let cap = p
-                .size()
-                .saturating_sub(64 + p.nblkptr.max(1) as usize * 128 + spill_room);
+            let reshaped = p.object_type as u32 != o.object_type
+                || p.bonustype as u32 != o.bonustype
+                || p.bonuslen as u32 != o.bonuslen;
+            // Its spill block stays when the stream says it has one, or
+            // (streams that do not say) when nothing else changed.
+            let drop_spill = p.spill.is_some()
+                && if reshaped {
+                    !(spill_listed && has_spill)
+                } else {
+                    spill_listed && !has_spill
+                };
+            let cap = p.max_bonuslen() + if drop_spill { BLKPTR_SIZE } else { 0 };
             if p.datablksz() == bs
                 && p.extra_slots as u64 + 1 == slots as u64
                 && bonus.len() <= cap
                 && (p.nblkptr == 1 || !is_sa)
             {
-                let mut dn = p.clone();
+                if drop_spill {
+                    tx.set_spill(obj, None)?;
+                }
+                let mut dn = tx.dnode(obj)?.phys;
                 dn.object_type = o.object_type as u8;
                 dn.bonustype = o.bonustype as u8;
                 tx.set_dnode(obj, dn);
@@ -826,26 +841,13 @@ fn apply_object(
                 false
             }
         }
-        Err(Error::NotFound(_)) => false,
-        Err(e) => return Err(e),
+        None => false,
     };
     if kept {
-        // A stream that says which objects have spill blocks
-        // (DRR_FLAG_SPILL_BLOCK) drops those it no longer lists.
-        if begin_flags & stream::DRR_FLAG_SPILL_BLOCK != 0
-            && o.flags & stream::DRR_OBJECT_SPILL == 0
-            && tx.spill(obj)?.is_some()
-        {
-            tx.set_spill(obj, None)?;
-        }
         tx.set_bonus(obj, bonus)?;
     } else {
-        // As OpenZFS: objects in the way of the new dnode's slots (a
-        // dnode this one now starts inside, objects in its extra slots)
-        // are freed; the stream has replaced them.
-        if let Some(owner) = tx.owner_of_slot(obj)? {
-            tx.free_object(owner)?;
-        }
+        // As OpenZFS: objects in the new dnode's extra slots are freed;
+        // the stream has replaced them.
         for s in obj + 1..obj + slots as u64 {
             if tx.owner_of_slot(s)?.is_none() && tx.slot_head(s)?.0 != 0 {
                 tx.free_object(s)?;
@@ -854,13 +856,12 @@ fn apply_object(
         if is_sa {
             // An SA znode keeps one block pointer, leaving room for its
             // attributes to grow and for a spill block pointer.
-            let room = slots as usize * 512 - 64 - 128;
             tx.claim_object(
                 obj,
                 o.object_type as u8,
                 bs,
                 o.bonustype as u8,
-                vec![0; room],
+                vec![0; bonus_room(slots)],
                 slots,
             )?;
             tx.set_bonus(obj, bonus)?;
@@ -879,7 +880,29 @@ fn apply_object(
     dn.checksum = o.checksum;
     dn.compress = o.compress;
     tx.set_dnode(obj, dn);
+    // A dnode of several slots: the dataset lists large_dnode.
+    if slots > 1 {
+        crate::features::activate_on_dataset(w, ds_obj, crate::features::LARGE_DNODE)
+            .map_err(|e| e.context(&what))?;
+    }
     Ok(())
+}
+
+/// The dnode of object `obj` of the objset being received (None: no such
+/// object). A number inside another object's dnode of several slots is
+/// no object: a record naming it is refused, as OpenZFS refuses it.
+fn live_dnode(tx: &ozfs_dmu::tx::ObjsetTx, obj: u64, what: &str) -> Result<Option<Dnode>> {
+    if let Some(owner) = tx.owner_of_slot(obj)? {
+        return Err(Error::corrupt(
+            what,
+            format!("object {obj} lies inside object {owner}'s dnode"),
+        ));
+    }
+    match tx.dnode(obj) {
+        Ok(d) => Ok(Some(d)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Highest block id a received object may use (keeps trees within the
@@ -888,9 +911,8 @@ const MAX_BLKID: u64 = 1 << 40;
 
 /// The block size of an object a record refers to (which must exist).
 fn block_size_of(tx: &ozfs_dmu::tx::ObjsetTx, obj: u64, what: &str) -> Result<u64> {
-    let dn = tx
-        .dnode(obj)
-        .map_err(|_| Error::corrupt(what, "the object does not exist"))?;
+    let dn = live_dnode(tx, obj, what)?
+        .ok_or_else(|| Error::corrupt(what, "the object does not exist"))?;
     match dn.phys.datablksz() {
         0 => Err(Error::corrupt(what, "the object has block size 0")),
         bs => Ok(bs),

@@ -187,7 +187,13 @@ pub fn send(
             versioninfo: stream::DMU_SUBSTREAM | features << 2,
             creation_time: to.ds.creation_time,
             objset_type: stream::DMU_OST_ZFS,
-            flags: 0,
+            // With system attributes, OBJECT records say which objects
+            // have a spill block (a receiver drops the others' spill).
+            flags: if features & stream::FEATURE_SA_SPILL != 0 {
+                stream::DRR_FLAG_SPILL_BLOCK
+            } else {
+                0
+            },
             toguid,
             fromguid: from.map(|f| f.ds.guid).unwrap_or(0),
             toname: to.name.clone(),
@@ -232,9 +238,10 @@ pub fn send(
         ranges.extend(f.object_ranges()?);
     }
     ranges.sort_by_key(|r| r.start);
-    let mut next = 1u64; // first number not yet accounted for
-                         // The inner slots of a dnode of several slots are no objects: they
-                         // are skipped up to here.
+    // The first number not yet accounted for.
+    let mut next = 1u64;
+    // The inner slots of a dnode of several slots are no objects: they
+    // are skipped up to here.
     let mut inner_until = 0u64;
     for r in ranges {
         let (start, end) = (r.start.max(next), r.end.min(max));
@@ -253,13 +260,15 @@ pub fn send(
                 Ok(_) | Err(Error::NotFound(_)) => None,
                 Err(e) => return Err(e.context(&format!("{}: object {obj}", to.name))),
             };
+            // A number inside one of the source's dnodes of several slots
+            // was no object there.
             let old = match &from_os {
-                Some(f) => match f.dnode(obj) {
+                Some(f) if f.slot_owner(obj)?.is_none() => match f.dnode(obj) {
                     Ok(d) if d.phys.object_type != 0 => Some(d),
                     Ok(_) | Err(Error::NotFound(_)) => None,
                     Err(e) => return Err(e),
                 },
-                None => None,
+                _ => None,
             };
             let Some(dn) = dn else {
                 if from_os.is_none() || old.is_some() {
@@ -334,7 +343,11 @@ fn send_object(
             } else {
                 0
             },
-            flags: 0,
+            flags: if p.spill.is_some_and(|b| !b.is_hole()) {
+                stream::DRR_OBJECT_SPILL
+            } else {
+                0
+            },
             raw_bonuslen: 0,
             toguid,
         }),
@@ -364,11 +377,13 @@ fn send_object(
             &data,
         )?;
     }
-    // A receiver keeps an object's blocks when type, block size and bonus
-    // size stay the same: then only blocks born since the source are needed.
+    // Only blocks born since the source are sent when the object kept its
+    // type, block size, slots and bonus size (every receiver, zfs-fuse's
+    // too, then keeps its blocks).
     let same_shape = old.is_some_and(|o| {
         o.phys.object_type == p.object_type
             && o.phys.datablksz() == bs
+            && o.phys.extra_slots == p.extra_slots
             && o.phys.bonustype == p.bonustype
             && o.phys.bonuslen == p.bonuslen
     });

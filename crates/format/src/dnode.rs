@@ -32,6 +32,14 @@ pub const DNODE_FLAG_USERUSED_ACCOUNTED: u8 = 0x2;
 pub const DNODE_CORE_SIZE: usize = 64;
 /// Largest dnode (16 K, i.e. 32 slots).
 pub const DNODE_MAX_SIZE: usize = 16 * 1024;
+/// Most 512-byte slots one dnode takes.
+pub const DNODE_MAX_SLOTS: u8 = (DNODE_MAX_SIZE / DNODE_SIZE) as u8;
+
+/// Bytes a dnode of `slots` slots holds for its bonus beside one block
+/// pointer and no spill block pointer.
+pub fn bonus_room(slots: u8) -> usize {
+    (slots as usize * DNODE_SIZE).saturating_sub(DNODE_CORE_SIZE + BLKPTR_SIZE)
+}
 /// Highest `dn_nlevels` accepted.
 pub const DN_MAX_LEVELS: u8 = 32;
 /// Indirect block shift range accepted (old pools use 10..=14, new 12..=17).
