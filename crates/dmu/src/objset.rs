@@ -25,7 +25,7 @@
 use ozfs_codec::crypt::MasterKey;
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-use ozfs_format::dnode::{DnodePhys, DNODE_SIZE};
+use ozfs_format::dnode::{slot_head_bytes, slot_owner, DnodePhys, DNODE_SIZE};
 use ozfs_format::objset::ObjsetPhys;
 use ozfs_format::{BlkPtr, Error, Result};
 use ozfs_spa::Pool;
@@ -59,6 +59,15 @@ pub struct Dnode {
 
 fn swap_of(bp: &BlkPtr) -> bool {
     bp.little_endian() != HOST_LITTLE_ENDIAN
+}
+
+/// A committed dnode block and where a slot lies in it.
+pub struct SlotBlock {
+    pub bytes: Arc<Vec<u8>>,
+    /// Written in the other byte order.
+    pub swap: bool,
+    /// The slot's byte offset in the block.
+    pub at: usize,
 }
 
 impl Objset {
@@ -235,9 +244,9 @@ impl Objset {
         Ok(Arc::try_unwrap(b).unwrap_or_else(|a| (*a).clone()))
     }
 
-    /// The dnode of object `obj`.
-    pub fn dnode(&self, obj: u64) -> Result<Dnode> {
-        let what = || format!("object {obj}");
+    /// The committed dnode block holding slot `obj`; None where no dnode
+    /// block exists (a hole, or past the meta-dnode).
+    pub fn dnode_block_of(&self, obj: u64) -> Result<Option<SlotBlock>> {
         let meta = self.meta_dnode();
         let blksz = meta.phys.datablksz();
         if blksz < DNODE_SIZE as u64 {
@@ -246,18 +255,18 @@ impl Objset {
                 format!("data block size {blksz}"),
             ));
         }
-        let off = obj
-            .checked_mul(DNODE_SIZE as u64)
-            .ok_or_else(|| Error::not_found(what()))?;
+        let Some(off) = obj.checked_mul(DNODE_SIZE as u64) else {
+            return Ok(None);
+        };
         let blkid = off / blksz;
         if blkid > meta.phys.maxblkid {
-            return Err(Error::not_found(what()));
+            return Ok(None);
         }
         let Some(bp) = self.block_bp(&meta, 0, blkid)? else {
-            return Err(Error::not_found(what()));
+            return Ok(None);
         };
         if bp.is_hole() {
-            return Err(Error::not_found(what()));
+            return Ok(None);
         }
         let block = self
             .read_cached(&bp)
@@ -274,36 +283,44 @@ impl Objset {
                 ),
             ));
         }
-        let inner = (off % blksz) as usize;
-        let slot = block.get(inner..).ok_or_else(|| {
-            Error::corrupt(format!("dnode block {blkid}"), "shorter than its size")
-        })?;
-        let dn = DnodePhys::parse(slot, swap_of(&bp)).map_err(|e| e.context(&what()))?;
+        Ok(Some(SlotBlock {
+            bytes: block,
+            swap: swap_of(&bp),
+            at: (off % blksz) as usize,
+        }))
+    }
+
+    /// The dnode of object `obj`.
+    pub fn dnode(&self, obj: u64) -> Result<Dnode> {
+        let what = || format!("object {obj}");
+        let Some(SlotBlock {
+            bytes: block,
+            swap,
+            at: inner,
+        }) = self.dnode_block_of(obj)?
+        else {
+            return Err(Error::not_found(what()));
+        };
+        let slot = block
+            .get(inner..)
+            .ok_or_else(|| Error::corrupt(what(), "its dnode block is shorter than its size"))?;
+        let dn = DnodePhys::parse(slot, swap).map_err(|e| e.context(&what()))?;
         Ok(Dnode {
             object: obj,
             phys: dn,
-            swap: swap_of(&bp),
+            swap,
         })
     }
 
     /// When slot `obj` lies inside a committed dnode of several slots, the
-    /// object that dnode belongs to: the slot's dnode block is walked from
-    /// its start, each dnode stepping over its extra slots.
+    /// object that dnode belongs to (its dnode block walked from the start,
+    /// [`ozfs_format::dnode::slot_owner`]).
     pub fn slot_owner(&self, obj: u64) -> Result<Option<u64>> {
-        let per = (self.meta_dnode().phys.datablksz() / DNODE_SIZE as u64).max(1);
-        let mut i = obj - obj % per;
-        while i < obj {
-            let extra = match self.dnode(i) {
-                Ok(d) if d.phys.object_type != 0 => d.phys.extra_slots as u64,
-                Ok(_) | Err(Error::NotFound(_)) => 0,
-                Err(e) => return Err(e),
-            };
-            if i + 1 + extra > obj {
-                return Ok(Some(i));
-            }
-            i += 1 + extra;
-        }
-        Ok(None)
+        let Some(b) = self.dnode_block_of(obj)? else {
+            return Ok(None);
+        };
+        let rel = b.at / DNODE_SIZE;
+        Ok(slot_owner(rel, |s| slot_head_bytes(&b.bytes, s)).map(|s| obj - (rel - s) as u64))
     }
 
     /// The BP of block `blkid` at `level` of `dn`, or None if beyond the tree.

@@ -32,8 +32,8 @@ use crate::rawio::{ExtBlock, ExternalRecord, RawRecord};
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
 use ozfs_format::dnode::{
-    bonus_room, DnodePhys, DNODE_FLAG_SPILL_BLKPTR, DNODE_FLAG_USED_BYTES, DNODE_MAX_SLOTS,
-    DNODE_SIZE,
+    block_dnode_starts, bonus_room, dnode_starts, slot_head_bytes, slot_owner, DnodePhys,
+    DNODE_FLAG_SPILL_BLKPTR, DNODE_FLAG_USED_BYTES, DNODE_MAX_SLOTS, DNODE_SIZE,
 };
 use ozfs_format::external::{tag_is_known, ExtHeader, EXT_HEADER_LEN};
 use ozfs_format::types::{comp, ot};
@@ -709,17 +709,20 @@ impl ObjsetTx {
     /// ((0, 0) for a free slot), changed or committed. Meaningful only for
     /// a slot that is not inside another dnode ([`Self::owner_of_slot`]).
     pub fn slot_head(&self, obj: u64) -> Result<(u8, u8)> {
+        let committed = self.os.dnode_block_of(obj)?;
+        Ok(self.head_over(obj, committed.as_ref().map(|b| (&b.bytes[..], b.at))))
+    }
+
+    /// [`Self::slot_head`] of `obj` given its committed dnode block and
+    /// the slot's offset there.
+    fn head_over(&self, obj: u64, committed: Option<(&[u8], usize)>) -> (u8, u8) {
         if let Some(d) = self.dnodes.get(&obj) {
-            return Ok((d.object_type, d.extra_slots));
+            return (d.object_type, d.extra_slots);
         }
         if self.free_trees.contains_key(&obj) {
-            return Ok((0, 0));
+            return (0, 0);
         }
-        match self.os.dnode(obj) {
-            Ok(d) => Ok((d.phys.object_type, d.phys.extra_slots)),
-            Err(Error::NotFound(_)) => Ok((0, 0)),
-            Err(e) => Err(e),
-        }
+        committed.map_or((0, 0), |(b, at)| slot_head_bytes(b, at / DNODE_SIZE))
     }
 
     /// Slots per dnode block (a dnode never crosses one).
@@ -728,21 +731,23 @@ impl ObjsetTx {
     }
 
     /// When slot `obj` lies inside a dnode of several slots (a large
-    /// dnode), the object that dnode belongs to. Dnodes are found by
-    /// walking the slot's dnode block from its start, each dnode stepping
-    /// over its extra slots, as OpenZFS lays them out.
+    /// dnode), the object that dnode belongs to: the slot's dnode block,
+    /// with this txg's changes over it, walked from its start
+    /// ([`ozfs_format::dnode::slot_owner`]). The committed block is read
+    /// once (through the block cache), no dnode decoded.
     pub fn owner_of_slot(&self, obj: u64) -> Result<Option<u64>> {
-        let per = self.slots_per_block();
-        let mut i = obj - obj % per;
-        while i < obj {
-            let (t, extra) = self.slot_head(i)?;
-            let next = i + 1 + if t != 0 { extra as u64 } else { 0 };
-            if next > obj {
-                return Ok(Some(i));
-            }
-            i = next;
+        let rel = (obj % self.slots_per_block()) as usize;
+        if rel == 0 {
+            return Ok(None);
         }
-        Ok(None)
+        let base = obj - rel as u64;
+        let committed = self.os.dnode_block_of(base)?;
+        let block = committed.as_ref().map(|b| (&b.bytes[..], b.at));
+        let head = |s: usize| {
+            let at = block.map(|(b, at)| (b, at + s * DNODE_SIZE));
+            self.head_over(base + s as u64, at)
+        };
+        Ok(slot_owner(rel, head).map(|s| base + s as u64))
     }
 
     /// Allocate object number `obj` (which must be free in this txg) with
@@ -800,13 +805,17 @@ impl ObjsetTx {
             let lo = b.saturating_mul(per).max(first);
             let hi = b.saturating_add(1).saturating_mul(per).min(end);
             // Dnodes from the block's start, each over its extra slots.
-            let mut obj = b.saturating_mul(per);
-            while obj < hi {
-                let (t, extra) = self.slot_head(obj)?;
-                if t != 0 && obj >= lo {
-                    v.insert(obj);
+            let base = b.saturating_mul(per);
+            let committed = self.os.dnode_block_of(base)?;
+            let block = committed.as_ref().map(|b| (&b.bytes[..], b.at));
+            let head = |s: usize| {
+                let at = block.map(|(bytes, at)| (bytes, at + s * DNODE_SIZE));
+                self.head_over(base + s as u64, at)
+            };
+            for (s, _) in dnode_starts(hi.saturating_sub(base) as usize, head) {
+                if base + s as u64 >= lo {
+                    v.insert(base + s as u64);
                 }
-                obj += 1 + if t != 0 { extra as u64 } else { 0 };
             }
             blk = b + 1;
         }
@@ -1106,21 +1115,8 @@ impl ObjsetTx {
             .map(|(b, d)| (b, Staged::Data(d)))
             .collect();
         if !meta_blocks.is_empty() {
-            // Allocated slots: each dnode's first byte is its type.
             // Allocated dnodes, each counted once however many slots.
-            let fill = |b: &[u8]| -> u64 {
-                let mut n = 0;
-                let mut i = 0;
-                while i + DNODE_SIZE <= b.len() {
-                    if b[i] != 0 {
-                        n += 1;
-                        i += DNODE_SIZE * (1 + b[i + 12] as usize);
-                    } else {
-                        i += DNODE_SIZE;
-                    }
-                }
-                n
-            };
+            let fill = |b: &[u8]| -> u64 { block_dnode_starts(b).count() as u64 };
             sync_tree(
                 &self.os,
                 &pool,

@@ -940,17 +940,7 @@ pub fn pool_prop_text(w: &PoolWriter, name: &str) -> Result<Option<String>> {
     let Some(props) = zap_tx::lookup(&w.mos, 1, b"pool_props")?.and_then(|e| e.as_u64()) else {
         return Ok(None);
     };
-    Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?
-        .filter(|e| e.int_len == 1)
-        .map(|e| {
-            let b: Vec<u8> = e
-                .value
-                .iter()
-                .map(|&v| v as u8)
-                .take_while(|&c| c != 0)
-                .collect();
-            String::from_utf8_lossy(&b).into_owned()
-        }))
+    Ok(zap_tx::lookup(&w.mos, props, name.as_bytes())?.and_then(|e| e.as_string()))
 }
 
 /// Store a pool property in the MOS `pool_props` ZAP (DMU_OT_POOL_PROPS,

@@ -532,6 +532,13 @@ pub fn dataset_features(w: &PoolWriter, ds_obj: u64) -> Result<Vec<String>> {
         .collect())
 }
 
+/// Whether committed dataset object `ds_obj` of `mos` lists per-dataset
+/// feature `guid` (what a reader such as `zfs send` asks).
+pub fn listed_on_dataset(mos: &Objset, ds_obj: u64, guid: &str) -> Result<bool> {
+    Ok(mos.dnode(ds_obj)?.phys.object_type == ot::ZAP_METADATA_NEW
+        && zap::lookup_obj(mos, ds_obj, guid)?.is_some())
+}
+
 /// Activate per-dataset feature `guid` on dataset object `ds_obj`, as
 /// OpenZFS's `dsl_dataset_activate_feature`: the object becomes a ZAP
 /// (counted by `extensible_dataset`), lists the feature (value 0), and

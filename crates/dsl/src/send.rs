@@ -173,12 +173,8 @@ pub fn send(
     } else {
         0
     };
-    // Dnodes of several slots: the snapshot lists large_dnode (a dataset
-    // object that is a ZAP names its per-dataset features).
-    let ds_dn = dsl.mos.dnode(to.ds_obj)?;
-    if ds_dn.phys.object_type == ozfs_format::types::ot::ZAP_METADATA_NEW
-        && ozfs_dmu::zap::lookup_obj(&dsl.mos, to.ds_obj, crate::features::LARGE_DNODE)?.is_some()
-    {
+    // Dnodes of several slots: the snapshot lists large_dnode.
+    if crate::features::listed_on_dataset(&dsl.mos, to.ds_obj, crate::features::LARGE_DNODE)? {
         features |= stream::FEATURE_LARGE_DNODE;
     }
     let mut s = StreamOut::new(out);

@@ -63,7 +63,7 @@ use crate::destroy::{bplist_len, parse_bplist};
 use crate::sync::{PoolWriter, Sums};
 use ozfs_dmu::{zap_tx, Dnode, Objset};
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
-use ozfs_format::dnode::{DnodePhys, DNODE_SIZE};
+use ozfs_format::dnode::{block_dnode_starts, DnodePhys, DNODE_SIZE};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
 use ozfs_format::types::ot;
 use ozfs_format::{BlkPtr, Error, Result};
@@ -190,17 +190,14 @@ fn walk_objset_body(
         let swap = bp.little_endian() != HOST_LITTLE_ENDIAN;
         // Dnodes from the block's start, each stepping over its extra
         // slots (a large dnode's later slots are its own bytes).
-        let mut i = 0usize;
-        while (i + 1) * DNODE_SIZE <= block.len() {
-            let slot = &block[i * DNODE_SIZE..];
+        for (i, _) in block_dnode_starts(&block) {
             let obj = blkid.saturating_mul(per).saturating_add(i as u64);
-            if slot[0] == 0 || obj == 0 {
-                i += 1;
+            if obj == 0 {
                 continue;
             }
+            let slot = &block[i * DNODE_SIZE..];
             let phys =
                 DnodePhys::parse(slot, swap).map_err(|e| e.context(&format!("object {obj}")))?;
-            i += 1 + phys.extra_slots as usize;
             let spill = phys.spill;
             let dn = Dnode {
                 object: obj,

@@ -40,6 +40,53 @@ pub const DNODE_MAX_SLOTS: u8 = (DNODE_MAX_SIZE / DNODE_SIZE) as u8;
 pub fn bonus_room(slots: u8) -> usize {
     (slots as usize * DNODE_SIZE).saturating_sub(DNODE_CORE_SIZE + BLKPTR_SIZE)
 }
+
+/// The type and extra-slot count at the head of slot `slot` of a dnode
+/// block (bytes 0 and 12: single bytes, no byte order); (0, 0) past its end.
+pub fn slot_head_bytes(block: &[u8], slot: usize) -> (u8, u8) {
+    let at = slot * DNODE_SIZE;
+    match (block.get(at), block.get(at + 12)) {
+        (Some(&t), Some(&e)) => (t, e),
+        _ => (0, 0),
+    }
+}
+
+/// The allocated dnodes among the first `slots` slots of a dnode block
+/// whose slot heads `head(slot)` gives (type, extra slots): walked from the
+/// block's start, each dnode stepping over its extra slots (the bytes
+/// there are its own, whatever they look like), as OpenZFS lays dnodes
+/// out. Yields (slot, extra slots).
+pub fn dnode_starts<F: Fn(usize) -> (u8, u8)>(
+    slots: usize,
+    head: F,
+) -> impl Iterator<Item = (usize, u8)> {
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        while i < slots {
+            let (t, extra) = head(i);
+            let at = i;
+            if t != 0 {
+                i += 1 + extra as usize;
+                return Some((at, extra));
+            }
+            i += 1;
+        }
+        None
+    })
+}
+
+/// [`dnode_starts`] of a dnode block's bytes.
+pub fn block_dnode_starts(block: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
+    dnode_starts(block.len() / DNODE_SIZE, move |s| slot_head_bytes(block, s))
+}
+
+/// Slot `rel` of a dnode block lies inside a dnode of several slots that
+/// starts before it: that dnode's slot.
+pub fn slot_owner<F: Fn(usize) -> (u8, u8)>(rel: usize, head: F) -> Option<usize> {
+    dnode_starts(rel, head)
+        .find(|&(s, extra)| s + 1 + extra as usize > rel)
+        .map(|(s, _)| s)
+}
 /// Highest `dn_nlevels` accepted.
 pub const DN_MAX_LEVELS: u8 = 32;
 /// Indirect block shift range accepted (old pools use 10..=14, new 12..=17).
@@ -242,6 +289,28 @@ impl DnodePhys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block of 8 slots: a 3-slot dnode at 1 whose inner slots hold
+    /// bytes that look like dnode heads, a 1-slot dnode at 5.
+    #[test]
+    fn dnode_starts_step_over_inner_slots() {
+        let mut b = vec![0u8; 8 * DNODE_SIZE];
+        b[DNODE_SIZE] = 19;
+        b[DNODE_SIZE + 12] = 2;
+        b[2 * DNODE_SIZE] = 7; // bonus bytes of object 1
+        b[3 * DNODE_SIZE + 12] = 9;
+        b[5 * DNODE_SIZE] = 20;
+        assert_eq!(
+            block_dnode_starts(&b).collect::<Vec<_>>(),
+            vec![(1, 2), (5, 0)]
+        );
+        let head = |s| slot_head_bytes(&b, s);
+        assert_eq!(slot_owner(1, head), None);
+        assert_eq!(slot_owner(2, head), Some(1));
+        assert_eq!(slot_owner(3, head), Some(1));
+        assert_eq!(slot_owner(4, head), None);
+        assert_eq!(slot_head_bytes(&b, 8), (0, 0));
+    }
 
     fn sample() -> DnodePhys {
         let mut bp = BlkPtr::default();
