@@ -858,7 +858,6 @@ impl ObjsetTx {
         Ok(obj)
     }
 
-    /// Replace an object's bonus buffer (same length or shorter than its capacity).
     /// Give object `obj` a spill block holding `data` (None: take its
     /// spill block away), written at sync; the dnode's bonus room shrinks
     /// by the spill block pointer at once.
@@ -910,6 +909,7 @@ impl ObjsetTx {
         }
     }
 
+    /// Replace an object's bonus buffer (no longer than its capacity).
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
         let mut dn = self.dnode(obj)?.phys;
         let cap = dn.max_bonuslen();
@@ -1251,7 +1251,6 @@ fn levels_for(maxblkid: u64, nblkptr: u64, epbs: u32) -> u8 {
     levels
 }
 
-/// Write the changed level-0 blocks of one object and every indirect block above them.
 /// The block pointer of a block made a hole in `txg` where `old` was.
 /// With `hole_birth` active, a block that held data keeps its logical
 /// size, type and level and gets `txg` as its (logical) birth, as OpenZFS
@@ -1271,6 +1270,7 @@ fn punched(pool: &Pool, old: &BlkPtr, txg: u64, object_type: u8, level: u8, lsiz
     bp
 }
 
+/// Write the changed level-0 blocks of one object and every indirect block above them.
 #[allow(clippy::too_many_arguments)]
 fn sync_tree(
     os: &Objset,

@@ -438,19 +438,20 @@ fn entries(mos: &Objset, which: &str) -> Result<Vec<(String, u64)>> {
 pub fn states(mos: &Objset) -> Result<Vec<(String, &'static str)>> {
     let en = enabled(mos)?;
     let state = |count: u64| if count > 0 { "active" } else { "enabled" };
-    let short = |full: &str| full.split_once(':').map_or(full, |(_, n)| n).to_string();
+    // Matched by full name (GUID): another vendor's feature of the same
+    // short name is listed apart, by its own name.
     let mut out: Vec<(String, &'static str)> = FEATURES
         .iter()
         .map(|f| {
             let st = en
                 .iter()
-                .find(|(n, _)| short(n) == f.name)
+                .find(|(n, _)| n == f.guid)
                 .map_or("disabled", |(_, c)| state(*c));
             (f.name.to_string(), st)
         })
         .collect();
     for (n, c) in &en {
-        if feature(&short(n)).is_none() {
+        if !FEATURES.iter().any(|f| f.guid == n) {
             out.push((n.clone(), state(*c)));
         }
     }

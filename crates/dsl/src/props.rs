@@ -617,23 +617,27 @@ pub fn check_for_pool(
     let crate::create::PropSetting::Num(n) = s else {
         return Ok(());
     };
-    let feature = match (name, *n) {
-        ("compression", 15) => "org.illumos:lz4_compress",
+    use ozfs_format::types::{cksum, comp};
+    let Ok(v) = u8::try_from(*n) else {
+        return Ok(());
+    };
+    let feature = match (name, v) {
+        ("compression", comp::LZ4) => crate::features::LZ4,
         // ozfs does not compress with zstd (a received value, say).
-        ("compression", 16) => {
+        ("compression", comp::ZSTD) => {
             return Err(Error::Unsupported {
                 what: "compression=zstd".into(),
                 detail: "ozfs does not write zstd yet".into(),
             })
         }
-        ("checksum", 11) => "org.illumos:sha512",
-        ("checksum", 12) => "org.illumos:skein",
-        ("checksum", 13) => "org.illumos:edonr",
-        ("checksum", 14) => "org.openzfs:blake3",
+        ("checksum", cksum::SHA512) => "org.illumos:sha512",
+        ("checksum", cksum::SKEIN) => "org.illumos:skein",
+        ("checksum", cksum::EDONR) => "org.illumos:edonr",
+        ("checksum", cksum::BLAKE3) => "org.openzfs:blake3",
         _ => return Ok(()),
     };
     let value = index_name(name, *n).unwrap_or("?");
-    let short = feature.split_once(':').map_or(feature, |(_, f)| f);
+    let short = crate::features::feature(feature).map_or(feature, |f| f.name);
     match crate::features::refcount(w, feature)? {
         None => Err(Error::Invalid(format!(
             "cannot set {name}={value}: pool '{}' does not have feature {short} enabled \

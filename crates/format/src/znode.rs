@@ -58,6 +58,9 @@ pub struct ZplAttrs {
     /// a packed nvlist of name → byte array, as stored (decoded by the
     /// reader that wants them).
     pub dxattr: Option<Vec<u8>>,
+    /// `ZPL_PROJID`: the project id (files OpenZFS gave one, the
+    /// `ZFS_PROJID` flag set), kept when the file is written again.
+    pub projid: Option<u64>,
 }
 
 /// SA registry and layouts of a ZPL 5 file system: attribute number -> (name, fixed length or 0),
@@ -154,6 +157,10 @@ impl ZplAttrs {
             }
             "ZPL_SYMLINK" => self.symlink = Some(data.to_vec()),
             "ZPL_DXATTR" => self.dxattr = Some(data.to_vec()),
+            "ZPL_PROJID" => {
+                need(8)?;
+                self.projid = Some(rd(data, 0, swap));
+            }
             _ => {}
         }
         Ok(())
@@ -191,6 +198,7 @@ impl ZplAttrs {
             gid: w(17),
             symlink,
             dxattr: None,
+            projid: None,
         })
     }
     /// Decode an SA buffer (bonus of type SA or spill block) using `tables`.
@@ -334,6 +342,7 @@ mod tests {
             gid: 100,
             symlink: None,
             dxattr: None,
+            projid: None,
         }
     }
 
@@ -623,6 +632,12 @@ pub const ZPL_SA_ATTRS: [(&str, u16, u8); 22] = [
     ("ZPL_PROJID", 8, 0),
 ];
 
+/// The attributes ozfs writes ([`ZplAttrs::sa_layout_attrs`] may list):
+/// everything but the pad, the old ACL and the scan stamp.
+pub const ZPL_SA_WRITTEN: [u16; 19] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 19, 20, 21,
+];
+
 /// The registry value of attribute `num` of [`ZPL_SA_ATTRS`]:
 /// `num | bswap << 16 | length << 24`.
 pub fn sa_registry_value(num: usize) -> Option<u64> {
@@ -700,6 +715,9 @@ impl ZplAttrs {
             v.push(10);
         }
         v.extend([16, 19]);
+        if self.projid.is_some() {
+            v.push(21);
+        }
         if self.symlink.is_some() {
             v.push(17);
         }
@@ -720,6 +738,28 @@ impl ZplAttrs {
         self.to_sa_attrs(layout, &self.sa_layout_attrs())
     }
 
+    /// The length [`to_sa_attrs`](Self::to_sa_attrs) gives `attrs`,
+    /// computed without encoding them.
+    pub fn sa_size(&self, attrs: &[u16]) -> usize {
+        let attrs = attrs.iter().filter(|&&a| (a as usize) < ZPL_SA_ATTRS.len());
+        let mut vars = 0usize;
+        let mut body = 0usize;
+        for &a in attrs {
+            let len = match a {
+                17 => self.symlink.as_ref().map_or(0, |s| s.len()),
+                19 => trivial_aces(self.mode).0.len(),
+                20 => self.dxattr.as_ref().map_or(0, |d| d.len()),
+                _ => {
+                    body += ZPL_SA_ATTRS[a as usize].1 as usize;
+                    continue;
+                }
+            };
+            vars += 1;
+            body += len.div_ceil(8) * 8;
+        }
+        (SA_HDR_FIXED + 2 * vars.max(1)).div_ceil(8) * 8 + body
+    }
+
     /// [`to_sa`](Self::to_sa) of some of the attributes only (`attrs`, in
     /// layout `layout`): how attributes are split between a bonus buffer
     /// and a spill block, each with its own header and layout.
@@ -728,11 +768,14 @@ impl ZplAttrs {
         let (aces, count, aclflags) = trivial_aces(self.mode);
         let flags = (self.flags & (zflags::XATTR | 0xffff_0000_0000_0000)) | aclflags;
         let empty = Vec::new();
+        // The variable-length attributes (17, 19, 20: length 0 in
+        // ZPL_SA_ATTRS).
         let var = |a: u16| -> &[u8] {
             match a {
                 17 => self.symlink.as_ref().unwrap_or(&empty),
                 19 => &aces,
-                _ => self.dxattr.as_ref().unwrap_or(&empty),
+                20 => self.dxattr.as_ref().unwrap_or(&empty),
+                _ => &empty,
             }
         };
         // Only ZPL attributes ozfs knows are encoded.
@@ -772,27 +815,21 @@ impl ZplAttrs {
                 12 => vec![self.uid],
                 13 => vec![self.gid],
                 16 => vec![count],
-                _ => {
+                21 => vec![self.projid.unwrap_or(0)],
+                17 | 19 | 20 => {
                     out.extend_from_slice(var(a));
                     out.resize(out.len().div_ceil(8) * 8, 0);
                     continue;
                 }
+                // Fixed attributes ozfs keeps no value of (never in a
+                // layout ozfs builds): zeros of their length.
+                _ => vec![0; ZPL_SA_ATTRS[a as usize].1 as usize / 8],
             };
             for w in words {
                 out.extend_from_slice(&w.to_ne_bytes());
             }
         }
         out
-    }
-}
-
-/// Set the layout number of an SA buffer [`ZplAttrs::to_sa_attrs`] made
-/// (host order): a buffer is sized first and numbered once the layout is
-/// known, without encoding it again.
-pub fn sa_set_layout(buf: &mut [u8], layout: u16) {
-    if let Some(b) = buf.get_mut(4..6) {
-        let info = u16::from_ne_bytes([b[0], b[1]]);
-        b.copy_from_slice(&((info & !0x3ff) | (layout & 0x3ff)).to_ne_bytes());
     }
 }
 
@@ -831,14 +868,34 @@ mod sa_write_tests {
         };
         let b = a.to_sa(3);
         assert_eq!(b.len(), 168);
-        // Numbered afterwards, the same bytes.
-        let mut n = a.to_sa(0);
-        sa_set_layout(&mut n, 3);
-        assert_eq!(n, b);
+        assert_eq!(a.sa_size(&a.sa_layout_attrs()), b.len());
         let back = ZplAttrs::from_sa(&b, false, &tables(3, &a.sa_layout_attrs())).unwrap();
         let mut want = a.clone();
         want.flags = trivial_aces(a.mode).2;
         assert_eq!(back, want);
+        // With a project id, OpenZFS's 176 bytes, and the id kept.
+        let p = ZplAttrs {
+            projid: Some(0),
+            ..a.clone()
+        };
+        let b = p.to_sa(5);
+        assert_eq!(b.len(), 176);
+        let back = ZplAttrs::from_sa(&b, false, &tables(5, &p.sa_layout_attrs())).unwrap();
+        assert_eq!(back.projid, Some(0));
+        // Sized without encoding, for every leading part of a layout.
+        let rich = ZplAttrs {
+            symlink: Some(vec![b'x'; 300]),
+            dxattr: Some(vec![1; 77]),
+            xattr: 9,
+            ..p.clone()
+        };
+        let all = rich.sa_layout_attrs();
+        for k in 0..=all.len() {
+            assert_eq!(
+                rich.sa_size(&all[..k]),
+                rich.to_sa_attrs(0, &all[..k]).len()
+            );
+        }
         a.mode = S_IFLNK | 0o777;
         a.symlink = Some(b"text.txt".to_vec());
         a.size = 8;

@@ -110,11 +110,7 @@ pub fn resolve_features(
     }
     let mut feats: Vec<String> = match (no_features, compat) {
         (true, _) => Vec::new(),
-        (false, Some(c)) => match ozfs_dsl::features::compatibility_features(c)? {
-            Some(list) => list.iter().map(|s| s.to_string()).collect(),
-            None => all_features(),
-        },
-        (false, None) => all_features(),
+        (false, c) => compatible_features(c)?,
     };
     for (f, on) in opts {
         let name = ozfs_dsl::features::feature(f)
@@ -131,6 +127,18 @@ pub fn resolve_features(
         }
     }
     Ok((ozfs_spa::pool::SPA_VERSION_FEATURES, feats))
+}
+
+/// The features a `compatibility` value allows (every one for none or
+/// `off`).
+fn compatible_features(compat: Option<&str>) -> Result<Vec<String>> {
+    Ok(match compat {
+        Some(c) => match ozfs_dsl::features::compatibility_features(c)? {
+            Some(list) => list.iter().map(|s| s.to_string()).collect(),
+            None => all_features(),
+        },
+        None => all_features(),
+    })
 }
 
 fn all_features() -> Vec<String> {
@@ -525,11 +533,7 @@ pub fn upgrade(pool: &str) -> Result<u64> {
                 "cannot upgrade '{pool}': Upgrade not performed because 'compatibility' property set to 'legacy'"
             )))
         }
-        Some(c) => match ozfs_dsl::features::compatibility_features(&c)? {
-            Some(list) => list.iter().map(|s| s.to_string()).collect(),
-            None => all_features(),
-        },
-        None => all_features(),
+        c => compatible_features(c.as_deref())?,
     };
     let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
     ozfs_dsl::create::upgrade(&mut w, &names)

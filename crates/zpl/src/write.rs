@@ -19,8 +19,9 @@
 
 use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
+use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::types::ot;
-use ozfs_format::znode::{sa_set_layout, SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use ozfs_format::{Error, Result};
 
 const ZNODE_SIZE: usize = 264;
@@ -48,7 +49,8 @@ struct SaState {
     layouts_obj: u64,
 }
 
-/// Largest bonus buffer of a 512-byte dnode with one block pointer.
+/// Largest bonus buffer of a new znode (one 512-byte dnode slot, one
+/// block pointer).
 const MAX_BONUS: usize = 320;
 
 /// Current time as (seconds, nanoseconds).
@@ -133,24 +135,26 @@ impl<'a> ZplTx<'a> {
         }
         let a = &sa_form(a);
         let all = a.sa_layout_attrs();
-        let had_spill = self.tx.dnode(obj)?.phys.spill.is_some();
-        // Encoded once, numbered when the layout is known.
-        let mut whole = a.to_sa(0);
-        if whole.len() <= MAX_BONUS {
-            sa_set_layout(&mut whole, self.layout_num(&all)?);
+        // The bonus room of this dnode (more for a dnode of several
+        // slots) without a spill block pointer.
+        let dn = self.tx.dnode(obj)?.phys;
+        let had_spill = dn.spill.is_some();
+        let cap = dn.max_bonuslen() + if had_spill { BLKPTR_SIZE } else { 0 };
+        // Sized first, each buffer encoded once, with its layout number.
+        if a.sa_size(&all) <= cap {
+            let whole = a.to_sa_attrs(self.layout_num(&all)?, &all);
             if had_spill {
                 self.tx.set_spill(obj, None)?;
             }
             return self.tx.set_bonus(obj, whole);
         }
         // Only the layouts used are registered.
-        let room = MAX_BONUS - 128;
-        let (k, mut head) = (1..=all.len())
+        let room = cap.saturating_sub(BLKPTR_SIZE);
+        let k = (1..=all.len())
             .rev()
-            .map(|k| (k, a.to_sa_attrs(0, &all[..k])))
-            .find(|(_, h)| h.len() <= room)
+            .find(|&k| a.sa_size(&all[..k]) <= room)
             .ok_or_else(|| Error::Invalid("no system attribute fits the bonus".into()))?;
-        sa_set_layout(&mut head, self.layout_num(&all[..k])?);
+        let head = a.to_sa_attrs(self.layout_num(&all[..k])?, &all[..k]);
         let rest = &all[k..];
         let spill = a.to_sa_attrs(self.layout_num(rest)?, rest);
         // The bonus shrinks first, so the spill pointer has room.
@@ -327,6 +331,7 @@ impl<'a> ZplTx<'a> {
             gid,
             symlink: None,
             dxattr: None,
+            projid: None,
         };
         let bonus = self.encode(&a)?;
         let bt = self.bonustype();
@@ -928,14 +933,27 @@ fn load_sa(tx: &ObjsetTx) -> Result<SaState> {
         &zap_tx::list(tx, layouts_obj)?,
     )?;
     // ozfs encodes attributes by OpenZFS's numbering (the order OpenZFS
-    // registers them in): a file system numbered otherwise is not written.
-    for (n, (name, len)) in &tables.registry {
-        let ours = ozfs_format::znode::ZPL_SA_ATTRS.get(*n as usize);
-        if ours.is_some_and(|(o, l, _)| o != name || l != len) {
-            return Err(Error::unsupported(
-                "file system",
-                format!("writing system attributes registered as {name} = {n} (OpenZFS numbers them otherwise)"),
-            ));
+    // registers them in): a file system numbered otherwise, or missing an
+    // attribute ozfs writes, is not written (its readers could not decode
+    // what ozfs would write).
+    for (n, (name, len, _)) in ozfs_format::znode::ZPL_SA_ATTRS.iter().enumerate() {
+        if !ozfs_format::znode::ZPL_SA_WRITTEN.contains(&(n as u16)) {
+            continue;
+        }
+        match tables.registry.get(&(n as u16)) {
+            Some((r, l)) if r == name && l == len => {}
+            Some((r, _)) => {
+                return Err(Error::unsupported(
+                    "file system",
+                    format!("writing system attributes registered as {r} = {n} (OpenZFS numbers them otherwise)"),
+                ))
+            }
+            None => {
+                return Err(Error::unsupported(
+                    "file system",
+                    format!("writing system attribute {name}, which its registry lacks"),
+                ))
+            }
         }
     }
     Ok(SaState {
