@@ -517,6 +517,14 @@ pub const ENABLED_TXG: &str = "com.delphix:enabled_txg";
 /// `com.delphix:extensible_dataset`: counts the dataset objects that are
 /// ZAPs (with their `dsl_dataset_phys` still in the bonus).
 pub const EXTENSIBLE_DATASET: &str = "com.delphix:extensible_dataset";
+/// `com.delphix:spacemap_histogram`: space maps carry a histogram of free
+/// segments; counts every space map made with one.
+pub const SPACEMAP_HISTOGRAM: &str = "com.delphix:spacemap_histogram";
+/// `com.delphix:log_spacemap`: metaslab changes logged pool-wide first.
+pub const LOG_SPACEMAP: &str = "com.delphix:log_spacemap";
+/// `com.klarasystems:vdev_zaps_v2`: the root vdev has a ZAP too; the MOS
+/// config names every vdev's ZAP, and ozfs carries those names over.
+pub const VDEV_ZAPS_V2: &str = "com.klarasystems:vdev_zaps_v2";
 /// `org.zfsonlinux:large_dnode`: per dataset, dnodes of several slots.
 pub const LARGE_DNODE: &str = "org.zfsonlinux:large_dnode";
 
@@ -636,6 +644,9 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     "com.delphix:head_errlog",
     ENABLED_TXG,
     EXTERNAL_COMPRESSION,
+    SPACEMAP_HISTOGRAM,
+    LOG_SPACEMAP,
+    VDEV_ZAPS_V2,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

@@ -38,7 +38,7 @@ use ozfs_dmu::{zap_tx, Objset};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
 use ozfs_format::label::Uberblock;
 use ozfs_format::types::{cksum, comp, ot};
-use ozfs_format::{BlkPtr, Error, NvValue, Result};
+use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
 use ozfs_spa::metaslab::{Allocator, MetaslabGroup};
 use ozfs_spa::spacemap::{self, SmEntry, SpaceMapHeader};
@@ -220,6 +220,8 @@ pub struct PoolWriter {
     space_failed: Option<String>,
     /// Quota charges of the open txg (`crate::quota`).
     pub(crate) quota: crate::quota::Charges,
+    /// Log space maps still to fold into the metaslabs' space maps.
+    log_flush: Option<LogFlush>,
 }
 
 /// `x + v` for an accounting total; below zero is an error when space is
@@ -247,10 +249,35 @@ pub const MAX_SPACE_MAP_BYTES: u64 = 256 << 20;
 /// it (read only; what a writer starts from and what a leak check compares
 /// with), and each vdev's metaslab array object.
 pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<MetaslabGroup>, Vec<u64>)> {
+    load_metaslabs_and_logs(pool, mos_os).map(|(g, a, _)| (g, a))
+}
+
+/// The log space maps of a pool (`log_spacemap`) that a writer folds into
+/// its metaslabs' own space maps at its first sync ([`PoolWriter::sync`]).
+#[derive(Debug, Default)]
+pub(crate) struct LogFlush {
+    /// The MOS ZAP naming each log by its txg (`com.delphix:log_spacemap_zap`).
+    zap: u64,
+    /// (txg, space map object) of every log.
+    logs: Vec<(u64, u64)>,
+    /// Metaslabs (top-level vdev, id) with changes only a log holds.
+    metaslabs: Vec<(u64, u64)>,
+    /// Each top-level vdev's `ms_unflushed_phys_txgs` array object.
+    arrays: Vec<u64>,
+}
+
+/// [`load_metaslabs`], and the log space maps whose changes were replayed.
+pub(crate) fn load_metaslabs_and_logs(
+    pool: &Arc<Pool>,
+    mos_os: &Objset,
+) -> Result<(Vec<MetaslabGroup>, Vec<u64>, Option<LogFlush>)> {
     let mut groups = Vec::new();
     let mut ms_arrays = Vec::new();
-    let mut unflushed =
+    let (mut unflushed, mut logs) =
         unflushed_log_entries(pool, mos_os).map_err(|e| e.context("log space maps"))?;
+    if let Some(l) = logs.as_mut() {
+        l.metaslabs = unflushed.keys().copied().collect();
+    }
     for top in &pool.root.children {
         let cfg = &top.config;
         let ms_shift = cfg
@@ -306,7 +333,7 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
             format!("entries for metaslab {ms} of vdev {vdev}, which has no such metaslab"),
         ));
     }
-    Ok((groups, ms_arrays))
+    Ok((groups, ms_arrays, logs))
 }
 
 /// The changes the log space maps hold that their metaslabs' own space
@@ -317,16 +344,22 @@ pub fn load_metaslabs(pool: &Arc<Pool>, mos_os: &Objset) -> Result<(Vec<Metaslab
 /// at most T. Returned per (top-level vdev, metaslab), in txg order, as
 /// metaslab-relative entries each run headed by a debug entry naming its
 /// txg (so frees of the last txgs are deferred as any others). Empty for a
-/// pool without the feature.
+/// pool without the feature. With them, the logs themselves (None: the
+/// pool has no log ZAP, or it names no log).
+#[allow(clippy::type_complexity)]
 fn unflushed_log_entries(
     pool: &Arc<Pool>,
     mos_os: &Objset,
-) -> Result<BTreeMap<(u64, u64), Vec<SmEntry>>> {
+) -> Result<(BTreeMap<(u64, u64), Vec<SmEntry>>, Option<LogFlush>)> {
     let mut out: BTreeMap<(u64, u64), Vec<SmEntry>> = BTreeMap::new();
-    let Some(logs) = ozfs_dmu::zap::lookup_obj(mos_os, 1, "com.delphix:log_spacemap_zap")?
-        .and_then(|e| e.as_u64())
+    let Some(logs) =
+        ozfs_dmu::zap::lookup_obj(mos_os, 1, LOG_SPACEMAP_ZAP)?.and_then(|e| e.as_u64())
     else {
-        return Ok(out);
+        return Ok((out, None));
+    };
+    let mut found = LogFlush {
+        zap: logs,
+        ..Default::default()
     };
     let mut by_txg: Vec<(u64, u64)> = Vec::new();
     let dn = mos_os.dnode(logs)?;
@@ -341,6 +374,7 @@ fn unflushed_log_entries(
         by_txg.push((txg, obj));
     }
     by_txg.sort_unstable();
+    found.logs = by_txg.clone();
     // Each log is read once: a repeated object is damage, and the logs
     // together are bounded like one space map.
     let mut objs: Vec<u64> = by_txg.iter().map(|&(_, o)| o).collect();
@@ -366,6 +400,7 @@ fn unflushed_log_entries(
         else {
             continue;
         };
+        found.arrays.push(arr);
         let adn = mos_os.dnode(arr)?;
         let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(0);
         let count = if (17..=40).contains(&ms_shift) {
@@ -455,8 +490,67 @@ fn unflushed_log_entries(
             });
         }
     }
-    Ok(out)
+    let found = if found.logs.is_empty() {
+        None
+    } else {
+        Some(found)
+    };
+    Ok((out, found))
 }
+
+/// Keys of the MOS config that name vdev ZAPs (OpenZFS's per-vdev ZAPs
+/// and, with `vdev_zaps_v2`, the root vdev's), and the flag that says the
+/// pool has them.
+const VDEV_ZAP_KEYS: [&str; 4] = [
+    "com.delphix:has_per_vdev_zaps",
+    "com.klarasystems:vdev_zap_root",
+    "com.delphix:vdev_zap_top",
+    "com.delphix:vdev_zap_leaf",
+];
+
+/// Carry the vdev ZAP keys of the committed MOS config `old` into the new
+/// one `new` (ozfs builds it from the labels, which lack them): at the top
+/// level, on the root vdev, and on each vdev matched by its guid, so a vdev
+/// replaced or removed since does not inherit another's ZAPs. Only those
+/// keys are carried: anything else ozfs left out, it left out on purpose.
+fn keep_vdev_zaps(new: &mut NvList, old: &NvList) {
+    fn carry(new: &mut NvList, old: &NvList) {
+        for k in VDEV_ZAP_KEYS {
+            if new.get(k).is_none() {
+                if let Some(v) = old.get(k) {
+                    new.set(k, v.clone());
+                }
+            }
+        }
+    }
+    fn walk(new: &mut NvList, old: &NvList) {
+        if new.get_u64("guid").is_none() || new.get_u64("guid") != old.get_u64("guid") {
+            return;
+        }
+        carry(new, old);
+        let Some(old_children) = old.get_nvlist_array("children") else {
+            return;
+        };
+        if let Some(NvValue::NvListArray(kids)) = new.get_mut("children") {
+            for kid in kids.iter_mut() {
+                if let Some(o) = old_children.iter().find(|o| {
+                    o.get_u64("guid").is_some() && o.get_u64("guid") == kid.get_u64("guid")
+                }) {
+                    walk(kid, o);
+                }
+            }
+        }
+    }
+    carry(new, old);
+    if let (Some(NvValue::NvList(nt)), Some(ot)) =
+        (new.get_mut("vdev_tree"), old.get_nvlist("vdev_tree"))
+    {
+        walk(nt, ot);
+    }
+}
+
+/// The MOS directory entry naming the log space maps by txg.
+const LOG_SPACEMAP_ZAP: &str = "com.delphix:log_spacemap_zap";
 
 fn u64_at(b: &[u8], off: usize) -> u64 {
     b.get(off..off + 8)
@@ -475,7 +569,7 @@ impl PoolWriter {
             pool.heal.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mos_os = Objset::mos(pool.clone());
-        let (groups, ms_arrays) = load_metaslabs(&pool, &mos_os)?;
+        let (groups, ms_arrays, log_flush) = load_metaslabs_and_logs(&pool, &mos_os)?;
         let mut alloc = Allocator::new(groups);
         alloc.set_synced_txg(pool.uberblock.txg);
         let txg = pool.uberblock.txg + 1;
@@ -495,6 +589,7 @@ impl PoolWriter {
             space_lag: None,
             space_failed: None,
             quota: Default::default(),
+            log_flush,
             alloc,
             pool,
         })
@@ -537,6 +632,7 @@ impl PoolWriter {
             space_lag: crate::space::enabled().then(Sums::default),
             space_failed: None,
             quota: Default::default(),
+            log_flush: None,
         }
     }
 
@@ -859,35 +955,86 @@ impl PoolWriter {
                 .and_then(|g| g.metaslabs.get(ms_id as usize))
                 .map(|ms| ms.condense_worthwhile(hdr.length, ashift, condense_min_bytes()))
                 .unwrap_or(false);
-            if !worth {
-                continue;
+            if worth {
+                self.rewrite_space_map(vdev, ms_id, sm_obj, ashift)?;
             }
-            let entries = self.alloc.condense(vdev, ms_id, self.txg, 1)?;
-            let bytes = spacemap::encode(&entries, ashift)?;
-            let mut padded = bytes.clone();
-            padded.resize(
-                bytes.len().div_ceil(SPACE_MAP_BLOCKSIZE as usize).max(1)
-                    * SPACE_MAP_BLOCKSIZE as usize,
-                0,
-            );
-            self.mos.write(sm_obj, 0, &padded)?;
-            let new_blocks = (padded.len() as u64) / SPACE_MAP_BLOCKSIZE;
-            self.mos.punch_from(sm_obj, new_blocks)?;
-            let alloc_bytes = self
-                .alloc
-                .group(vdev)
-                .and_then(|g| g.metaslabs.get(ms_id as usize))
-                .map(|ms| ms.alloc_bytes())
-                .unwrap_or(0);
-            let nh = SpaceMapHeader {
-                object: sm_obj,
-                length: bytes.len() as u64,
-                alloc: alloc_bytes as i64,
+        }
+        Ok(())
+    }
+
+    /// Replace the space map `sm_obj` of metaslab `ms_id` of `vdev` by the
+    /// condensed form of the metaslab's state (its unsynced changes
+    /// included), with its header and histogram.
+    fn rewrite_space_map(&mut self, vdev: u64, ms_id: u64, sm_obj: u64, ashift: u32) -> Result<()> {
+        let dn = self.mos.dnode(sm_obj)?;
+        let entries = self.alloc.condense(vdev, ms_id, self.txg, 1)?;
+        let bytes = spacemap::encode(&entries, ashift)?;
+        let mut padded = bytes.clone();
+        padded.resize(
+            bytes.len().div_ceil(SPACE_MAP_BLOCKSIZE as usize).max(1)
+                * SPACE_MAP_BLOCKSIZE as usize,
+            0,
+        );
+        self.mos.write(sm_obj, 0, &padded)?;
+        let new_blocks = (padded.len() as u64) / SPACE_MAP_BLOCKSIZE;
+        self.mos.punch_from(sm_obj, new_blocks)?;
+        let alloc_bytes = self
+            .alloc
+            .group(vdev)
+            .and_then(|g| g.metaslabs.get(ms_id as usize))
+            .map(|ms| ms.alloc_bytes())
+            .unwrap_or(0);
+        let nh = SpaceMapHeader {
+            object: sm_obj,
+            length: bytes.len() as u64,
+            alloc: alloc_bytes as i64,
+        };
+        let mut bonus = dn.phys.bonus.clone();
+        nh.store(&mut bonus);
+        self.store_histogram(vdev, ms_id, &mut bonus);
+        self.mos.set_bonus(sm_obj, bonus)
+    }
+
+    /// Fold the log space maps into the metaslabs' own space maps
+    /// (`log_spacemap`), as OpenZFS flushes every metaslab: each metaslab a
+    /// log still has changes for gets its space map rewritten whole from the
+    /// state loaded (its own map with the logs replayed over it), every
+    /// metaslab's unflushed txg becomes 0 (its space map alone is its state;
+    /// OpenZFS gives it a txg again the first time it logs a change to it),
+    /// and the logs are destroyed, each giving back its `spacemap_histogram`
+    /// count. The log ZAP stays, empty, and `log_spacemap` stays active.
+    /// From then on ozfs appends every change to the metaslabs' own maps,
+    /// which OpenZFS reads as the state of metaslabs that have no log.
+    fn flush_log_space_maps(&mut self, f: LogFlush) -> Result<()> {
+        for (vdev, ms_id) in f.metaslabs {
+            let (sm_obj, ashift) = {
+                let g = self
+                    .alloc
+                    .group(vdev)
+                    .ok_or_else(|| Error::Invalid(format!("no vdev {vdev}")))?;
+                let ms = g
+                    .metaslabs
+                    .get(ms_id as usize)
+                    .ok_or_else(|| Error::Invalid(format!("no metaslab {ms_id}")))?;
+                (ms.sm_object, g.ashift)
             };
-            let mut bonus = dn.phys.bonus.clone();
-            let enc = nh.encode();
-            bonus[..enc.len()].copy_from_slice(&enc);
-            self.mos.set_bonus(sm_obj, bonus)?;
+            let sm_obj = if sm_obj == 0 {
+                self.new_metaslab_space_map(vdev, ms_id)?
+            } else {
+                sm_obj
+            };
+            self.rewrite_space_map(vdev, ms_id, sm_obj, ashift)?;
+        }
+        for arr in f.arrays {
+            self.mos.punch_from(arr, 0)?;
+        }
+        for (txg, obj) in f.logs {
+            let dn = self.mos.dnode(obj)?;
+            if dn.phys.bonus.len() >= spacemap::SPACE_MAP_PHYS_SIZE {
+                crate::features::incr(self, crate::features::SPACEMAP_HISTOGRAM, -1)?;
+            }
+            self.mos.free_object(obj)?;
+            zap_tx::remove(&mut self.mos, f.zap, format!("{txg:x}").as_bytes())?;
         }
         Ok(())
     }
@@ -914,30 +1061,7 @@ impl PoolWriter {
                 (g.ashift, ms.sm_object)
             };
             let sm_obj = if sm_obj == 0 {
-                let obj = self.mos.create_object(
-                    ot::SPACE_MAP,
-                    SPACE_MAP_BLOCKSIZE,
-                    ot::SPACE_MAP_HEADER,
-                    vec![0u8; 24],
-                    1,
-                )?;
-                let hdr = SpaceMapHeader {
-                    object: obj,
-                    length: 0,
-                    alloc: 0,
-                };
-                self.mos.set_bonus(obj, hdr.encode().to_vec())?;
-                if let Some(g) = self.alloc.group_mut(vdev) {
-                    if let Some(ms) = g.metaslabs.get_mut(ms_id as usize) {
-                        ms.sm_object = obj;
-                    }
-                }
-                let arr = *self
-                    .ms_arrays
-                    .get(vdev as usize)
-                    .ok_or_else(|| Error::Invalid("metaslab array".into()))?;
-                self.mos.write(arr, ms_id * 8, &obj.to_ne_bytes())?;
-                obj
+                self.new_metaslab_space_map(vdev, ms_id)?
             } else {
                 sm_obj
             };
@@ -947,11 +1071,64 @@ impl PoolWriter {
             self.mos.write(sm_obj, hdr.length, &bytes)?;
             hdr.append(&entries, bytes.len() as u64);
             let mut bonus = dn.phys.bonus.clone();
-            let enc = hdr.encode();
-            bonus[..enc.len()].copy_from_slice(&enc);
+            hdr.store(&mut bonus);
+            self.store_histogram(vdev, ms_id, &mut bonus);
             self.mos.set_bonus(sm_obj, bonus)?;
         }
         Ok(())
+    }
+
+    /// Make the space map of metaslab `ms_id` of `vdev` (which has none) and
+    /// name it in the vdev's metaslab array. As OpenZFS's `space_map_alloc`:
+    /// where `spacemap_histogram` is enabled the bonus is the whole
+    /// 320-byte `space_map_phys_t` and the feature counts the map.
+    fn new_metaslab_space_map(&mut self, vdev: u64, ms_id: u64) -> Result<u64> {
+        let histogram = self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
+            && crate::features::refcount(self, crate::features::SPACEMAP_HISTOGRAM)?.is_some();
+        let len = if histogram {
+            spacemap::SPACE_MAP_PHYS_SIZE
+        } else {
+            spacemap::SPACE_MAP_HEADER_SIZE
+        };
+        let obj = self.mos.create_object(
+            ot::SPACE_MAP,
+            SPACE_MAP_BLOCKSIZE,
+            ot::SPACE_MAP_HEADER,
+            vec![0u8; len],
+            1,
+        )?;
+        let hdr = SpaceMapHeader {
+            object: obj,
+            length: 0,
+            alloc: 0,
+        };
+        let mut bonus = vec![0u8; len];
+        hdr.store(&mut bonus);
+        self.mos.set_bonus(obj, bonus)?;
+        if histogram {
+            crate::features::incr(self, crate::features::SPACEMAP_HISTOGRAM, 1)?;
+        }
+        if let Some(g) = self.alloc.group_mut(vdev) {
+            if let Some(ms) = g.metaslabs.get_mut(ms_id as usize) {
+                ms.sm_object = obj;
+            }
+        }
+        let arr = *self
+            .ms_arrays
+            .get(vdev as usize)
+            .ok_or_else(|| Error::Invalid("metaslab array".into()))?;
+        self.mos.write(arr, ms_id * 8, &obj.to_ne_bytes())?;
+        Ok(obj)
+    }
+
+    /// Bring the free-segment histogram of a metaslab's space map bonus up
+    /// to date (a 24-byte bonus has none and is left alone).
+    fn store_histogram(&self, vdev: u64, ms_id: u64, bonus: &mut [u8]) {
+        if let Some(g) = self.alloc.group(vdev) {
+            if let Some(ms) = g.metaslabs.get(ms_id as usize) {
+                ms.histogram(g.ashift).store(bonus);
+            }
+        }
     }
 
     /// Store the spares list in the MOS `spares` object (created on first
@@ -1000,6 +1177,11 @@ impl PoolWriter {
                 cfg.set(k, v.clone());
             }
         }
+        // The vdev ZAPs (per-vdev ZAPs, `vdev_zaps_v2`) live only in the
+        // MOS copy: labels do not carry them.
+        if let Ok(old) = self.dsl().mos_config() {
+            keep_vdev_zaps(&mut cfg, &old);
+        }
         cfg.set("txg", NvValue::Uint64(self.txg));
         let packed = cfg.pack_xdr();
         self.write_packed_nvlist(cfg_obj, &packed)
@@ -1029,6 +1211,10 @@ impl PoolWriter {
         }
         if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
             return Ok(());
+        }
+        if let Some(f) = self.log_flush.take() {
+            self.flush_log_space_maps(f)
+                .map_err(|e| e.context("flushing the log space maps"))?;
         }
         let mut acct = MosAcct {
             sums: Sums::default(),
@@ -1228,5 +1414,60 @@ impl PoolWriter {
         self.state = ozfs_spa::label_write::POOL_STATE_EXPORTED;
         self.config_dirty = true;
         self.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vdev(guid: u64, zaps: &[(&str, u64)], children: Vec<NvList>) -> NvList {
+        let mut v = NvList::new();
+        v.set("guid", NvValue::Uint64(guid));
+        for (k, z) in zaps {
+            v.set(k, NvValue::Uint64(*z));
+        }
+        if !children.is_empty() {
+            v.set("children", NvValue::NvListArray(children));
+        }
+        v
+    }
+
+    fn config(root: NvList, flag: bool) -> NvList {
+        let mut c = NvList::new();
+        if flag {
+            c.set("com.delphix:has_per_vdev_zaps", NvValue::Boolean);
+        }
+        c.set("vdev_tree", NvValue::NvList(root));
+        c
+    }
+
+    /// The vdev ZAP names of the committed MOS config survive a config
+    /// rebuilt from the labels, each on the vdev of the same guid; a vdev
+    /// new since gets none, and other keys are not carried.
+    #[test]
+    fn vdev_zaps_are_carried_by_guid() {
+        let leaf = vdev(11, &[("com.delphix:vdev_zap_leaf", 135)], vec![]);
+        let gone = vdev(12, &[("com.delphix:vdev_zap_leaf", 140)], vec![]);
+        let mut top = vdev(10, &[("com.delphix:vdev_zap_top", 136)], vec![leaf, gone]);
+        top.set("offline", NvValue::Uint64(1));
+        let old = config(
+            vdev(7, &[("com.klarasystems:vdev_zap_root", 134)], vec![top]),
+            true,
+        );
+
+        let new_top = vdev(10, &[], vec![vdev(11, &[], vec![]), vdev(13, &[], vec![])]);
+        let mut new = config(vdev(7, &[], vec![new_top]), false);
+        keep_vdev_zaps(&mut new, &old);
+
+        assert!(new.get("com.delphix:has_per_vdev_zaps").is_some());
+        let root = new.get_nvlist("vdev_tree").unwrap();
+        assert_eq!(root.get_u64("com.klarasystems:vdev_zap_root"), Some(134));
+        let top = &root.get_nvlist_array("children").unwrap()[0];
+        assert_eq!(top.get_u64("com.delphix:vdev_zap_top"), Some(136));
+        assert!(top.get("offline").is_none(), "only ZAP names are carried");
+        let kids = top.get_nvlist_array("children").unwrap();
+        assert_eq!(kids[0].get_u64("com.delphix:vdev_zap_leaf"), Some(135));
+        assert_eq!(kids[1].get_u64("com.delphix:vdev_zap_leaf"), None);
     }
 }

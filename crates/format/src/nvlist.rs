@@ -697,6 +697,14 @@ impl NvList {
     pub fn get(&self, name: &str) -> Option<&NvValue> {
         self.pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
+
+    /// The value of pair `name`, to change in place.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut NvValue> {
+        self.pairs
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
     /// Value as u64 (accepts Uint64, Int64, Uint32, Int32... any integer type), else None.
     pub fn get_u64(&self, name: &str) -> Option<u64> {
         self.get(name).and_then(NvValue::as_u64)

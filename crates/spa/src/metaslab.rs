@@ -233,6 +233,22 @@ impl Metaslab {
         &self.deferred
     }
 
+    /// The free-segment histogram OpenZFS's `metaslab_sync` stores with its
+    /// space map: the segments of what is allocatable, freed in the open
+    /// txg and still deferred, each set counted on its own.
+    pub fn histogram(&self, sm_shift: u32) -> spacemap::SmHistogram {
+        let mut h = spacemap::SmHistogram::new();
+        let sets = std::iter::once(&self.free)
+            .chain(std::iter::once(&self.freeing))
+            .chain(self.deferred.values());
+        for set in sets {
+            for (_, len) in set.iter() {
+                h.add(len, sm_shift);
+            }
+        }
+        h
+    }
+
     /// Whether there are changes `sync_entries` has not returned yet.
     pub fn is_dirty(&self) -> bool {
         !self.alloc_unsynced.is_empty() || !self.free_unsynced.is_empty()

@@ -317,6 +317,72 @@ impl SpaceMapHeader {
         self.length += bytes;
         self.alloc = self.alloc.wrapping_add(net_alloc(entries));
     }
+
+    /// Write the three header fields over the start of `bonus` (24 bytes,
+    /// or the 320-byte `space_map_phys_t`, whose histogram is left alone).
+    pub fn store(&self, bonus: &mut Vec<u8>) {
+        if bonus.len() < SPACE_MAP_HEADER_SIZE {
+            bonus.resize(SPACE_MAP_HEADER_SIZE, 0);
+        }
+        bonus[..SPACE_MAP_HEADER_SIZE].copy_from_slice(&self.encode());
+    }
+}
+
+/// Size of the whole `space_map_phys_t` (`spacemap_histogram`): the header,
+/// five pad words and [`SPACE_MAP_HISTOGRAM_SIZE`] histogram buckets.
+pub const SPACE_MAP_PHYS_SIZE: usize = 320;
+/// Buckets of a space map's free-segment histogram.
+pub const SPACE_MAP_HISTOGRAM_SIZE: usize = 32;
+/// Byte offset of the histogram in `space_map_phys_t`.
+const SPACE_MAP_HISTOGRAM_OFFSET: usize = 64;
+
+/// A space map's histogram of free segments (`smp_histogram`), as OpenZFS
+/// keeps it with `spacemap_histogram` active: bucket `i` counts free
+/// segments of `2^(i + sm_shift)` up to twice that; segments smaller than
+/// `2^sm_shift` are not counted, and those beyond the last bucket are
+/// counted in it, each as `2^(k - 31 - sm_shift)` segments of its size
+/// (where `2^k` is the segment's bucket), so the bucket still sums space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmHistogram(pub [u64; SPACE_MAP_HISTOGRAM_SIZE]);
+
+impl SmHistogram {
+    pub fn new() -> Self {
+        SmHistogram([0; SPACE_MAP_HISTOGRAM_SIZE])
+    }
+
+    /// Count one free segment of `len` bytes.
+    pub fn add(&mut self, len: u64, sm_shift: u32) {
+        if len == 0 {
+            return;
+        }
+        let k = 63 - len.leading_zeros();
+        if k < sm_shift {
+            return;
+        }
+        let last = SPACE_MAP_HISTOGRAM_SIZE as u32 - 1;
+        let idx = (k - sm_shift).min(last);
+        let scale = k - sm_shift - idx;
+        let slot = &mut self.0[idx as usize];
+        *slot = slot.saturating_add(1u64.checked_shl(scale).unwrap_or(u64::MAX));
+    }
+
+    /// Store into a 320-byte bonus (host byte order); a 24-byte bonus (no
+    /// histogram, the feature inactive when it was made) is left alone.
+    pub fn store(&self, bonus: &mut [u8]) {
+        if bonus.len() < SPACE_MAP_PHYS_SIZE {
+            return;
+        }
+        for (i, v) in self.0.iter().enumerate() {
+            let at = SPACE_MAP_HISTOGRAM_OFFSET + i * 8;
+            bonus[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+}
+
+impl Default for SmHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[cfg(test)]
@@ -538,5 +604,34 @@ mod tests {
         ];
         h2.append(&e, 16);
         assert_eq!((h2.length, h2.alloc), (16, 0x2000));
+    }
+
+    /// Buckets as OpenZFS's `space_map_histogram_add` fills them (sm_shift
+    /// 12): a segment counts in the bucket of its highest bit less the
+    /// shift; below 2^12 nothing; past the 32nd bucket, scaled into it.
+    #[test]
+    fn histogram_buckets() {
+        let mut h = SmHistogram::new();
+        for len in [0x800, 0x1000, 0x1fff, 0x2000, 0x6000, 1 << 43, 1 << 45] {
+            h.add(len, 12);
+        }
+        let mut want = [0u64; SPACE_MAP_HISTOGRAM_SIZE];
+        want[0] = 2; // 0x1000, 0x1fff (0x800 is below the shift)
+        want[1] = 1; // 0x2000
+        want[2] = 1; // 0x6000
+        want[31] = 1 + 4; // 2^43 is the last bucket; 2^45 counts as 4 of it
+        assert_eq!(h.0, want);
+        let mut bonus = vec![0xAAu8; SPACE_MAP_PHYS_SIZE];
+        h.store(&mut bonus);
+        assert_eq!(&bonus[..64], &[0xAAu8; 64][..], "header and pad untouched");
+        assert_eq!(u64::from_ne_bytes(bonus[64..72].try_into().unwrap()), 2);
+        assert_eq!(u64::from_ne_bytes(bonus[312..320].try_into().unwrap()), 5);
+        let mut short = vec![0u8; SPACE_MAP_HEADER_SIZE];
+        h.store(&mut short);
+        assert_eq!(
+            short,
+            vec![0u8; SPACE_MAP_HEADER_SIZE],
+            "no histogram in a v0 bonus"
+        );
     }
 }
