@@ -44,6 +44,34 @@ use ozfs_spa::Pool;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// `DMU_USERUSED_OBJECT`: the ZAP of space and objects used per user id,
+/// whose dnode lives in the objset block (like the two below), not in the
+/// meta-dnode.
+pub const USERUSED_OBJECT: u64 = u64::MAX;
+/// `DMU_GROUPUSED_OBJECT`: the same per group id.
+pub const GROUPUSED_OBJECT: u64 = u64::MAX - 1;
+/// `DMU_PROJECTUSED_OBJECT`: the same per project id (4 KiB objsets).
+pub const PROJECTUSED_OBJECT: u64 = u64::MAX - 2;
+/// `DNODE_FLAG_USERUSED_ACCOUNTED`: the dnode's space is in the ZAPs.
+pub const DNODE_FLAG_USERUSED_ACCOUNTED: u8 = 0x2;
+/// `DNODE_FLAG_USEROBJUSED_ACCOUNTED`: the dnode is counted in the ZAPs.
+pub const DNODE_FLAG_USEROBJUSED_ACCOUNTED: u8 = 0x8;
+
+/// Whether `obj` is one of the accounting objects of the objset block.
+pub fn is_accounting_object(obj: u64) -> bool {
+    obj >= PROJECTUSED_OBJECT
+}
+
+/// What a file system's objset keeps of user, group and project
+/// accounting (pool version 15 on; see [`ObjsetTx::sync`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserAccounting {
+    /// Object counts too (`userobj_accounting` enabled).
+    pub objects: bool,
+    /// Per project too (`project_quota` enabled; a 4 KiB objset).
+    pub projects: bool,
+}
+
 /// Where block births and deaths are charged (DSL accounting, deadlists).
 pub trait Accounting {
     /// A new block was written.
@@ -98,6 +126,9 @@ pub struct ObjsetTx {
     pub objset_size: usize,
     /// Where the next object-number search starts.
     pub obj_next: std::cell::Cell<u64>,
+    /// User, group and project accounting kept at every sync (a file
+    /// system's objset on a pool of version 15 or later); None: none.
+    pub accounting: Option<UserAccounting>,
     /// ZAP objects decoded for editing, kept between operations (they stay
     /// valid across syncs because this objset has no other writer).
     /// Lookups fill it too (through `&self`), hence the `RefCell`.
@@ -107,6 +138,17 @@ pub struct ObjsetTx {
 
 impl ObjsetTx {
     pub fn new(os: Objset) -> ObjsetTx {
+        // An objset keeps the size it was written at (OpenZFS writes 4 KiB
+        // ones, whose tail holds the project-used dnode); older, smaller
+        // ones grow to 2 KiB, room for the user- and group-used dnodes.
+        let objset_size = if os.bp.is_hole() {
+            OBJSET_PHYS_SIZE_V2
+        } else {
+            (os.bp.lsize() as usize).clamp(
+                OBJSET_PHYS_SIZE_V2,
+                ozfs_format::objset::OBJSET_PHYS_SIZE_V3,
+            )
+        };
         ObjsetTx {
             os,
             dnodes: BTreeMap::new(),
@@ -114,7 +156,8 @@ impl ObjsetTx {
             ext: BTreeMap::new(),
             free_trees: BTreeMap::new(),
             spills: BTreeMap::new(),
-            objset_size: OBJSET_PHYS_SIZE_V2,
+            objset_size,
+            accounting: None,
             zap_cache: Default::default(),
             obj_next: std::cell::Cell::new(1),
         }
@@ -133,8 +176,39 @@ impl ObjsetTx {
             || !self.spills.is_empty()
     }
 
+    /// Keep user, group (and, as `a` says, object and project) accounting
+    /// from the next sync on. Project accounting needs the 4 KiB objset,
+    /// which the objset grows to, as OpenZFS grows it once `project_quota`
+    /// is enabled.
+    pub fn enable_accounting(&mut self, a: UserAccounting) {
+        if a.projects {
+            self.objset_size = self
+                .objset_size
+                .max(ozfs_format::objset::OBJSET_PHYS_SIZE_V3);
+        }
+        self.accounting = Some(a);
+    }
+
     /// Current dnode of `obj` (changed or committed).
     pub fn dnode(&self, obj: u64) -> Result<Dnode> {
+        if is_accounting_object(obj) {
+            let phys = match self.dnodes.get(&obj) {
+                Some(d) => d.clone(),
+                None => match obj {
+                    USERUSED_OBJECT => self.os.phys.userused_dnode.clone(),
+                    GROUPUSED_OBJECT => self.os.phys.groupused_dnode.clone(),
+                    _ => self.os.phys.projectused_dnode.clone(),
+                },
+            };
+            if phys.object_type == 0 {
+                return Err(Error::not_found(format!("accounting object {obj:#x}")));
+            }
+            return Ok(Dnode {
+                object: obj,
+                phys,
+                swap: self.os.swap && !self.dnodes.contains_key(&obj),
+            });
+        }
         if let Some(d) = self.dnodes.get(&obj) {
             if d.object_type == 0 {
                 return Err(Error::not_found(format!("object {obj}")));
@@ -932,6 +1006,74 @@ impl ObjsetTx {
             .unwrap_or_else(|| self.os.phys.meta_dnode.clone())
     }
 
+    /// The committed dnode that starts at slot `obj`, if one does (not a
+    /// free slot, nor one inside another object's large dnode).
+    fn committed_head(&self, obj: u64) -> Result<Option<Dnode>> {
+        // A slot inside another object's large dnode holds no dnode.
+        if self.os.bp.is_hole() || self.os.slot_owner(obj)?.is_some_and(|o| o != obj) {
+            return Ok(None);
+        }
+        match self.os.dnode(obj) {
+            Ok(d) if d.phys.object_type != 0 => Ok(Some(d)),
+            Ok(_) | Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Apply a sync's accounting changes to the accounting ZAPs (made, as
+    /// 512-byte micro ZAPs, if the objset has none yet: OpenZFS makes the
+    /// user and group ones at the first sync with accounting, the project
+    /// one once project accounting is on). An entry that reaches zero is
+    /// removed; arithmetic wraps, as OpenZFS's does.
+    fn apply_charges(&mut self, a: UserAccounting, charges: &Charges) -> Result<()> {
+        let mut objs = vec![USERUSED_OBJECT, GROUPUSED_OBJECT];
+        if a.projects {
+            objs.push(PROJECTUSED_OBJECT);
+        }
+        for &obj in &objs {
+            if matches!(self.dnode(obj), Err(Error::NotFound(_))) {
+                self.create_accounting_zap(obj);
+            }
+        }
+        for ((obj, key), &delta) in &charges.by_key {
+            if delta == 0 || !objs.contains(obj) {
+                continue;
+            }
+            let cur = crate::zap_tx::lookup(self, *obj, key.as_bytes())?
+                .and_then(|e| e.as_u64())
+                .unwrap_or(0);
+            let new = cur.wrapping_add(delta as u64);
+            if new == 0 {
+                crate::zap_tx::remove(self, *obj, key.as_bytes())?;
+            } else {
+                crate::zap_tx::update(self, *obj, key, 8, &[new])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A new, empty accounting ZAP at `obj` (one of the objset block's
+    /// dnodes), as OpenZFS's `zap_create_claim` makes it: type 39, no
+    /// bonus, 512-byte micro ZAP, 128 KiB indirect blocks.
+    fn create_accounting_zap(&mut self, obj: u64) {
+        let z = ozfs_format::zap_write::ZapObject::new_micro(random_u64() | 1, 0);
+        let dn = DnodePhys {
+            object_type: ot::USERGROUP_USED,
+            indblkshift: 17,
+            nlevels: 1,
+            nblkptr: 3,
+            flags: DNODE_FLAG_USED_BYTES,
+            datablkszsec: (z.block_size / 512) as u16,
+            blkptr: vec![BlkPtr::default(); 3],
+            ..Default::default()
+        };
+        self.dnodes.insert(obj, dn);
+        self.zap_cache.get_mut().remove(&obj);
+        if let Some(b) = z.blocks.get(&0) {
+            self.write_block(obj, 0, b.clone());
+        }
+    }
+
     /// Free an object: its whole tree goes at sync, its slot becomes free.
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
         self.zap_cache.get_mut().remove(&obj);
@@ -997,7 +1139,10 @@ impl ObjsetTx {
             .filter(|o| *o != 0)
             .collect();
         objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
+        objs.retain(|o| !is_accounting_object(*o));
         let spills = std::mem::take(&mut self.spills);
+        let accounting = self.accounting;
+        let mut charges = Charges::default();
         let mut meta = self.dnode_meta();
         let mut meta_dirty: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         let meta_bs = meta.datablksz();
@@ -1009,6 +1154,12 @@ impl ObjsetTx {
                 Some(d) => d.clone(),
                 None => self.os.dnode(obj)?.phys,
             };
+            if accounting.is_some() {
+                // What the committed dnode contributed goes out...
+                if let Some(old) = self.committed_head(obj)? {
+                    charges.charge(&old.phys, old.swap, -1);
+                }
+            }
             // A freed-then-reused slot starts from an empty tree.
             if frees.contains_key(&obj) {
                 let keep_type = dn.object_type;
@@ -1062,6 +1213,16 @@ impl ObjsetTx {
                 };
                 sync_spill(&pool, alloc, txg, policy, acct, &old, &mut dn, staged)?;
             }
+            if let Some(a) = accounting {
+                // ...and what it holds now comes in, marked as counted.
+                if dn.object_type != 0 {
+                    dn.flags |= DNODE_FLAG_USERUSED_ACCOUNTED;
+                    if a.objects {
+                        dn.flags |= DNODE_FLAG_USEROBJUSED_ACCOUNTED;
+                    }
+                    charges.charge(&dn, false, 1);
+                }
+            }
             // Copy the dnode into its meta-dnode block.
             let off = obj * DNODE_SIZE as u64;
             let blkid = off / meta_bs;
@@ -1109,7 +1270,46 @@ impl ObjsetTx {
             buf[inner..inner + enc.len()].copy_from_slice(&enc);
             self.dnodes.insert(obj, dn);
         }
-        // 3. The meta-dnode itself.
+        // 3. The accounting objects (in the objset block).
+        let mut phys = self.os.phys.clone();
+        if let Some(a) = accounting {
+            self.apply_charges(a, &charges)?;
+            for obj in [USERUSED_OBJECT, GROUPUSED_OBJECT, PROJECTUSED_OBJECT] {
+                let blocks: Vec<(u64, Staged)> = self
+                    .data
+                    .range((obj, 0)..=(obj, u64::MAX))
+                    .map(|((_, b), d)| {
+                        let s = match d {
+                            Some(d) => Staged::Data(d.clone()),
+                            None => Staged::Hole,
+                        };
+                        (*b, s)
+                    })
+                    .collect();
+                let Some(mut dn) = self.dnodes.get(&obj).cloned() else {
+                    continue;
+                };
+                if !blocks.is_empty() {
+                    sync_tree(
+                        &self.os,
+                        &pool,
+                        alloc,
+                        txg,
+                        policy,
+                        acct,
+                        &mut dn,
+                        blocks,
+                        &|_| 1,
+                    )?;
+                }
+                match obj {
+                    USERUSED_OBJECT => phys.userused_dnode = dn,
+                    GROUPUSED_OBJECT => phys.groupused_dnode = dn,
+                    _ => phys.projectused_dnode = dn,
+                }
+            }
+        }
+        // 4. The meta-dnode itself.
         let meta_blocks: Vec<(u64, Staged)> = meta_dirty
             .into_iter()
             .map(|(b, d)| (b, Staged::Data(d)))
@@ -1129,8 +1329,7 @@ impl ObjsetTx {
                 &fill,
             )?;
         }
-        // 4. The objset block.
-        let mut phys = self.os.phys.clone();
+        // 5. The objset block.
         phys.meta_dnode = meta.clone();
         let bytes = phys.encode(self.objset_size);
         let fill: u64 = meta.blkptr.iter().map(|b| b.fill()).sum();
@@ -1156,6 +1355,48 @@ impl ObjsetTx {
         self.data.clear();
         self.ext.clear();
         Ok(bp)
+    }
+}
+
+/// The accounting changes of one sync: bytes and objects per
+/// (accounting object, id), as OpenZFS's `userquota_updates_task` sums
+/// them before applying them with `zap_increment`.
+#[derive(Debug, Default)]
+struct Charges {
+    /// (accounting object, key) → signed change; keys are the id in hex
+    /// for space and `obj-` and the id in hex for object counts.
+    by_key: BTreeMap<(u64, String), i64>,
+}
+
+impl Charges {
+    /// Add (`sign` 1) or take out (`sign` -1) what dnode `dn` contributes:
+    /// with `USERUSED_ACCOUNTED`, 512 bytes plus its used space to its user,
+    /// group and project; with `USEROBJUSED_ACCOUNTED`, one object to each.
+    /// A dnode whose bonus names no owner (no znode) contributes nothing.
+    fn charge(&mut self, dn: &DnodePhys, swap: bool, sign: i64) {
+        let Some((uid, gid, projid)) = ozfs_format::znode::owner_ids(dn.bonustype, &dn.bonus, swap)
+        else {
+            return;
+        };
+        let used = if dn.flags & DNODE_FLAG_USED_BYTES != 0 {
+            dn.used
+        } else {
+            dn.used << 9
+        };
+        let bytes = (DNODE_SIZE as u64).wrapping_add(used) as i64;
+        for (obj, id) in [
+            (USERUSED_OBJECT, uid),
+            (GROUPUSED_OBJECT, gid),
+            (PROJECTUSED_OBJECT, projid),
+        ] {
+            if dn.flags & DNODE_FLAG_USERUSED_ACCOUNTED != 0 {
+                *self.by_key.entry((obj, format!("{id:x}"))).or_default() +=
+                    sign.wrapping_mul(bytes);
+            }
+            if dn.flags & DNODE_FLAG_USEROBJUSED_ACCOUNTED != 0 {
+                *self.by_key.entry((obj, format!("obj-{id:x}"))).or_default() += sign;
+            }
+        }
     }
 }
 
@@ -1317,6 +1558,15 @@ fn sync_tree(
             nlevels += 1;
         }
     }
+    // A hole staged past what the tree reaches (a block written and then
+    // truncated away in the same txg, the tree never grown for it) is a
+    // hole already: nothing to write.
+    let reach = (nlevels as u32 - 1)
+        .checked_mul(epbs)
+        .and_then(|shift| nblkptr.checked_shl(shift))
+        .unwrap_or(u64::MAX);
+    let mut blocks = blocks;
+    blocks.retain(|(b, s)| !(matches!(s, Staged::Hole) && *b >= reach));
     let committed = Dnode {
         object: 0,
         phys: dn.clone(),

@@ -17,7 +17,10 @@ use ozfs_dmu::tx::{random_u64, ObjsetTx};
 use ozfs_dmu::{zap_tx, Objset};
 use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
-use ozfs_format::objset::{ObjsetPhys, OBJSET_TYPE_META, OBJSET_TYPE_ZFS};
+use ozfs_format::objset::{
+    ObjsetPhys, OBJSET_FLAG_PROJECTQUOTA_COMPLETE, OBJSET_FLAG_USERACCOUNTING_COMPLETE,
+    OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE, OBJSET_TYPE_META, OBJSET_TYPE_ZFS,
+};
 use ozfs_format::types::ot;
 use ozfs_format::znode::{ZplAttrs, S_IFDIR};
 use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
@@ -607,11 +610,25 @@ fn build_mos(w: &mut PoolWriter) -> Result<()> {
         ozfs_format::zap::U8_TEXTPREP_TOUPPER,
         1,
     )?;
-    let snap_deadlist = new_bplist(w, 128 * 1024)?;
+    // Dead lists: from pool version 26 $ORIGIN@$ORIGIN's is an empty
+    // new-format list and the $ORIGIN head's has the one key 0, which
+    // every file system's dead list starts from.
+    let new_format = w.version >= 26;
+    let snap_deadlist = if new_format {
+        w.deadlist_alloc()?
+    } else {
+        new_bplist(w, 128 * 1024)?
+    };
     let origin_snap =
         w.mos
             .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
-    let head_deadlist = new_bplist(w, 128 * 1024)?;
+    let head_deadlist = if new_format {
+        let dl = w.deadlist_alloc()?;
+        w.deadlist_add_key(dl, 0)?;
+        dl
+    } else {
+        new_bplist(w, 128 * 1024)?
+    };
     let next_clones = w.mos.create_zap(37, 0, Vec::new(), 0, 1)?;
     let t = now_secs();
     w.set_dir(
@@ -688,7 +705,18 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
         ozfs_format::zap::U8_TEXTPREP_TOUPPER,
         1,
     )?;
-    let deadlist = new_bplist(w, 128 * 1024)?;
+    // The dead list the origin's head would give a clone of it.
+    let (origin_head_dl, origin_txg) = {
+        let o = w.dataset(origin_snap)?;
+        let head = w.dir(o.dir_obj)?.head_dataset_obj;
+        let dl = if head != 0 {
+            w.dataset(head)?.deadlist_obj
+        } else {
+            0
+        };
+        (dl, o.creation_txg)
+    };
+    let deadlist = w.deadlist_clone(origin_head_dl, origin_txg, origin_snap)?;
     let ds_obj = w
         .mos
         .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
@@ -722,14 +750,34 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
             &[ds_obj],
         )?;
     }
-    // The ZPL objset.
+    // The ZPL objset, its accounting complete from the start (OpenZFS's
+    // `dmu_objset_create_impl_dnstats`): user and group space from pool
+    // version 15, object counts and projects where their features are
+    // enabled, which the dataset then lists.
+    let accounting = w.fs_accounting(OBJSET_TYPE_ZFS)?;
+    let mut flags = 0;
+    if let Some(a) = accounting {
+        flags |= OBJSET_FLAG_USERACCOUNTING_COMPLETE;
+        if a.objects {
+            flags |= OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE;
+            crate::features::activate_on_dataset(w, ds_obj, crate::features::USEROBJ_ACCOUNTING)?;
+        }
+        if a.projects {
+            flags |= OBJSET_FLAG_PROJECTQUOTA_COMPLETE;
+            crate::features::activate_on_dataset(w, ds_obj, crate::features::PROJECT_QUOTA)?;
+        }
+    }
     let phys = ObjsetPhys {
         meta_dnode: empty_dnode(ot::DNODE, 32, 7),
         zil_header: vec![0u8; 192],
         os_type: OBJSET_TYPE_ZFS,
+        flags,
         ..Default::default()
     };
     let mut otx = ObjsetTx::new(Objset::from_parts(w.pool.clone(), BlkPtr::default(), phys));
+    if let Some(a) = accounting {
+        otx.enable_accounting(a);
+    }
     let zpl_version = zpl_version_for(w.version);
     let master = otx.create_zap(ot::MASTER_NODE, 0, Vec::new(), 0, 1)?;
     // ZPL 5: the system-attribute master node, every ZPL attribute
@@ -864,7 +912,8 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
             "cannot clone '{origin}': not a snapshot"
         )));
     }
-    if name.split('/').next() != origin.split('/').next() {
+    // The pool is the first component (a root snapshot is `pool@snap`).
+    if name.split(['/', '@']).next() != origin.split(['/', '@']).next() {
         return Err(Error::Invalid(format!(
             "cannot create '{name}': source and target pools differ"
         )));
@@ -888,6 +937,14 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
     let mut d = w.dataset(ds)?;
     d.prev_snap_obj = snap.ds_obj;
     d.prev_snap_txg = s.creation_txg;
+    // The dead list of a clone: the keys of the origin's head below the
+    // origin's txg (OpenZFS later folds them as the origin's snapshots
+    // go, and needs them there).
+    let origin_head = w.dir(s.dir_obj)?.head_dataset_obj;
+    let head_dl = w.dataset(origin_head)?.deadlist_obj;
+    let dl = w.deadlist_clone(head_dl, s.creation_txg, snap.ds_obj)?;
+    w.deadlist_free(d.deadlist_obj)?;
+    d.deadlist_obj = dl;
     d.bp = s.bp;
     d.referenced_bytes = s.referenced_bytes;
     d.compressed_bytes = s.compressed_bytes;

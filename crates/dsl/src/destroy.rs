@@ -73,9 +73,11 @@ impl PoolWriter {
         let leaf = name.rsplit('/').next().unwrap_or(name);
         zap_tx::remove(&mut self.mos, pdir.child_dir_zapobj, leaf.as_bytes())?;
         crate::features::release_dataset(self, ds.ds_obj)?;
+        if ds.ds.deadlist_obj != 0 {
+            self.deadlist_free(ds.ds.deadlist_obj)?;
+        }
         for o in [
             ds.ds.snapnames_zapobj,
-            ds.ds.deadlist_obj,
             ds.ds_obj,
             dir.props_zapobj,
             dir.child_dir_zapobj,
@@ -85,6 +87,124 @@ impl PoolWriter {
             if o != 0 {
                 self.mos.free_object(o)?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl PoolWriter {
+    /// [`Self::destroy_snapshot`] where the next dataset's dead list is in
+    /// the new format, as OpenZFS's `dsl_destroy_snapshot_sync_impl`: the
+    /// neighbours' unique bytes from the next dead list's entries, its
+    /// entries born after this snapshot's predecessor freed (blocks
+    /// nobody references any more), this snapshot's entries merged into
+    /// it, and this snapshot's txg folded out of the head's keys (and of
+    /// its clones').
+    fn destroy_snapshot_entries(
+        &mut self,
+        name: &str,
+        snap: &crate::pool::DatasetInfo,
+        prev: Option<ozfs_format::dsl::DslDatasetPhys>,
+        after_branch_point: bool,
+    ) -> Result<()> {
+        let s = snap.ds;
+        let obj = snap.ds_obj;
+        let next_obj = s.next_snap_obj;
+        let mut next = self.dataset(next_obj)?;
+        let prev_obj = s.prev_snap_obj;
+        let mut prev_unique = 0u64;
+        if let Some(p) = &prev {
+            if !after_branch_point {
+                prev_unique = crate::deadlist::deadlist_space_range(
+                    self,
+                    next.deadlist_obj,
+                    p.prev_snap_txg,
+                    s.prev_snap_txg,
+                )?;
+            }
+        }
+        let freed = self.deadlist_free_from(next.deadlist_obj, s.prev_snap_txg)?;
+        self.deadlist_merge(next.deadlist_obj, s.deadlist_obj)?;
+        next.prev_snap_obj = s.prev_snap_obj;
+        next.prev_snap_txg = s.prev_snap_txg;
+        self.remove_clones_key(snap.dir_obj, s.creation_txg, 0)?;
+        if next.next_snap_obj != 0 {
+            let after = self.dataset(next.next_snap_obj)?;
+            next.unique_bytes += crate::deadlist::deadlist_space_range(
+                self,
+                after.deadlist_obj,
+                s.prev_snap_txg,
+                s.creation_txg,
+            )?;
+            self.set_dataset(next_obj, &next)?;
+            // The head's entry for this snapshot's txg joins the one below.
+            let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
+            let head_dl = self.dataset(head_obj)?.deadlist_obj;
+            self.deadlist_remove_key(head_dl, s.creation_txg)?;
+        } else {
+            let mrs = prev.as_ref().map_or(0, |p| p.referenced_bytes);
+            let (dl, _, _) = crate::deadlist::deadlist_sums(self, next.deadlist_obj)?;
+            next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
+            self.set_dataset(next_obj, &next)?;
+        }
+        if let Some(mut p) = prev {
+            if after_branch_point {
+                if p.next_clones_obj != 0 {
+                    let _ = zap_tx::remove(
+                        &mut self.mos,
+                        p.next_clones_obj,
+                        format!("{obj:x}").as_bytes(),
+                    )?;
+                    zap_tx::update(
+                        &mut self.mos,
+                        p.next_clones_obj,
+                        &format!("{next_obj:x}"),
+                        8,
+                        &[next_obj],
+                    )?;
+                }
+            } else {
+                p.next_snap_obj = next_obj;
+                p.unique_bytes += prev_unique;
+                self.set_dataset(prev_obj, &p)?;
+            }
+        }
+        let net = Sums {
+            dsize: -freed.dsize,
+            psize: -freed.psize,
+            ucsize: -freed.ucsize,
+        };
+        self.apply_dir_delta(snap.dir_obj, &net, 0, -freed.dsize)?;
+        let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
+        let head = self.dataset(head_obj)?;
+        let short = name.rsplit('@').next().unwrap_or(name);
+        zap_tx::remove(&mut self.mos, head.snapnames_zapobj, short.as_bytes())?;
+        crate::features::release_dataset(self, obj)?;
+        for o in [s.next_clones_obj, s.props_obj, s.userrefs_obj, obj] {
+            if o != 0 {
+                self.mos.free_object(o)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fold key `txg` out of the dead lists of the clones of directory
+    /// `dir`'s snapshots made after it, and of their clones
+    /// (`dsl_dir_remove_clones_key`).
+    fn remove_clones_key(&mut self, dir: u64, txg: u64, depth: u32) -> Result<()> {
+        let clones = self.dir(dir)?.clones;
+        if clones == 0 || depth > 64 {
+            return Ok(());
+        }
+        for e in zap_tx::list(&self.mos, clones)? {
+            let Some(c) = e.as_u64() else { continue };
+            let cd = self.dataset(c)?;
+            let cdir = self.dir(cd.dir_obj)?;
+            if cdir.origin_obj == 0 || self.dataset(cdir.origin_obj)?.creation_txg <= txg {
+                continue;
+            }
+            self.deadlist_remove_key(cd.deadlist_obj, txg)?;
+            self.remove_clones_key(cd.dir_obj, txg, depth + 1)?;
         }
         Ok(())
     }
@@ -202,15 +322,6 @@ pub(crate) fn parse_bplist(data: &[u8], swap: bool) -> Result<Vec<BlkPtr>> {
         .collect()
 }
 
-/// A dead list's (used, compressed, uncompressed) bytes from its header
-/// (zero for fields an old, shorter header lacks).
-pub(crate) fn bplist_sums(w: &PoolWriter, obj: u64) -> Result<(u64, u64, u64)> {
-    let dn = w.mos.dnode(obj)?;
-    let at =
-        |o: usize| ozfs_format::bytes::u64_at(&dn.phys.bonus, o, dn.swap, "bplist").unwrap_or(0);
-    Ok((at(8), at(16), at(24)))
-}
-
 /// Bytes (dsize) of the dead list entries born in (`min`, `max`].
 pub(crate) fn deadlist_space_birthrange(
     w: &PoolWriter,
@@ -267,6 +378,9 @@ impl PoolWriter {
             None
         };
         let after_branch_point = prev.as_ref().is_some_and(|p| p.next_snap_obj != obj);
+        if crate::deadlist::is_new_format(self, next.deadlist_obj)? {
+            return self.destroy_snapshot_entries(name, &snap, prev, after_branch_point);
+        }
         // Split the next dataset's dead list.
         let mut keep = Vec::new();
         let mut keep_sums = Sums::default();

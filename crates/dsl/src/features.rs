@@ -525,6 +525,15 @@ pub const LOG_SPACEMAP: &str = "com.delphix:log_spacemap";
 /// `com.klarasystems:vdev_zaps_v2`: the root vdev has a ZAP too; the MOS
 /// config names every vdev's ZAP, and ozfs carries those names over.
 pub const VDEV_ZAPS_V2: &str = "com.klarasystems:vdev_zaps_v2";
+/// `com.delphix:empty_bpobj`: dead list entries with nothing in them
+/// share one empty bpobj, which it counts (`crate::deadlist`).
+pub const EMPTY_BPOBJ: &str = "com.delphix:empty_bpobj";
+/// `org.zfsonlinux:userobj_accounting`: per dataset, objects counted per
+/// user and group.
+pub const USEROBJ_ACCOUNTING: &str = "org.zfsonlinux:userobj_accounting";
+/// `org.zfsonlinux:project_quota`: per dataset, space and objects
+/// accounted per project.
+pub const PROJECT_QUOTA: &str = "org.zfsonlinux:project_quota";
 /// `org.zfsonlinux:large_dnode`: per dataset, dnodes of several slots.
 pub const LARGE_DNODE: &str = "org.zfsonlinux:large_dnode";
 
@@ -647,6 +656,9 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     SPACEMAP_HISTOGRAM,
     LOG_SPACEMAP,
     VDEV_ZAPS_V2,
+    USEROBJ_ACCOUNTING,
+    PROJECT_QUOTA,
+    EMPTY_BPOBJ,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

@@ -19,6 +19,7 @@
 mod compat_table;
 pub mod create;
 pub mod crypt;
+pub mod deadlist;
 pub mod destroy;
 pub mod features;
 pub mod history;

@@ -25,7 +25,7 @@ use ozfs_format::dsl::DslDatasetPhys;
 use ozfs_format::{Error, Result};
 
 fn space_since(w: &PoolWriter, dl: u64, min: u64) -> Result<u64> {
-    crate::destroy::deadlist_space_birthrange(w, dl, min, u64::MAX)
+    crate::deadlist::deadlist_space_range(w, dl, min, u64::MAX)
 }
 
 impl PoolWriter {
@@ -126,7 +126,7 @@ impl PoolWriter {
             if d.prev_snap_obj == 0 {
                 continue;
             }
-            let (u, cp, uc) = crate::destroy::bplist_sums(self, d.deadlist_obj)?;
+            let (u, cp, uc) = crate::deadlist::deadlist_sums(self, d.deadlist_obj)?;
             used += u as i64;
             comp += cp as i64;
             uncomp += uc as i64;

@@ -503,11 +503,20 @@ impl DslPool {
         } else {
             0
         };
+        // The dead list's used bytes: first in a new-format one's header,
+        // second (after the count) in a bplist's.
         let dead = self
             .mos
             .dnode(d.deadlist_obj)
             .ok()
-            .and_then(|dn| ozfs_format::bytes::u64_at(&dn.phys.bonus, 8, dn.swap, "bplist").ok())
+            .and_then(|dn| {
+                let at = if dn.phys.object_type == crate::deadlist::DEADLIST {
+                    0
+                } else {
+                    8
+                };
+                ozfs_format::bytes::u64_at(&dn.phys.bonus, at, dn.swap, "dead list").ok()
+            })
             .unwrap_or(0);
         out.push((
             "written".into(),

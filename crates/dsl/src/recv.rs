@@ -506,7 +506,8 @@ fn receive_one(
             phys.meta_dnode = crate::create::empty_meta_dnode();
             let os =
                 ozfs_dmu::Objset::from_parts(w.pool.clone(), ozfs_format::BlkPtr::default(), phys);
-            w.fs.insert(ds, ozfs_dmu::tx::ObjsetTx::new(os));
+            let t = w.objset_tx(os)?;
+            w.fs.insert(ds, t);
         }
         // Committed empty, so that a failure can destroy it again (the
         // undo looks datasets up in the synced state).

@@ -13,7 +13,6 @@
 //! touched.
 
 use crate::sync::PoolWriter;
-use ozfs_format::types::ot;
 use ozfs_format::{Error, Result};
 
 impl PoolWriter {
@@ -54,24 +53,19 @@ impl PoolWriter {
             self.pool.free_block(&mut self.alloc, &bp, txg)?;
         }
         // The dead list's blocks are the head's again.
-        let dl = self.mos.dnode(head.ds.deadlist_obj)?;
-        if dl.phys.object_type != ot::BPOBJ {
-            return Err(Error::unsupported(
-                format!("cannot rollback '{name}'"),
-                "dead lists other than pool-v23 bplists",
-            ));
-        }
         // Only what was charged to this directory moves back: blocks born
         // after its origin (a clone's older blocks are its origin's).
         let origin_txg = self.origin_txg(head.dir_obj)?;
-        let dead = crate::destroy::deadlist_space_birthrange(
+        let dead = crate::deadlist::deadlist_space_range(
             self,
             head.ds.deadlist_obj,
             origin_txg,
             u64::MAX,
         )? as i64;
-        self.mos.free_object(head.ds.deadlist_obj)?;
-        let new_dl = crate::create::new_bplist(self, 128 * 1024)?;
+        // A fresh dead list with the keys below the snapshot's txg (as the
+        // clone OpenZFS rolls back through gets).
+        let new_dl = self.deadlist_clone(head.ds.deadlist_obj, snap.creation_txg, snap_obj)?;
+        self.deadlist_free(head.ds.deadlist_obj)?;
         let mut h = self.dataset(head.ds_obj)?;
         h.bp = snap.bp;
         h.referenced_bytes = snap.referenced_bytes;

@@ -48,7 +48,12 @@ impl PoolWriter {
         }
         let txg = self.txg;
         let mut h = self.dataset(head.ds_obj)?;
-        let new_deadlist = crate::create::new_bplist(self, 128 * 1024)?;
+        // The head's new dead list: every key of the old one (which the
+        // snapshot keeps), and the previous snapshot's txg.
+        let new_deadlist = self.deadlist_clone(h.deadlist_obj, u64::MAX, h.prev_snap_obj)?;
+        if crate::deadlist::is_new_format(self, new_deadlist)? {
+            self.deadlist_add_key(new_deadlist, h.prev_snap_txg)?;
+        }
         let snap_obj =
             self.mos
                 .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;

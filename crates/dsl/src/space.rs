@@ -91,14 +91,16 @@ pub struct Tot {
 }
 
 impl Tot {
+    /// A block's share, as OpenZFS's `dsl_dataset_block_born` counts it:
+    /// an embedded block uses no space and no compressed bytes, but one
+    /// holding file data counts its uncompressed size.
     fn add(&mut self, pool: &Pool, bp: &BlkPtr) {
-        if bp.is_hole() || bp.is_embedded() {
+        if bp.is_hole() {
             return;
         }
         self.used += pool.dsize(bp, true);
-        self.comp += bp.psize();
-        let meta = bp.level() > 0 || ozfs_format::types::object_type_is_metadata(bp.object_type());
-        self.uncomp += if meta { bp.psize() } else { bp.lsize() };
+        self.comp += bp.charged_psize();
+        self.uncomp += bp.charged_ucsize();
     }
     fn plus(self, o: Tot) -> Tot {
         Tot {
@@ -130,7 +132,8 @@ impl Tot {
 /// block included: the meta-dnode's tree and the user/group used trees;
 /// for each dnode block born after `since`, its dnodes' trees and spill
 /// blocks (a dnode block born earlier holds only dnodes — hence trees —
-/// that have not changed since). Holes and embedded BPs are skipped.
+/// that have not changed since). Holes are skipped; embedded BPs are
+/// visited (they count in the compressed and uncompressed sums).
 pub fn walk_objset(
     pool: &Arc<Pool>,
     bp: &BlkPtr,
@@ -153,7 +156,7 @@ fn walk_objset_body(
     f: &mut dyn FnMut(&BlkPtr) -> Result<()>,
 ) -> Result<()> {
     let mut take = |bp: &BlkPtr| -> Result<()> {
-        if bp.is_hole() || bp.is_embedded() {
+        if bp.is_hole() {
             Ok(())
         } else {
             f(bp)
@@ -626,6 +629,7 @@ impl PoolWriter {
         // Walk every dataset: born blocks (once in the pool), heads whole.
         let heads: BTreeSet<u64> = dirs.values().map(|d| d.head_dataset_obj).collect();
         let objs: Vec<u64> = datasets.keys().copied().collect();
+        let mut empty_refs = 0u64;
         for obj in objs {
             let Some(ds) = datasets.get(&obj).cloned() else {
                 continue;
@@ -650,20 +654,22 @@ impl PoolWriter {
             })
             .map_err(|e| e.context(&format!("space check: {}", ds.name)))?;
             let dead = if p.deadlist_obj != 0 {
-                let dn = self.mos.dnode(p.deadlist_obj)?;
-                let n = bplist_len(&self.pool, p.deadlist_obj, &dn)?;
-                let entries = parse_bplist(
-                    &self.mos.read(p.deadlist_obj, 0, (n * 128) as usize)?,
-                    dn.swap,
-                )?;
-                // The header's sums (fields a short old header lacks are not checked).
+                let (problems, empties) = crate::deadlist::check_structure(self, p.deadlist_obj)?;
+                for pr in problems {
+                    f.push(format!("{} dead list: {pr}", ds.name));
+                }
+                empty_refs += empties;
+                let entries = crate::deadlist::deadlist_bps(self, p.deadlist_obj)?;
+                // The header's sums (an old bplist header too short to
+                // have them is not checked).
                 let mut dt = Tot::default();
                 for bp in &entries {
                     dt.add(&pool, bp);
                 }
-                let b = &dn.phys.bonus;
-                let at = |o: usize| ozfs_format::bytes::u64_at(b, o, dn.swap, "bplist").ok();
-                if let (Some(u), Some(c), Some(uc)) = (at(8), at(16), at(24)) {
+                let dn = self.mos.dnode(p.deadlist_obj)?;
+                let new_format = crate::deadlist::is_new_format(self, p.deadlist_obj)?;
+                if new_format || dn.phys.bonus.len() >= 32 {
+                    let (u, c, uc) = crate::deadlist::deadlist_sums(self, p.deadlist_obj)?;
                     f.cmp_tot(
                         &format!("{} dead list (object {})", ds.name, p.deadlist_obj),
                         ["bytes", "comp", "uncomp"],
@@ -730,6 +736,15 @@ impl PoolWriter {
                 };
                 refd.insert(obj, r);
             }
+        }
+        // The shared empty bpobj: counted once per dead list entry naming
+        // it, named in the MOS exactly while counted.
+        let (e_obj, e_count) = crate::deadlist::empty_bpobj_state(self)?;
+        let count = e_count.unwrap_or(0);
+        if count != empty_refs || e_obj.is_some() != (count > 0) {
+            f.push(format!(
+                "empty bpobj {e_obj:?}: feature count {count}, named by {empty_refs} dead list entries"
+            ));
         }
         // Per dataset.
         const REF: [&str; 3] = ["referenced_bytes", "compressed_bytes", "uncompressed_bytes"];

@@ -128,9 +128,8 @@ pub(crate) struct Sums {
 impl Sums {
     pub(crate) fn add(&mut self, pool: &Pool, bp: &BlkPtr, sign: i64) {
         self.dsize += sign * pool.dsize(bp, true) as i64;
-        self.psize += sign * bp.psize() as i64;
-        let meta = bp.level() > 0 || ozfs_format::types::object_type_is_metadata(bp.object_type());
-        self.ucsize += sign * if meta { bp.psize() } else { bp.lsize() } as i64;
+        self.psize += sign * bp.charged_psize() as i64;
+        self.ucsize += sign * bp.charged_ucsize() as i64;
     }
 }
 
@@ -150,11 +149,17 @@ impl Accounting for DsAcct {
         self.born.add(&pool, bp, 1);
     }
     fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
-        if bp.is_hole() || bp.is_embedded() {
+        if bp.is_hole() {
             return Ok(());
         }
+        // An embedded block has no space to free, but its sizes count
+        // (OpenZFS's `dsl_dataset_block_kill`): it leaves the dataset's
+        // sums, or goes on the dead list like any other.
         if bp.birth() > self.prev_snap_txg {
             self.freed.add(pool, bp, 1);
+            if bp.is_embedded() {
+                return Ok(());
+            }
             pool.free_block(alloc, bp, txg)
         } else {
             self.dead.add(pool, bp, 1);
@@ -674,11 +679,44 @@ impl PoolWriter {
                 )));
             }
             let os = Objset::open(self.pool.clone(), &ds.bp)?;
-            self.fs.insert(ds_obj, ObjsetTx::new(os));
+            let t = self.objset_tx(os)?;
+            self.fs.insert(ds_obj, t);
         }
         self.fs
             .get_mut(&ds_obj)
             .ok_or_else(|| Error::Invalid("fs tx".into()))
+    }
+
+    /// A writer of dataset objset `os`, keeping the accounting its pool
+    /// asks for ([`Self::fs_accounting`]).
+    pub(crate) fn objset_tx(&self, os: Objset) -> Result<ObjsetTx> {
+        let a = self.fs_accounting(os.phys.os_type)?;
+        let mut t = ObjsetTx::new(os);
+        if let Some(a) = a {
+            t.enable_accounting(a);
+        }
+        Ok(t)
+    }
+
+    /// The user, group and project accounting OpenZFS keeps in an objset
+    /// of type `os_type` of this pool: file systems only, from pool
+    /// version 15 (user and group space), object counts where
+    /// `userobj_accounting` is enabled, projects where `project_quota` is.
+    pub(crate) fn fs_accounting(
+        &self,
+        os_type: u64,
+    ) -> Result<Option<ozfs_dmu::tx::UserAccounting>> {
+        if self.version < 15 || os_type != ozfs_format::objset::OBJSET_TYPE_ZFS {
+            return Ok(None);
+        }
+        let features = self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES;
+        let enabled = |g: &str| -> Result<bool> {
+            Ok(features && crate::features::refcount(self, g)?.is_some())
+        };
+        Ok(Some(ozfs_dmu::tx::UserAccounting {
+            objects: enabled(crate::features::USEROBJ_ACCOUNTING)?,
+            projects: enabled(crate::features::PROJECT_QUOTA)?,
+        }))
     }
 
     /// The write policy of a dataset (properties resolved through its directory chain).
@@ -798,7 +836,7 @@ impl PoolWriter {
     }
 
     /// Append BPs to a pool-v23 dead list (a bplist object).
-    pub(crate) fn deadlist_append(&mut self, obj: u64, bps: &[BlkPtr], sums: &Sums) -> Result<()> {
+    pub(crate) fn bplist_append(&mut self, obj: u64, bps: &[BlkPtr], sums: &Sums) -> Result<()> {
         if bps.is_empty() {
             return Ok(());
         }

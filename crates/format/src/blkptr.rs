@@ -161,6 +161,32 @@ impl BlkPtr {
             (((self.prop() >> 16) & 0xffff) + 1) << 9
         }
     }
+    /// The compressed size OpenZFS's space accounting charges
+    /// (`BP_GET_PSIZE`): an embedded block's is 0.
+    pub fn charged_psize(&self) -> u64 {
+        if self.is_embedded() {
+            0
+        } else {
+            self.psize()
+        }
+    }
+
+    /// The uncompressed size OpenZFS's space accounting charges
+    /// (`BP_GET_UCSIZE`): the compressed size of metadata (indirect blocks
+    /// and metadata types), the logical size of data; an embedded block
+    /// charges its logical size only when it holds data (embedded type 0)
+    /// of a data type.
+    pub fn charged_ucsize(&self) -> u64 {
+        let meta = self.level() > 0 || crate::types::object_type_is_metadata(self.object_type());
+        if meta {
+            self.charged_psize()
+        } else if self.is_embedded() && self.etype() != 0 {
+            0
+        } else {
+            self.lsize()
+        }
+    }
+
     /// Compression enum (7 bits if embedded... use 7 bits when bit 39 is the E bit and 8 bits otherwise is ambiguous;
     /// take bits 32..39 (7 bits) always — old pools never exceed 14).
     pub fn compression(&self) -> u8 {

@@ -16,8 +16,12 @@ pub const OBJSET_PHYS_SIZE_V2: usize = 2048;
 pub const OBJSET_PHYS_SIZE_V3: usize = 4096;
 /// Size of the embedded ZIL header (`zil_header_t`).
 pub const ZIL_HEADER_SIZE: usize = 192;
-/// `os_flags` bit: user accounting complete.
+/// `os_flags` bit: user and group space accounting complete.
 pub const OBJSET_FLAG_USERACCOUNTING_COMPLETE: u64 = 1;
+/// `os_flags` bit: user and group object counts complete.
+pub const OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE: u64 = 2;
+/// `os_flags` bit: project space and object accounting complete.
+pub const OBJSET_FLAG_PROJECTQUOTA_COMPLETE: u64 = 4;
 
 pub const OBJSET_TYPE_NONE: u64 = 0;
 pub const OBJSET_TYPE_META: u64 = 1;

@@ -79,6 +79,8 @@ pub mod ot {
     pub const SA_ATTR_REGISTRATION: u8 = 46;
     pub const SA_ATTR_LAYOUTS: u8 = 47;
     pub const DSL_CLONES: u8 = 52;
+    /// The user, group and project used-space ZAPs (objects -1, -2, -3).
+    pub const USERGROUP_USED: u8 = 39;
     pub const ZAP_METADATA_NEW: u8 = 0xC4;
 }
 

@@ -604,6 +604,71 @@ mod acl_golden {
     }
 }
 
+/// `ZFS_PROJID` in a znode's flags: the file has a `ZPL_PROJID` attribute.
+pub const ZFS_PROJID: u64 = 1 << 47;
+/// The project of files without `ZFS_PROJID` (`ZFS_DEFAULT_PROJID`).
+pub const ZFS_DEFAULT_PROJID: u64 = 0;
+
+/// The owner of a file for user, group and project accounting: (uid, gid,
+/// project id), read from its bonus buffer as OpenZFS's accounting reads
+/// it (`zpl_get_file_info`), not through the SA layouts:
+/// * a legacy znode (bonus type `ZNODE`): uid and gid at bonus bytes 128
+///   and 136, project 0;
+/// * system attributes (bonus type `SA`): after the SA header (its size in
+///   bits 10..16 of the layout word, in 8-byte units), uid at +24, gid at
+///   +32, flags at +48 and, when the flags have [`ZFS_PROJID`], the project
+///   at +128 (else 0): every ZPL layout starts with the same attributes in
+///   the same order, which ozfs keeps too. An SA buffer still all zeros
+///   (magic 0) belongs to root;
+/// * anything else (ZAPs, the master node, FUID tables...) has no owner
+///   and is charged to nobody: None, as for a buffer too short or an SA
+///   header with a wrong magic.
+///
+/// `swap`: the bonus is in the other byte order.
+pub fn owner_ids(bonustype: u8, bonus: &[u8], swap: bool) -> Option<(u64, u64, u64)> {
+    let u64_at = |off: usize| -> Option<u64> {
+        let b: [u8; 8] = bonus.get(off..off + 8)?.try_into().ok()?;
+        let v = u64::from_ne_bytes(b);
+        Some(if swap { v.swap_bytes() } else { v })
+    };
+    match bonustype {
+        crate::types::ot::ZNODE => Some((u64_at(128)?, u64_at(136)?, ZFS_DEFAULT_PROJID)),
+        crate::types::ot::SA => {
+            let m: [u8; 4] = bonus.get(0..4)?.try_into().ok()?;
+            let magic = u32::from_ne_bytes(m);
+            let swap = if magic == 0 {
+                return Some((0, 0, ZFS_DEFAULT_PROJID));
+            } else if magic == SA_MAGIC {
+                false
+            } else if magic.swap_bytes() == SA_MAGIC {
+                true
+            } else {
+                return None;
+            };
+            let w: [u8; 2] = bonus.get(4..6)?.try_into().ok()?;
+            let info = u16::from_ne_bytes(w);
+            let info = if swap { info.swap_bytes() } else { info };
+            let hdr = ((info >> 10) as usize) * 8;
+            if hdr < 8 {
+                return None;
+            }
+            let at = |off: usize| -> Option<u64> {
+                let b: [u8; 8] = bonus.get(hdr + off..hdr + off + 8)?.try_into().ok()?;
+                let v = u64::from_ne_bytes(b);
+                Some(if swap { v.swap_bytes() } else { v })
+            };
+            let flags = at(48)?;
+            let projid = if flags & ZFS_PROJID != 0 {
+                at(128)?
+            } else {
+                ZFS_DEFAULT_PROJID
+            };
+            Some((at(24)?, at(32)?, projid))
+        }
+        _ => None,
+    }
+}
+
 /// OpenZFS's ZPL system attributes, numbered by their place here (what
 /// every ZPL 5 file system registers): name, registered length (0 =
 /// variable) and byte-swap kind (0: u64 array, 3: bytes, 4: ACL).
@@ -709,15 +774,18 @@ impl ZplAttrs {
     /// number for devices, the ACL, then what is added later (symlink
     /// target, xattr directory, SA xattrs).
     pub fn sa_layout_attrs(&self) -> Vec<u16> {
+        // OpenZFS's order (`zfs_mknode`): the project id right after the
+        // link count, at byte 128 of the attributes, where OpenZFS's
+        // accounting reads it whatever the layout ([`owner_ids`]).
         let mut v = vec![5, 6, 4, 12, 13, 7, 11, 0, 1, 2, 3, 8];
+        if self.projid.is_some() {
+            v.push(21);
+        }
         let t = self.mode & S_IFMT;
         if t == S_IFCHR || t == S_IFBLK {
             v.push(10);
         }
         v.extend([16, 19]);
-        if self.projid.is_some() {
-            v.push(21);
-        }
         if self.symlink.is_some() {
             v.push(17);
         }
@@ -766,7 +834,15 @@ impl ZplAttrs {
     pub fn to_sa_attrs(&self, layout: u16, attrs: &[u16]) -> Vec<u8> {
         let attrs = attrs.to_vec();
         let (aces, count, aclflags) = trivial_aces(self.mode);
-        let flags = (self.flags & (zflags::XATTR | 0xffff_0000_0000_0000)) | aclflags;
+        // The ACL bits follow the trivial ACL; the file's attribute flags
+        // (immutable, append-only, project inherit...: bit 32 up) are kept,
+        // and ZFS_PROJID says whether a project id is stored.
+        let mut flags = (self.flags & (zflags::XATTR | 0xffff_ffff_0000_0000)) | aclflags;
+        if self.projid.is_some() {
+            flags |= ZFS_PROJID;
+        } else {
+            flags &= !ZFS_PROJID;
+        }
         let empty = Vec::new();
         // The variable-length attributes (17, 19, 20: length 0 in
         // ZPL_SA_ATTRS).
@@ -858,6 +934,73 @@ mod sa_write_tests {
     /// pools) reads back; sizes as OpenZFS's: a symlink to "text.txt" is
     /// 184 bytes (zdb shows "184 bonus System attributes" for it in
     /// c1-single/child), a directory 168 (176 there, with a project id).
+    /// The owner OpenZFS's accounting reads at fixed offsets is the one
+    /// ozfs encoded, with or without a project id, device number or
+    /// spill-bound symlink; legacy znodes and ownerless bonuses too.
+    #[test]
+    fn owner_ids_read_at_openzfs_offsets() {
+        let a = super::tests::sample();
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &a.to_sa(2), false),
+            Some((1000, 100, 0))
+        );
+        let p = ZplAttrs {
+            projid: Some(77),
+            flags: a.flags | ZFS_PROJID,
+            ..a.clone()
+        };
+        let b = p.to_sa(3);
+        assert_eq!(
+            u64::from_ne_bytes(b[8 + 128..8 + 136].try_into().unwrap()),
+            77
+        );
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &b, false),
+            Some((1000, 100, 77))
+        );
+        let d = ZplAttrs {
+            mode: S_IFCHR | 0o600,
+            rdev: 0x0801,
+            symlink: None,
+            ..a.clone()
+        };
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &d.to_sa(4), false),
+            Some((1000, 100, 0))
+        );
+        // Byte-swapped SA buffers are read in their order.
+        let mut sw = a.to_sa(2);
+        let hdr = ((u16::from_ne_bytes([sw[4], sw[5]]) >> 10) as usize) * 8;
+        for w in sw[..4].chunks_exact_mut(4) {
+            w.reverse();
+        }
+        sw[4..6].reverse();
+        for c in sw[hdr..].chunks_exact_mut(8) {
+            c.reverse();
+        }
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &sw, true).map(|x| (x.0, x.1)),
+            Some((1000, 100))
+        );
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &[0u8; 64], false),
+            Some((0, 0, 0))
+        );
+        assert_eq!(owner_ids(crate::types::ot::SA, &[0xAB; 64], false), None);
+        assert_eq!(
+            owner_ids(crate::types::ot::ZNODE, &a.to_znode(), false),
+            Some((1000, 100, 0))
+        );
+        assert_eq!(
+            owner_ids(crate::types::ot::MASTER_NODE, &[0u8; 320], false),
+            None
+        );
+        assert_eq!(
+            owner_ids(crate::types::ot::SA, &a.to_sa(2)[..30], false),
+            None
+        );
+    }
+
     #[test]
     fn sa_round_trip_and_openzfs_sizes() {
         let mut a = ZplAttrs {

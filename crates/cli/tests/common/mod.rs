@@ -370,6 +370,29 @@ pub fn openzfs_verdict(zdb: &Path, devs: &Path, pool: &str) -> String {
             && !text.contains("leaked space"),
         "OpenZFS zdb -bcc {pool}:\n{text}"
     );
+    // `-d` adds what `-bcc` leaves out: every MOS object referenced exactly
+    // once (dead lists, bpobjs, ZAPs...) and the feature reference counts
+    // it can verify.
+    let out = std::process::Command::new(zdb)
+        .arg("-e")
+        .arg("-p")
+        .arg(devs)
+        .arg("-d")
+        .arg(pool)
+        .output()
+        .expect("run OpenZFS zdb -d");
+    let d = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success()
+            && !d.contains("leaked")
+            && !d.contains("mismatch")
+            && !d.contains("referenced but not allocated"),
+        "OpenZFS zdb -d {pool}:\n{d}"
+    );
     text
 }
 
