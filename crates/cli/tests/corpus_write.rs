@@ -175,3 +175,98 @@ fn raidz_pools_openzfs_made_are_changed_and_stay_clean() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// Pools with the per-dataset features OpenZFS activates by what it
+/// writes, changed by ozfs in the datasets that have them: `c2-mirror`
+/// (zstd, zstd-19 and zle file systems, 1 MiB records: `large_blocks`,
+/// `zstd_compress`; files rewritten keep their 1 MiB blocks, now zstd as
+/// ozfs compresses it), `c6-checksums` (sha512, skein, edonr and blake3
+/// file systems, the salted ones with the pool's salt) and
+/// `c13-names-props` (`longname`: the 600-byte name removed, files added
+/// beside). OpenZFS's zdb finds them clean, what ozfs left alone equals
+/// the manifest, what it wrote reads back.
+#[test]
+fn feature_pools_openzfs_made_are_changed_and_stay_clean() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-corpus-write-features-");
+    let corpus = corpus_dir();
+    let src = work.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for (i, len) in [10usize, 9000, 200_000, 1_500_000].iter().enumerate() {
+        let data: Vec<u8> = (0..*len)
+            .map(|j| (((j / 3) * 13 + i) % 241) as u8)
+            .collect();
+        std::fs::write(src.join(format!("w{i}")), &data).unwrap();
+    }
+    let s = src.to_string_lossy().into_owned();
+    let long = format!("./{}", "n".repeat(600));
+    let mut failed = Vec::new();
+    type Case<'a> = (&'a str, Vec<&'a str>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "c2-mirror",
+            vec!["c2-mirror/z", "c2-mirror/z19", "c2-mirror/zle"],
+            "c2-mirror/z@s1",
+        ),
+        (
+            "c6-checksums",
+            vec![
+                "c6-checksums/sha512",
+                "c6-checksums/skein",
+                "c6-checksums/edonr",
+                "c6-checksums/blake3",
+            ],
+            "c6-checksums/fletcher2",
+        ),
+        (
+            "c13-names-props",
+            vec!["c13-names-props/p"],
+            "c13-names-props",
+        ),
+    ];
+    for (pool, touched, untouched) in cases {
+        let devs = work.path().join(pool);
+        unpack_corpus(&corpus.join(pool), &devs);
+        let d = devs.to_string_lossy().into_owned();
+        oz.ok(&["zpool", "import", "-N", "-d", &d, pool]);
+        for fs in &touched {
+            oz.ok(&["cp", "-r", &s, &format!("{fs}:/in")]);
+            let text = if pool == "c6-checksums" {
+                "/data.bin"
+            } else {
+                "/text.txt"
+            };
+            oz.ok(&["cp", &format!("{s}/w3"), &format!("{fs}:{text}")]);
+            if pool == "c13-names-props" {
+                oz.ok(&["rm", &format!("{fs}:/{}", &long[2..])]);
+            }
+        }
+        oz.ok(&["zpool", "export", pool]);
+        if let Some(zdb) = oracle_zdb() {
+            openzfs_verdict(&zdb, &devs, pool);
+        }
+        import_readonly(&oz, &devs, pool);
+        let manifest = std::fs::read_to_string(corpus.join(pool).join("manifest.txt")).unwrap();
+        failed.extend(compare(&oz, work.path(), untouched, &manifest, untouched));
+        for fs in &touched {
+            let text = if pool == "c6-checksums" {
+                "/data.bin"
+            } else {
+                "/text.txt"
+            };
+            for (path, local) in [("/in/w3", "w3"), ("/in/w2", "w2"), (text, "w3")] {
+                let out = work.path().join("one");
+                let _ = std::fs::remove_file(&out);
+                let r = oz.run(&["cp", &format!("{fs}:{path}"), &out.to_string_lossy()]);
+                if !r.success()
+                    || std::fs::read(&out).unwrap_or_default()
+                        != std::fs::read(src.join(local)).unwrap()
+                {
+                    failed.push(format!("{fs}:{path} differs from what was written"));
+                }
+            }
+        }
+        oz.ok(&["zpool", "export", pool]);
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -93,7 +93,7 @@ pub fn decompress(kind: u8, src: &[u8], dst: &mut [u8]) -> Result<()> {
 }
 
 /// Compress `src` with function `kind` into `dst` (capacity = the most we accept, e.g. lsize - lsize/8).
-/// Returns Some(compressed length) or None if it did not fit. Supports lzjb, gzip-1..9, zle, lz4.
+/// Returns Some(compressed length) or None if it did not fit. Supports lzjb, gzip-1..9, zle, lz4, zstd.
 pub fn compress(kind: u8, src: &[u8], dst: &mut [u8]) -> Result<Option<usize>> {
     Ok(match kind {
         ZIO_COMPRESS_OFF => {
@@ -110,6 +110,7 @@ pub fn compress(kind: u8, src: &[u8], dst: &mut [u8]) -> Result<Option<usize>> {
         }
         ZIO_COMPRESS_ZLE => zle_compress(src, dst),
         ZIO_COMPRESS_LZ4 => lz4_compress(src, dst),
+        ZIO_COMPRESS_ZSTD => zstd_compress(src, dst, ZSTD_DEFAULT_LEVEL),
         _ => {
             return Err(Error::unsupported(
                 "compress",
@@ -433,6 +434,40 @@ pub fn zstd_header(src: &[u8]) -> Option<(usize, u32)> {
     let c_len = be32(src)?;
     let word = be32(src.get(4..)?)? as u32;
     Some((c_len, word))
+}
+
+/// The zstd version OpenZFS 2.3 writes in its block headers (1.5.6).
+pub const ZSTD_VERSION: u32 = 10506;
+/// zstd's default level, which `compression=zstd` means.
+pub const ZSTD_DEFAULT_LEVEL: u8 = 3;
+
+/// ZFS zstd compression: the 8-byte header (big-endian frame length, then
+/// the level in the top byte and the zstd version below it, as OpenZFS
+/// packs `zfs_zstdhdr_t`) and a standard zstd frame without its 4-byte
+/// magic. ruzstd's encoder compresses at its fastest level whatever the
+/// level asked (recorded in the header; decompression ignores it). Each
+/// frame is decoded again before it is used: one that does not give back
+/// `src` exactly is not written (None: the block is stored as it is), so
+/// an encoder fault can cost space but never data.
+pub fn zstd_compress(src: &[u8], dst: &mut [u8], level: u8) -> Option<usize> {
+    let frame = std::panic::catch_unwind(|| {
+        ruzstd::encoding::compress_to_vec(src, ruzstd::encoding::CompressionLevel::Fastest)
+    })
+    .ok()?;
+    let body = frame.strip_prefix(&ZSTD_MAGIC[..])?;
+    let n = 8usize.checked_add(body.len())?;
+    if n > dst.len() || body.len() > u32::MAX as usize {
+        return None;
+    }
+    let mut back = vec![0u8; src.len()];
+    zstd_frame_decode("zstd frame written", &frame, &mut back).ok()?;
+    if back != src {
+        return None;
+    }
+    dst[0..4].copy_from_slice(&(body.len() as u32).to_be_bytes());
+    dst[4..8].copy_from_slice(&(((level as u32) << 24) | ZSTD_VERSION).to_be_bytes());
+    dst[8..n].copy_from_slice(body);
+    Some(n)
 }
 
 /// ZFS zstd decompression (8-byte header, magicless frame); must yield exactly `dst.len()` bytes.

@@ -249,6 +249,7 @@ impl crate::tx::WritePolicy for Plain {
             checksum: cksum::FLETCHER4,
             compress: comp::OFF,
             copies: 1,
+            salt: None,
         }
     }
 }

@@ -1682,7 +1682,12 @@ fn sync_tree(
                     }
                     None => (
                         p.checksum,
-                        ozfs_codec::checksum::compute(p.checksum, &e.image, false)?,
+                        ozfs_codec::checksum::compute_salted(
+                            p.checksum,
+                            &e.image,
+                            false,
+                            p.salt.as_ref(),
+                        )?,
                     ),
                 };
                 let pe = BlockProps { checksum: f, ..p };

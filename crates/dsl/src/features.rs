@@ -534,6 +534,17 @@ pub const USEROBJ_ACCOUNTING: &str = "org.zfsonlinux:userobj_accounting";
 /// `org.zfsonlinux:project_quota`: per dataset, space and objects
 /// accounted per project.
 pub const PROJECT_QUOTA: &str = "org.zfsonlinux:project_quota";
+/// `org.open-zfs:large_blocks`: per dataset, blocks over 128 KiB.
+pub const LARGE_BLOCKS: &str = "org.open-zfs:large_blocks";
+/// `org.freebsd:zstd_compress`: per dataset, zstd-compressed blocks.
+pub const ZSTD: &str = "org.freebsd:zstd_compress";
+/// Per-dataset checksum features: blocks with that checksum.
+pub const SHA512: &str = "org.illumos:sha512";
+pub const SKEIN: &str = "org.illumos:skein";
+pub const EDONR: &str = "org.illumos:edonr";
+pub const BLAKE3: &str = "org.openzfs:blake3";
+/// `org.zfsonlinux:longname`: per dataset, names over 255 bytes.
+pub const LONGNAME: &str = "org.zfsonlinux:longname";
 /// `org.zfsonlinux:large_dnode`: per dataset, dnodes of several slots.
 pub const LARGE_DNODE: &str = "org.zfsonlinux:large_dnode";
 
@@ -659,6 +670,13 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     USEROBJ_ACCOUNTING,
     PROJECT_QUOTA,
     EMPTY_BPOBJ,
+    LARGE_BLOCKS,
+    ZSTD,
+    SHA512,
+    SKEIN,
+    EDONR,
+    BLAKE3,
+    LONGNAME,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

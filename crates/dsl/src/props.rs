@@ -250,6 +250,12 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
 ];
 
 fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
+    // zstd with a level: the level above the algorithm's 7 bits.
+    if let (Kind::Index(tbl), zap_value::Stored::Num(n)) = (kind, v) {
+        if std::ptr::eq(tbl, COMPRESS) && *n & 0x7f == 16 && (1..=19).contains(&(*n >> 7)) {
+            return PropValue::Text(format!("zstd-{}", *n >> 7));
+        }
+    }
     match (kind, v) {
         (Kind::Index(tbl), zap_value::Stored::Num(n)) => PropValue::Text(
             tbl.iter()
@@ -627,25 +633,21 @@ pub fn check_for_pool(
         return Ok(());
     };
     use ozfs_format::types::{cksum, comp};
-    let Ok(v) = u8::try_from(*n) else {
+    // A compression value carries a level above its 7 algorithm bits.
+    let n = if name == "compression" { *n & 0x7f } else { *n };
+    let Ok(v) = u8::try_from(n) else {
         return Ok(());
     };
     let feature = match (name, v) {
         ("compression", comp::LZ4) => crate::features::LZ4,
-        // ozfs does not compress with zstd (a received value, say).
-        ("compression", comp::ZSTD) => {
-            return Err(Error::Unsupported {
-                what: "compression=zstd".into(),
-                detail: "ozfs does not write zstd yet".into(),
-            })
-        }
+        ("compression", comp::ZSTD) => crate::features::ZSTD,
         ("checksum", cksum::SHA512) => "org.illumos:sha512",
         ("checksum", cksum::SKEIN) => "org.illumos:skein",
         ("checksum", cksum::EDONR) => "org.illumos:edonr",
         ("checksum", cksum::BLAKE3) => "org.openzfs:blake3",
         _ => return Ok(()),
     };
-    let value = index_name(name, *n).unwrap_or("?");
+    let value = index_name(name, n).unwrap_or("?");
     let short = crate::features::feature(feature).map_or(feature, |f| f.name);
     match crate::features::refcount(w, feature)? {
         None => Err(Error::Invalid(format!(
@@ -695,13 +697,19 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
     };
     match kind {
         Kind::Index(tbl) => {
-            // The writer cannot compress zstd yet: accepting it would make
-            // every later write of the dataset fail.
-            if name == "compression" && value == "zstd" {
-                return Err(Error::Unsupported {
-                    what: "compression=zstd".into(),
-                    detail: "ozfs does not write zstd yet".into(),
-                });
+            // zstd-N: the level above the algorithm's 7 bits
+            // (`ZIO_COMPLEVEL_ZSTD`), levels 1 to 19.
+            if name == "compression" {
+                if let Some(n) = value
+                    .strip_prefix("zstd-")
+                    .and_then(|l| l.parse::<u64>().ok())
+                {
+                    if (1..=19).contains(&n) {
+                        return Ok(PropSetting::Num(
+                            ozfs_format::types::comp::ZSTD as u64 | (n << 7),
+                        ));
+                    }
+                }
             }
             // NFSv4 ACLs have no Linux interface to serve them through.
             if name == "acltype" && value == "nfsv4" {

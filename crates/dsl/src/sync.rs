@@ -83,6 +83,7 @@ impl WritePolicy for MosPolicy {
             checksum: cksum::FLETCHER4,
             compress: if self.compress { comp::LZJB } else { comp::OFF },
             copies: 3,
+            salt: None,
         }
     }
 }
@@ -93,6 +94,8 @@ pub struct FsPolicy {
     pub checksum: u8,
     pub compress: u8,
     pub copies: usize,
+    /// The pool's checksum salt (salted checksums of data blocks).
+    pub salt: Option<ozfs_codec::checksum::Salt>,
 }
 
 impl WritePolicy for FsPolicy {
@@ -105,6 +108,7 @@ impl WritePolicy for FsPolicy {
                 checksum: self.checksum,
                 compress: self.compress,
                 copies: self.copies,
+                salt: self.salt,
             }
         } else {
             BlockProps {
@@ -113,6 +117,7 @@ impl WritePolicy for FsPolicy {
                 checksum: cksum::FLETCHER4,
                 compress: comp::LZJB,
                 copies: (self.copies + 1).min(3),
+                salt: None,
             }
         }
     }
@@ -141,11 +146,36 @@ struct DsAcct {
     dead: Sums,
     dead_bps: Vec<BlkPtr>,
     pool: Arc<Pool>,
+    /// Per-dataset features the blocks born need listed on the dataset.
+    features: std::collections::BTreeSet<&'static str>,
+}
+
+/// The per-dataset features a block born in a dataset makes active there
+/// (OpenZFS's `dsl_dataset_block_born`): `large_blocks` past 128 KiB, and
+/// the feature of its checksum and of its compression, if any.
+pub(crate) fn block_features(bp: &BlkPtr) -> impl Iterator<Item = &'static str> {
+    use ozfs_format::types::{cksum, comp};
+    let large = (!bp.is_embedded() && bp.lsize() > ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE)
+        .then_some(crate::features::LARGE_BLOCKS);
+    let sum = if bp.is_embedded() {
+        None
+    } else {
+        match bp.checksum() {
+            cksum::SHA512 => Some(crate::features::SHA512),
+            cksum::SKEIN => Some(crate::features::SKEIN),
+            cksum::EDONR => Some(crate::features::EDONR),
+            cksum::BLAKE3 => Some(crate::features::BLAKE3),
+            _ => None,
+        }
+    };
+    let zstd = (bp.compression() == comp::ZSTD).then_some(crate::features::ZSTD);
+    large.into_iter().chain(sum).chain(zstd)
 }
 
 impl Accounting for DsAcct {
     fn born(&mut self, bp: &BlkPtr) {
         let pool = self.pool.clone();
+        self.features.extend(block_features(bp));
         self.born.add(&pool, bp, 1);
     }
     fn killed(&mut self, pool: &Pool, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
@@ -168,6 +198,7 @@ impl Accounting for DsAcct {
         }
     }
     fn rewritten(&mut self, pool: &Pool, old: &BlkPtr, new: &BlkPtr) {
+        self.features.extend(block_features(new));
         self.born.add(pool, new, 1);
         self.born.add(pool, old, -1);
     }
@@ -749,7 +780,8 @@ impl PoolWriter {
             // Dedup-table writes are not implemented: keep its checksum, store blocks normally.
             checksum = cksum::SHA256;
         }
-        let mut compress = get("compression")?.unwrap_or(comp::OFF as u64) as u8;
+        // The algorithm is the low 7 bits (zstd keeps its level above).
+        let mut compress = (get("compression")?.unwrap_or(comp::OFF as u64) & 0x7f) as u8;
         if compress == comp::ON {
             // What "on" means: lz4 once the pool has the feature.
             compress = if self.pool.feature_active(crate::features::LZ4) {
@@ -766,6 +798,7 @@ impl PoolWriter {
             checksum,
             compress,
             copies,
+            salt: self.pool.checksum_salt.get().copied(),
         })
     }
 
@@ -891,8 +924,18 @@ impl PoolWriter {
             dead: Sums::default(),
             dead_bps: Vec::new(),
             pool: self.pool.clone(),
+            features: Default::default(),
         };
         let bp = otx.sync(&mut self.alloc, self.txg, &policy, &mut acct)?;
+        let mut features = std::mem::take(&mut acct.features);
+        if self.version < ozfs_spa::pool::SPA_VERSION_FEATURES {
+            features.clear();
+        }
+        for f in features {
+            if !crate::features::listed_on_dataset(&self.mos.os, ds_obj, f)? {
+                crate::features::activate_on_dataset(self, ds_obj, f)?;
+            }
+        }
         let strict = self.space_lag.is_some();
         let w = |f: &'static str| move || format!("dataset object {ds_obj} {f}");
         ds.bp = bp;

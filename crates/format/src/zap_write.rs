@@ -780,9 +780,16 @@ fn encode_value(int_len: u8, value: &[u64]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Check a string key: nonempty, no NUL, at most ZAP_MAXNAMELEN - 1 bytes.
+/// Longest string key plus its NUL where names may be long
+/// (`ZAP_MAXNAMELEN_NEW`, OpenZFS's `longname` feature): 1023 bytes.
+/// Callers that create entries keep their own, shorter limits (file names:
+/// 255 bytes); a ZAP holding a longer name is still read, looked up and
+/// changed.
+pub const ZAP_MAXNAMELEN_NEW: usize = 1024;
+
+/// Check a string key: nonempty, no NUL, at most ZAP_MAXNAMELEN_NEW - 1 bytes.
 fn check_str_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name.contains(&0) || name.len() >= ZAP_MAXNAMELEN {
+    if name.is_empty() || name.contains(&0) || name.len() >= ZAP_MAXNAMELEN_NEW {
         return Err(Error::Invalid(format!(
             "bad zap name {:?} ({} bytes)",
             String::from_utf8_lossy(name),
@@ -2312,7 +2319,7 @@ mod tests {
         let mut z = ZapObject::new_micro(1, 0);
         assert!(z.add(b"", 8, &[1]).is_err());
         assert!(z.add(b"a\0b", 8, &[1]).is_err());
-        assert!(z.add(&[b'a'; 256], 8, &[1]).is_err());
+        assert!(z.add(&[b'a'; 1024], 8, &[1]).is_err());
         assert!(z.add(b"a", 3, &[1]).is_err());
         assert!(z.add(b"a", 1, &[256]).is_err());
         assert!(z.add(b"a", 8, &vec![0; 1025]).is_err());

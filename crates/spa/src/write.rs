@@ -33,6 +33,9 @@ pub struct BlockProps {
     pub compress: u8,
     /// Number of DVAs, 1..=3.
     pub copies: usize,
+    /// The pool's checksum salt, which keys skein, edon-r and blake3
+    /// (None: the pool has none, and those checksums cannot be written).
+    pub salt: Option<checksum::Salt>,
 }
 
 /// The physical form of a block before allocation.
@@ -78,7 +81,7 @@ fn with_cksum(data: Vec<u8>, compress: u8, lsize: u64, p: &BlockProps) -> Result
     let cksum = if p.checksum == ck::OFF {
         Default::default()
     } else {
-        checksum::compute(p.checksum, &data, false)?
+        checksum::compute_salted(p.checksum, &data, false, p.salt.as_ref())?
     };
     Ok(Encoded {
         data,
