@@ -248,13 +248,72 @@ fn new_algorithms_need_their_feature() {
         "fa23",
     ]);
     assert_eq!(v, "off\non\n");
+    let r = oz.run(&["zfs", "set", "recordsize=1M", "fa23"]);
+    assert_error(&r, Some(1), &["large_blocks"]);
     oz.ok(&["zpool", "export", "fa23"]);
     let new = image(work.path(), "new.img");
     oz.ok(&["zpool", "create", "-o", "version=5000", "fa5", &new]);
     oz.ok(&["zfs", "set", "compression=lz4", "fa5"]);
-    let r = oz.run(&["zfs", "set", "checksum=skein", "fa5"]);
-    assert_error(&r, Some(1), &["skein"]);
+    // A salted checksum (the pool gets its salt), zstd and 1 MiB records,
+    // written and read back; the blocks born make their dataset list the
+    // features; a stream carries the 1 MiB blocks in 128 KiB pieces.
+    oz.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        "checksum=skein",
+        "-o",
+        "compression=zstd-7",
+        "-o",
+        "recordsize=1M",
+        "fa5/n",
+    ]);
+    let v = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "value",
+        "compression,recordsize",
+        "fa5/n",
+    ]);
+    assert_eq!(v, "zstd-7\n1M\n");
+    let data: Vec<u8> = (0..3_500_000u32)
+        .map(|i| ((i / 5) % 199) as u8 ^ (i % 3) as u8)
+        .collect();
+    let src = work.path().join("data.bin");
+    std::fs::write(&src, &data).unwrap();
+    oz.ok(&["cp", &src.to_string_lossy(), "fa5/n:/data.bin"]);
+    let back = work.path().join("back.bin");
+    oz.ok(&["cp", "fa5/n:/data.bin", &back.to_string_lossy()]);
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "read back as written"
+    );
+    let states = feature_states(&oz, "fa5");
+    for f in ["large_blocks", "skein", "zstd_compress"] {
+        assert_eq!(states.get(f).map(String::as_str), Some("active"), "{f}");
+    }
+    oz.ok(&["zfs", "snapshot", "fa5/n@s"]);
+    let stream = work.path().join("n.zstream");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs send fa5/n@s > '{}'",
+        stream.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs receive fa5/r < '{}'",
+        stream.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    let _ = std::fs::remove_file(&back);
+    oz.ok(&["cp", "fa5/r:/data.bin", &back.to_string_lossy()]);
+    assert!(std::fs::read(&back).unwrap() == data, "received as sent");
     oz.ok(&["zpool", "export", "fa5"]);
+    if let Some(zdb) = oracle_zdb() {
+        // OpenZFS verifies the skein checksums with the salt ozfs made.
+        openzfs_verdict(&zdb, work.path(), "fa5");
+    }
 }
 
 /// A default pool's file systems are ZPL 5 with system attributes, as

@@ -748,7 +748,7 @@ impl ObjsetTx {
             || bonus.len() > room
             || blksz == 0
             || !blksz.is_multiple_of(512)
-            || blksz > 128 * 1024
+            || blksz > ozfs_format::blkptr::SPA_MAXBLOCKSIZE
         {
             return Err(Error::Invalid(format!(
                 "object {obj}: {slots} slots, bonus {} bytes, block size {blksz}",

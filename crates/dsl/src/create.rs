@@ -976,6 +976,16 @@ pub enum PropSetting {
 /// Store a property in a DSL directory's props ZAP.
 pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
     crate::props::check_for_pool(w, name, v)?;
+    // A salted checksum needs the pool's salt.
+    if let ("checksum", PropSetting::Num(n)) = (name, v) {
+        use ozfs_format::types::cksum;
+        if [cksum::SKEIN, cksum::EDONR, cksum::BLAKE3]
+            .iter()
+            .any(|&c| c as u64 == *n)
+        {
+            crate::props::ensure_checksum_salt(w)?;
+        }
+    }
     // A quota lives in the directory itself (`dd_quota`), where every ZFS
     // reads it; an older ozfs's copy in the properties object goes.
     if let ("quota", PropSetting::Num(n)) = (name, v) {

@@ -249,10 +249,15 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
     ("acltype", Kind::Index(ACLTYPE), true, "0"),
 ];
 
+/// Largest `recordsize` (OpenZFS 2.3's `zfs_max_recordsize`); above 128 KiB
+/// the pool needs `large_blocks` enabled.
+pub const MAX_RECORDSIZE: u64 = 16 << 20;
+
 fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
     // zstd with a level: the level above the algorithm's 7 bits.
     if let (Kind::Index(tbl), zap_value::Stored::Num(n)) = (kind, v) {
-        if std::ptr::eq(tbl, COMPRESS) && *n & 0x7f == 16 && (1..=19).contains(&(*n >> 7)) {
+        if tbl.iter().any(|(s, _)| *s == "zstd") && *n & 0x7f == 16 && (1..=19).contains(&(*n >> 7))
+        {
             return PropValue::Text(format!("zstd-{}", *n >> 7));
         }
     }
@@ -633,6 +638,16 @@ pub fn check_for_pool(
         return Ok(());
     };
     use ozfs_format::types::{cksum, comp};
+    if name == "recordsize" && *n > ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE {
+        return match crate::features::refcount(w, crate::features::LARGE_BLOCKS)? {
+            Some(_) => Ok(()),
+            None => Err(Error::Invalid(format!(
+                "cannot set recordsize={}: pool '{}' does not have feature large_blocks enabled",
+                nicenum(*n),
+                w.pool.name
+            ))),
+        };
+    }
     // A compression value carries a level above its 7 algorithm bits.
     let n = if name == "compression" { *n & 0x7f } else { *n };
     let Ok(v) = u8::try_from(n) else {
@@ -660,13 +675,34 @@ pub fn check_for_pool(
             "cannot set {name}={value}: feature lz4_compress is enabled but not active in pool '{}'",
             w.pool.name
         ))),
-        Some(_) => Err(Error::Unsupported {
-            what: format!("{name}={value}"),
-            detail: format!(
-                "ozfs does not activate the per-dataset feature {short} yet"
-            ),
-        }),
+        // The dataset lists the feature once a block using it is born there.
+        Some(_) => Ok(()),
     }
+}
+
+/// Give the pool a checksum salt if it has none (OpenZFS makes one with
+/// every pool; pools ozfs made before did not): 32 random bytes in the
+/// MOS object directory (`org.illumos:checksum_salt`), keying skein,
+/// edon-r and blake3 from this txg on.
+pub fn ensure_checksum_salt(w: &mut crate::sync::PoolWriter) -> Result<()> {
+    use ozfs_codec::checksum::SALT_ENTRY;
+    if w.pool.checksum_salt.get().is_some() {
+        return Ok(());
+    }
+    if ozfs_dmu::zap_tx::lookup(&w.mos, 1, SALT_ENTRY.as_bytes())?.is_some() {
+        return Err(Error::corrupt(
+            "MOS object directory",
+            format!("{SALT_ENTRY} is there but was not loaded"),
+        ));
+    }
+    let mut salt = [0u8; 32];
+    for c in salt.chunks_exact_mut(8) {
+        c.copy_from_slice(&ozfs_dmu::tx::random_u64().to_ne_bytes());
+    }
+    let vals: Vec<u64> = salt.iter().map(|&b| b as u64).collect();
+    ozfs_dmu::zap_tx::add(&mut w.mos, 1, SALT_ENTRY.as_bytes(), 1, &vals)?;
+    let _ = w.pool.checksum_salt.set(salt);
+    Ok(())
 }
 
 /// The name `zfs get` shows for stored index value `n` of `name`.
@@ -745,9 +781,11 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
                     detail: "reservations are not supported yet".into(),
                 });
             }
-            if name == "recordsize" && (!n.is_power_of_two() || !(512..=131072).contains(&n)) {
+            if name == "recordsize"
+                && (!n.is_power_of_two() || !(512..=MAX_RECORDSIZE).contains(&n))
+            {
                 return Err(Error::Invalid(format!(
-                    "'recordsize' must be a power of 2 from 512B to 128K, not '{value}'"
+                    "'recordsize' must be a power of 2 from 512B to 16M, not '{value}'"
                 )));
             }
             Ok(PropSetting::Num(n))
@@ -813,7 +851,8 @@ pub fn received_setting(
             Some(PropSetting::Num(*v))
         }
         (Kind::Bytes, NvValue::Uint64(v))
-            if name != "recordsize" || (512..=131072).contains(v) && v.is_power_of_two() =>
+            if name != "recordsize"
+                || (512..=MAX_RECORDSIZE).contains(v) && v.is_power_of_two() =>
         {
             Some(PropSetting::Num(*v))
         }

@@ -324,12 +324,16 @@ fn send_object(
     let mut bonus = p.bonus.clone();
     bonus.truncate(p.bonuslen as usize);
     bonus.resize((p.bonuslen as usize).div_ceil(8) * 8, 0);
+    // Blocks over 128 KiB go out in 128 KiB pieces, the object announced
+    // with that block size, as OpenZFS sends them without `-L` (a stream
+    // without LARGE_BLOCKS may not name larger blocks).
+    let piece = bs.min(ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE);
     s.record(
         &Record::Object(ObjectRec {
             object: obj,
             object_type: p.object_type as u32,
             bonustype: p.bonustype as u32,
-            blksz: bs as u32,
+            blksz: piece as u32,
             bonuslen: p.bonuslen as u32,
             checksum: p.checksum,
             compress: p.compress,
@@ -422,22 +426,24 @@ fn send_object(
             padded = v;
             &padded
         };
-        s.record(
-            &Record::Write(WriteRec {
-                object: obj,
-                object_type: p.object_type as u32,
-                offset: blkid.saturating_mul(bs),
-                length: bs,
-                toguid,
-                checksum_type: 0,
-                checksum_flags: 0,
-                compression: 0,
-                key_cksum: [0; 4],
-                key_prop: 0,
-                compressed_size: 0,
-            }),
-            buf,
-        )?;
+        for (i, part) in buf.chunks(piece as usize).enumerate() {
+            s.record(
+                &Record::Write(WriteRec {
+                    object: obj,
+                    object_type: p.object_type as u32,
+                    offset: blkid.saturating_mul(bs).saturating_add(i as u64 * piece),
+                    length: part.len() as u64,
+                    toguid,
+                    checksum_type: 0,
+                    checksum_flags: 0,
+                    compression: 0,
+                    key_cksum: [0; 4],
+                    key_prop: 0,
+                    compressed_size: 0,
+                }),
+                part,
+            )?;
+        }
     }
     free(s, next, p.maxblkid.saturating_add(1))?;
     Ok(())

@@ -54,6 +54,10 @@ struct SaState {
 const MAX_BONUS: usize = 320;
 
 /// Current time as (seconds, nanoseconds).
+/// Largest block ozfs gives a file it writes (1 MiB; blocks over 128 KiB
+/// make the dataset list `large_blocks`).
+pub const MAX_FILE_BLOCK: u64 = 1 << 20;
+
 pub fn now() -> (u64, u64) {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -83,8 +87,11 @@ impl<'a> ZplTx<'a> {
         };
         let root = zap_tx::lookup_u64(tx, 1, "ROOT")?;
         let delete_queue = zap_tx::lookup_u64(tx, 1, "DELETE_QUEUE").unwrap_or(0);
-        let recordsize = if recordsize.is_power_of_two() && (512..=131072).contains(&recordsize) {
-            recordsize
+        // New files' blocks: the record size, up to MAX_FILE_BLOCK (a
+        // larger record size is written in blocks of that size: every
+        // metaslab of a small pool still holds one).
+        let recordsize = if recordsize.is_power_of_two() && recordsize >= 512 {
+            recordsize.min(MAX_FILE_BLOCK)
         } else {
             131072
         };
@@ -94,7 +101,7 @@ impl<'a> ZplTx<'a> {
             root,
             delete_queue,
             recordsize,
-            max_blksz: 131072,
+            max_blksz: MAX_FILE_BLOCK,
             sa,
         })
     }
