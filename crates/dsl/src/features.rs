@@ -543,6 +543,10 @@ pub const SHA512: &str = "org.illumos:sha512";
 pub const SKEIN: &str = "org.illumos:skein";
 pub const EDONR: &str = "org.illumos:edonr";
 pub const BLAKE3: &str = "org.openzfs:blake3";
+/// `org.openzfs:zilsaxattr`: per dataset, its intent log may hold SA xattr
+/// records. ozfs writes no intent log and writes no file system whose log
+/// holds records (`PoolWriter::fs_tx`), so it is written as any other.
+pub const ZILSAXATTR: &str = "org.openzfs:zilsaxattr";
 /// `org.zfsonlinux:longname`: per dataset, names over 255 bytes.
 pub const LONGNAME: &str = "org.zfsonlinux:longname";
 /// `org.zfsonlinux:large_dnode`: per dataset, dnodes of several slots.
@@ -677,6 +681,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     EDONR,
     BLAKE3,
     LONGNAME,
+    ZILSAXATTR,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

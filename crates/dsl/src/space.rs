@@ -294,6 +294,88 @@ pub fn zil_blocks(pool: &Pool, header: &[u8], swap: bool) -> Result<Vec<BlkPtr>>
     Ok(out)
 }
 
+/// Whether the intent log whose `zil_header_t` is `header` holds records
+/// not yet replayed: OpenZFS claimed it (`ZIL_REPLAY_NEEDED` in
+/// `zh_flags`), or its first block was written — it verifies against its
+/// BP (fletcher2 trailer at the end for `zilog`, fletcher4 over the used
+/// bytes with the `zil_chain_t` at the start for `zilog2`) — and uses
+/// bytes past its chain header. A cleanly closed log names a first block
+/// that was allocated but never written: no records.
+pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
+    let word = |off: usize| -> u64 {
+        header
+            .get(off..off + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(|b: [u8; 8]| {
+                let v = u64::from_ne_bytes(b);
+                if swap {
+                    v.swap_bytes()
+                } else {
+                    v
+                }
+            })
+            .unwrap_or(0)
+    };
+    const ZIL_REPLAY_NEEDED: u64 = 1;
+    if word(152) & ZIL_REPLAY_NEEDED != 0 {
+        return Ok(true);
+    }
+    let Some(raw) = header.get(16..16 + 128) else {
+        return Ok(false);
+    };
+    let bp = BlkPtr::from_bytes(raw, swap)?;
+    if bp.is_hole() || bp.is_embedded() || bp.validate("intent log block").is_err() {
+        return Ok(false);
+    }
+    let Some(d) = bp.dvas().into_iter().find(|d| !d.is_empty() && !d.gang) else {
+        return Ok(false);
+    };
+    let Some(top) = pool.root.children.get(d.vdev as usize) else {
+        return Ok(false);
+    };
+    let want = bp.cksum().0;
+    let v2 = bp.checksum() == ozfs_format::types::cksum::ZILOG2;
+    let nused = |b: &[u8]| -> Option<(u64, bool)> {
+        if b.len() < ZIL_TRAILER_SIZE {
+            return None;
+        }
+        if v2 {
+            let eck = ozfs_format::label::parse_eck(&b[..ZIL_TRAILER_SIZE]).ok()?;
+            let n = u64::from_ne_bytes(b[136..144].try_into().ok()?);
+            let n = if eck.byteswapped { n.swap_bytes() } else { n };
+            let size = usize::try_from(n.div_ceil(4096).checked_mul(4096)?).ok()?;
+            let mut v = b.get(..size.max(ZIL_TRAILER_SIZE))?.to_vec();
+            for (i, w) in want.iter().enumerate() {
+                let w = if eck.byteswapped { w.swap_bytes() } else { *w };
+                v[152 + 8 * i..160 + 8 * i].copy_from_slice(&w.to_ne_bytes());
+            }
+            (ozfs_codec::checksum::fletcher4(&v, eck.byteswapped).0 == eck.cksum)
+                .then_some((n, n > ZIL_TRAILER_SIZE as u64))
+        } else {
+            let eck = ozfs_format::label::parse_eck(b).ok()?;
+            let v = ozfs_format::label::with_verifier(b, want, eck.byteswapped);
+            if ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 != eck.cksum {
+                return None;
+            }
+            let at = b.len() - 48;
+            let n = u64::from_ne_bytes(b[at..at + 8].try_into().ok()?);
+            let n = if eck.byteswapped { n.swap_bytes() } else { n };
+            Some((n, n > 0))
+        }
+    };
+    let ok = |b: &[u8]| nused(b).is_some();
+    let Ok(data) = top.read_block_born(
+        d.offset,
+        bp.psize(),
+        bp.phys_birth(),
+        &ok,
+        &Default::default(),
+    ) else {
+        return Ok(false);
+    };
+    Ok(nused(&data).is_some_and(|(_, records)| records))
+}
+
 /// The next-block BP of a written, verified pool-v23 log block.
 fn read_zil_next(pool: &Pool, bp: &BlkPtr) -> Option<BlkPtr> {
     let d = bp.dvas().into_iter().find(|d| !d.is_empty() && !d.gang)?;

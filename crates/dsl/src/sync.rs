@@ -710,6 +710,18 @@ impl PoolWriter {
                 )));
             }
             let os = Objset::open(self.pool.clone(), &ds.bp)?;
+            // An intent log not yet replayed holds changes the objset does
+            // not have; written over, OpenZFS would later replay them onto
+            // newer data. ozfs does not replay logs: such a file system is
+            // not written until OpenZFS has imported the pool once.
+            if crate::space::zil_has_records(&self.pool, &os.phys.zil_header, os.swap)? {
+                return Err(Error::unsupported(
+                    format!("dataset object {ds_obj}"),
+                    "its intent log holds records not replayed (an OpenZFS pool not exported \
+                     cleanly): import the pool with OpenZFS once to replay them, or read it with \
+                     -o readonly=on",
+                ));
+            }
             let t = self.objset_tx(os)?;
             self.fs.insert(ds_obj, t);
         }
