@@ -62,7 +62,8 @@ pub fn main(argv: &[String]) -> CmdResult {
         "upgrade" => upgrade(rest),
         "load-key" => load_key(rest),
         "unload-key" => unload_key(rest),
-        "userspace" | "groupspace" | "projectspace" | "project" | "bookmark" | "allow" | "unallow" | "change-key"
+        "userspace" | "groupspace" | "projectspace" => userspace(cmd, rest),
+        "project" | "bookmark" | "allow" | "unallow" | "change-key"
         | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
@@ -924,4 +925,197 @@ fn unmount(argv: &[String]) -> CmdResult {
             a.pos[0]
         ))),
     }
+}
+
+const USERSPACE_USAGE: &str = "usage:
+	userspace [-Hinp] [-o field[,...]] [-s field] ...
+	    [-S field] ... [-t type[,...]] <filesystem|snapshot|path>
+	groupspace [-Hinp] [-o field[,...]] [-s field] ...
+	    [-S field] ... [-t type[,...]] <filesystem|snapshot|path>
+	projectspace [-Hp] [-o field[,...]] [-s field] ...
+	    [-S field] ... <filesystem|snapshot|path>";
+
+/// A user's or group's name (`getpwuid_r`/`getgrgid_r`), if the host knows it.
+fn owner_name(id: u64, group: bool) -> Option<String> {
+    let id = u32::try_from(id).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16384];
+    // SAFETY: the result structs and buffer outlive the calls; the name is
+    // copied out before they go.
+    unsafe {
+        let p = if group {
+            let mut g: libc::group = std::mem::zeroed();
+            let mut out: *mut libc::group = std::ptr::null_mut();
+            if libc::getgrgid_r(id, &mut g, buf.as_mut_ptr(), buf.len(), &mut out) != 0
+                || out.is_null()
+            {
+                return None;
+            }
+            g.gr_name
+        } else {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut out: *mut libc::passwd = std::ptr::null_mut();
+            if libc::getpwuid_r(id, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
+                || out.is_null()
+            {
+                return None;
+            }
+            pw.pw_name
+        };
+        if p.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// `zfs userspace` / `groupspace` / `projectspace`: space and objects per
+/// owner, with OpenZFS's columns (TYPE NAME USED QUOTA OBJUSED OBJQUOTA),
+/// sorting (`-s`/`-S`, default type then name) and types (`-t`).
+fn userspace(cmd: &str, argv: &[String]) -> CmdResult {
+    use ozfs_ops::userspace::{space, Owner};
+    let project = cmd == "projectspace";
+    let a = Args::parse(argv, if project { "Hp" } else { "Hinp" }, "osSt")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(format!(
+            "{}\n{USERSPACE_USAGE}",
+            if a.pos.is_empty() {
+                "missing dataset name"
+            } else {
+                "too many arguments"
+            }
+        )));
+    }
+    const FIELDS: [&str; 6] = ["type", "name", "used", "quota", "objused", "objquota"];
+    let fields: Vec<usize> = match a.opt('o') {
+        None => (0..FIELDS.len()).collect(),
+        Some(o) => o
+            .split(',')
+            .map(|f| {
+                FIELDS
+                    .iter()
+                    .position(|x| *x == f)
+                    .ok_or_else(|| Fail::Err(format!("invalid type '{f}' for -o option")))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    // Which owners: -t, or the command's own.
+    let mut owners: Vec<Owner> = Vec::new();
+    if project {
+        owners.push(Owner::Project);
+    } else {
+        let t = a.opt('t').map(str::to_string).unwrap_or_else(|| {
+            if cmd == "groupspace" {
+                "posixgroup,smbgroup".into()
+            } else {
+                "posixuser,smbuser".into()
+            }
+        });
+        for ty in t.split(',') {
+            match ty {
+                "posixuser" | "smbuser" => owners.push(Owner::User),
+                "posixgroup" | "smbgroup" => owners.push(Owner::Group),
+                "all" => owners.extend([Owner::User, Owner::Group]),
+                other => return Err(Fail::Err(format!("invalid type '{other}' for -t option"))),
+            }
+        }
+        owners.dedup();
+        owners.sort_by_key(|o| *o == Owner::User);
+    }
+    let parsable = a.flag('p');
+    let numeric = a.flag('n');
+    let mut rows: Vec<(Vec<String>, u64, u64, u64)> = Vec::new();
+    for owner in owners {
+        let (ty, group) = match owner {
+            Owner::User => ("POSIX User", false),
+            Owner::Group => ("POSIX Group", true),
+            Owner::Project => ("Project", false),
+        };
+        for s in space(&a.pos[0], owner)? {
+            let name = if numeric || owner == Owner::Project {
+                s.id.to_string()
+            } else {
+                owner_name(s.id, group).unwrap_or_else(|| s.id.to_string())
+            };
+            let used = if parsable {
+                s.used.to_string()
+            } else {
+                crate::render::nice(s.used)
+            };
+            let objused = match s.objused {
+                Some(n) if parsable => n.to_string(),
+                Some(n) => ozfs_ops::query::nicenum(n),
+                None => "-".into(),
+            };
+            let cells = vec![
+                ty.to_string(),
+                name,
+                used,
+                "none".into(),
+                objused,
+                "none".into(),
+            ];
+            rows.push((cells, s.id, s.used, s.objused.unwrap_or(0)));
+        }
+    }
+    // -s/-S: by field, in order; default type then name.
+    let mut keys: Vec<(usize, bool)> = Vec::new();
+    for (c, rev) in [('s', false), ('S', true)] {
+        for f in a.opt_all(c) {
+            let i = FIELDS
+                .iter()
+                .position(|x| *x == f)
+                .ok_or_else(|| Fail::Err(format!("invalid field '{f}' for -{c} option")))?;
+            keys.push((i, rev));
+        }
+    }
+    if keys.is_empty() {
+        keys = vec![(0, false), (1, false)];
+    }
+    rows.sort_by(|x, y| {
+        for &(i, rev) in &keys {
+            let o = match i {
+                2 => x.2.cmp(&y.2),
+                4 => x.3.cmp(&y.3),
+                1 if numeric => x.1.cmp(&y.1),
+                _ => x.0[i].cmp(&y.0[i]),
+            };
+            let o = if rev { o.reverse() } else { o };
+            if o != std::cmp::Ordering::Equal {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    let hdr = ["TYPE", "NAME", "USED", "QUOTA", "OBJUSED", "OBJQUOTA"];
+    let scripted = a.flag('H');
+    let mut width: Vec<usize> = hdr.iter().map(|h| h.len()).collect();
+    for (cells, ..) in &rows {
+        for (i, c) in cells.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut out = String::new();
+        for (k, &i) in fields.iter().enumerate() {
+            if k > 0 {
+                out.push_str(if scripted { "\t" } else { "  " });
+            }
+            if scripted {
+                out.push_str(&cells[i]);
+            } else if i < 2 {
+                out.push_str(&format!("{:<w$}", cells[i], w = width[i]));
+            } else {
+                out.push_str(&format!("{:>w$}", cells[i], w = width[i]));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    if !scripted {
+        let h: Vec<String> = hdr.iter().map(|s| s.to_string()).collect();
+        println!("{}", line(&h));
+    }
+    for (cells, ..) in &rows {
+        println!("{}", line(cells));
+    }
+    Ok(())
 }

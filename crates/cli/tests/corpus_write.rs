@@ -104,6 +104,40 @@ fn an_openzfs_pool_is_changed_and_stays_clean() {
             failed.push(format!("{ds}:{path} differs from what was written"));
         }
     }
+    // Accounting: the new file system's 13 objects (its root, `x`, `sub`
+    // and ten files) are root's, in project 0; every file system's user,
+    // group and project totals agree.
+    let us = oz.ok(&[
+        "zfs",
+        "userspace",
+        "-Hpn",
+        "-o",
+        "name,used,objused",
+        "c1-single/fresh",
+    ]);
+    let rows: Vec<Vec<&str>> = us.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 1, "{us}");
+    assert_eq!((rows[0][0], rows[0][2]), ("0", "13"), "{us}");
+    for fs in [
+        "c1-single",
+        "c1-single/child",
+        "c1-single/clone",
+        "c1-single/fresh",
+    ] {
+        let total = |cmd: &str| -> (u64, u64) {
+            oz.ok(&["zfs", cmd, "-Hp", "-o", "used,objused", fs])
+                .lines()
+                .map(|l| {
+                    let mut it = l.split('\t').map(|x| x.parse::<u64>().unwrap_or(0));
+                    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+                })
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let u = total("userspace");
+        assert!(u.1 > 0, "{fs}: objects counted");
+        assert_eq!(u, total("groupspace"), "{fs}: users and groups agree");
+        assert_eq!(u, total("projectspace"), "{fs}: users and projects agree");
+    }
     let all = oz.ok(&[
         "zfs",
         "list",

@@ -44,6 +44,7 @@ pub mod mountinfo;
 pub mod proto;
 pub mod query;
 pub mod rawio;
+pub mod userspace;
 
 /// The handles a front end holds: a pool, its writer (owned or leased).
 pub use ozfs_dsl::shared::{Lease, SharedWriter, Writer};
