@@ -1074,3 +1074,145 @@ fn snapshots_come_and_go_with_new_format_dead_lists() {
         "the rollback took 'late' away"
     );
 }
+
+/// The OpenZFS corpus (`../shared/corpus/openzfs-2.3`, or `$OZFS_CORPUS`).
+fn corpus_dir() -> Option<PathBuf> {
+    let c = std::env::var_os("OZFS_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/openzfs-2.3")
+        });
+    c.is_dir().then_some(c)
+}
+
+/// c'', on a pool OpenZFS 2.3.2 made (`c1-single`: unflushed log space
+/// maps, histograms, new-format dead lists with the shared empty bpobj,
+/// user/group/project accounting, vdev ZAPs): its first read-write sync —
+/// the logs folded into the metaslabs, a file OpenZFS wrote and the
+/// snapshots still hold removed (onto the head's dead list), a new file
+/// written — loses power after sampled numbers of writes, whole and torn.
+/// Every crashed image opens, is clean for ozfs's leak check, and shows
+/// the old state (logs, the old file, no new one) or the new one; some
+/// get a writer and a checked sync again.
+#[test]
+fn crash_in_the_first_sync_of_an_openzfs_pool() {
+    init();
+    let Some(corpus) = corpus_dir() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the OpenZFS corpus is missing (../shared beside the checkout)"
+        );
+        eprintln!("skipped: no OpenZFS corpus");
+        return;
+    };
+    let gz = corpus.join("c1-single/d0.img.gz");
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(&gz)
+        .output()
+        .expect("gzip");
+    assert!(out.status.success(), "unpacking {}", gz.display());
+    let image = out.stdout;
+    let base = SimDevice::new("ozc1-0", image.len() as u64, 7);
+    for (i, chunk) in image.chunks(1 << 20).enumerate() {
+        if chunk.iter().any(|&b| b != 0) {
+            base.poke(chunk, (i << 20) as u64).expect("load the image");
+        }
+    }
+    let paths = vec![PathBuf::from("sim:ozc1-0")];
+    let new_data = pattern(12, 300_000);
+    // The state: old (nothing changed) or new (the change synced).
+    let state = |pool: &Arc<Pool>| -> std::result::Result<u8, String> {
+        let dsl = DslPool::open(pool.clone()).map_err(|e| e.to_string())?;
+        let info = dsl.lookup("c1-single").map_err(|e| e.to_string())?;
+        let z = Zpl::open(dsl.objset(&info).map_err(|e| e.to_string())?, "c1-single")
+            .map_err(|e| e.to_string())?;
+        let old = z.resolve("/small-random.bin").is_ok();
+        let new = match z.resolve("/from-ozfs.bin") {
+            Ok(obj) => {
+                let (dn, a) = z.attrs(obj).map_err(|e| e.to_string())?;
+                let d = z
+                    .read(&dn, &a, 0, a.size as usize)
+                    .map_err(|e| e.to_string())?;
+                if d != new_data {
+                    return Err("from-ozfs.bin has other contents".into());
+                }
+                true
+            }
+            Err(_) => false,
+        };
+        match (old, new) {
+            (true, false) => Ok(1),
+            (false, true) => Ok(2),
+            _ => Err(format!("a mix: old file {old}, new file {new}")),
+        }
+    };
+    let run = base.fork(1);
+    sim::register("ozc1-0", run.clone());
+    let pool = open_pool(&paths, true).expect("open");
+    let mut w = PoolWriter::open(pool).expect("a writer on OpenZFS's pool");
+    run.record_trace(true);
+    let start = run.write_clock();
+    let ds = w.dsl().lookup("c1-single").expect("fs").ds_obj;
+    {
+        let txg = w.txg;
+        let tx = w.fs_tx(ds).expect("fs tx");
+        let mut z = ZplTx::open(tx, txg, 131072).expect("zpl");
+        let root = z.root;
+        z.unlink(root, b"small-random.bin").expect("unlink");
+        let obj = z
+            .create(root, b"from-ozfs.bin", 0o644, 1000, 100, 0)
+            .expect("create");
+        z.write(obj, 0, &new_data).expect("write");
+    }
+    w.sync().expect("the first sync");
+    drop(w);
+    let writes = run.write_clock() - start;
+    let trace = run.take_trace();
+    assert!(writes > 20, "the first sync writes ({writes} writes)");
+    let step = (writes / 300).max(1);
+    let mut outcomes = [0u64; 3];
+    let mut n = 0;
+    while n <= writes {
+        for (k, keep) in [Keep::Random, Keep::RandomTorn].into_iter().enumerate() {
+            let crashed = base.replay(&trace, start + n, keep, n * 2 + k as u64);
+            sim::register("ozc1-0", crashed);
+            let what = format!("crash after {n} of {writes} writes ({keep:?})");
+            let pool = open_pool(&paths, false).unwrap_or_else(|e| panic!("{what}: open: {e}"));
+            assert_clean(&pool, &what);
+            let g = state(&pool).unwrap_or_else(|e| panic!("{what}: {e}"));
+            outcomes[g as usize] += 1;
+            if n % (step * 8) == 0 {
+                let mut w = PoolWriter::open(open_pool(&paths, true).expect("reopen"))
+                    .unwrap_or_else(|e| panic!("{what}: writer: {e}"));
+                let ds = w.dsl().lookup("c1-single").expect("fs").ds_obj;
+                write_file_in(&mut w, ds, "after", b"x");
+                w.sync()
+                    .unwrap_or_else(|e| panic!("{what}: sync after: {e}"));
+            }
+        }
+        n = if n == writes {
+            writes + 1
+        } else {
+            (n + step).min(writes)
+        };
+    }
+    assert!(outcomes[1] > 0 && outcomes[2] > 0, "{outcomes:?}");
+    eprintln!(
+        "crash_in_the_first_sync_of_an_openzfs_pool: {writes} writes, every {step}th crashed \
+         (whole and torn): old {} / new {}",
+        outcomes[1], outcomes[2]
+    );
+}
+
+/// Create file `name` in the root of file system `ds` with `data`.
+fn write_file_in(w: &mut PoolWriter, ds: u64, name: &str, data: &[u8]) {
+    let txg = w.txg;
+    let tx = w.fs_tx(ds).expect("fs tx");
+    let mut z = ZplTx::open(tx, txg, 131072).expect("zpl");
+    let root = z.root;
+    let obj = z
+        .create(root, name.as_bytes(), 0o644, 0, 0, 0)
+        .expect("create");
+    z.write(obj, 0, data).expect("write");
+}
