@@ -22,10 +22,10 @@ fn nice(n: u64) -> String {
 /// `zfs send [-v] [-i snap | -I snap] snapshot`
 pub fn send(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vnPpDLecwbhR", "iI")?;
-    a.refuse("cwbhpD", "cannot send").map_err(Fail::Err)?;
+    a.refuse("wbhpD", "cannot send").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
-            "usage:\n\tsend [-vR] [-i snapshot | -I snapshot] <snapshot>".into(),
+            "usage:\n\tsend [-vRLec] [-i snapshot | -I snapshot] <snapshot>".into(),
         ));
     }
     let to_name = a.pos[0].clone();
@@ -49,7 +49,12 @@ pub fn send(argv: &[String]) -> CmdResult {
         (None, Some(f)) => Some(SendFrom::Range(f.to_string())),
         (None, None) => None,
     };
-    let plan = dataset::send_plan(&to_name, from.as_ref(), a.flag('R'))?;
+    let mut plan = dataset::send_plan(&to_name, from.as_ref(), a.flag('R'))?;
+    plan.opts = ozfs_dsl::send::SendOpts {
+        compressed: a.flag('c'),
+        embedded: a.flag('e'),
+        large_blocks: a.flag('L'),
+    };
     let verbose = a.flag('v');
     let estimates = plan.estimates();
     if verbose {

@@ -133,6 +133,45 @@ fn every_corpus_stream_is_received_exactly() {
         panic!("sent back and received:\n{d}");
     }
 
+    // ozfs sends OpenZFS's own pool with `-c -e -L`: the BEGIN record
+    // names the features OpenZFS's `zfs send -c -L -e` of the same
+    // snapshot names (SA_SPILL, EMBED_DATA, LZ4, COMPRESSED); blocks go
+    // out as stored (lz4 WRITEs, WRITE_EMBEDDED) and arrive exactly.
+    let c1 = work.path().join("c1");
+    unpack_corpus(&corpus.join("c1-single"), &c1);
+    import_readonly(&oz, &c1, "c1-single");
+    let cel = work.path().join("cel.zstream");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs send -c -e -L c1-single@s1 > '{}'",
+        cel.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    oz.ok(&["zpool", "export", "c1-single"]);
+    let flags = |p: &Path| -> u64 {
+        let b = std::fs::read(p).unwrap();
+        u64::from_le_bytes(b[16..24].try_into().unwrap()) >> 2
+    };
+    let theirs_stream = corpus.join("c1-single/full-s1-compressed.zstream");
+    assert_eq!(
+        flags(&cel),
+        flags(&theirs_stream),
+        "BEGIN features as OpenZFS's"
+    );
+    let plain_len = std::fs::metadata(corpus.join("c1-single/full-s1.zstream"))
+        .unwrap()
+        .len();
+    let cel_len = std::fs::metadata(&cel).unwrap().len();
+    assert!(
+        cel_len < plain_len * 3 / 4,
+        "compressed: {cel_len} of {plain_len}"
+    );
+    let r = receive(&oz, &cel, "rp/ozcel");
+    assert!(r.success(), "{}", r.describe());
+    let manifest = std::fs::read_to_string(corpus.join("c1-single/manifest.txt")).unwrap();
+    if let Some(d) = compare(&oz, work.path(), "rp/ozcel@s1", &manifest, "c1-single@s1") {
+        panic!("ozfs's -c -e -L stream received:\n{d}");
+    }
+
     // A raw encrypted stream: refused by name, nothing left behind.
     let r = receive(&oz, &corpus.join("c7-crypt/gcm-raw.zstream"), "rp/raw");
     assert_error(&r, Some(1), &["raw encrypted records"]);

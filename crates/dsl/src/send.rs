@@ -22,7 +22,7 @@ use crate::pool::{DatasetInfo, DslPool};
 use ozfs_codec::checksum::fletcher4_incremental;
 use ozfs_dmu::objset::{Dnode, Objset};
 use ozfs_format::stream::{self, Begin, ObjectRec, Record, WriteRec};
-use ozfs_format::{Cksum, Error, Result};
+use ozfs_format::{BlkPtr, Cksum, Error, Result};
 use std::io::Write;
 
 /// A writer that keeps the stream's running checksum and byte count.
@@ -115,16 +115,31 @@ struct FreeRun {
 }
 
 /// Level-0 blocks of an object: (blkid, birth txg), ascending.
-fn data_blocks(os: &Objset, dn: &Dnode) -> Result<Vec<(u64, u64)>> {
+fn data_blocks(os: &Objset, dn: &Dnode) -> Result<Vec<(u64, BlkPtr)>> {
     let mut v = Vec::new();
     os.walk_tree(dn, &mut |level, blkid, bp| {
         if level == 0 {
-            v.push((blkid, bp.birth()));
+            v.push((blkid, *bp));
         }
         Ok(())
     })?;
-    v.sort_unstable();
+    v.sort_unstable_by_key(|(b, _)| *b);
     Ok(v)
+}
+
+/// What a stream may carry beyond plain records (`zfs send -c`, `-e`,
+/// `-L`), as OpenZFS's `setup_featureflags` grants them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendOpts {
+    /// `-c`: compressed blocks as they are stored (COMPRESSED, and LZ4 /
+    /// ZSTD where the pool or snapshot uses them).
+    pub compressed: bool,
+    /// `-e`: blocks embedded in their pointers as WRITE_EMBEDDED records
+    /// (EMBED_DATA, where the pool has `embedded_data` active).
+    pub embedded: bool,
+    /// `-L`: blocks over 128 KiB whole (LARGE_BLOCKS, where the snapshot
+    /// lists `large_blocks`); without it they go in 128 KiB pieces.
+    pub large_blocks: bool,
 }
 
 /// Send snapshot `to` (incremental from `from` when given) to `out`;
@@ -135,6 +150,18 @@ pub fn send(
     from: Option<&DatasetInfo>,
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
+    send_with(dsl, to, from, out, progress, &SendOpts::default())
+}
+
+/// [`send`] with `-c`, `-e`, `-L` ([`SendOpts`]).
+pub fn send_with(
+    dsl: &DslPool,
+    to: &DatasetInfo,
+    from: Option<&DatasetInfo>,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+    opts: &SendOpts,
 ) -> Result<u64> {
     if !to.is_snapshot {
         return Err(Error::Invalid(format!(
@@ -174,8 +201,24 @@ pub fn send(
         0
     };
     // Dnodes of several slots: the snapshot lists large_dnode.
-    if crate::features::listed_on_dataset(&dsl.mos, to.ds_obj, crate::features::LARGE_DNODE)? {
+    let listed = |g: &str| crate::features::listed_on_dataset(&dsl.mos, to.ds_obj, g);
+    if listed(crate::features::LARGE_DNODE)? {
         features |= stream::FEATURE_LARGE_DNODE;
+    }
+    if opts.large_blocks && listed(crate::features::LARGE_BLOCKS)? {
+        features |= stream::FEATURE_LARGE_BLOCKS;
+    }
+    if opts.embedded && dsl.pool.feature_active("com.delphix:embedded_data") {
+        features |= stream::FEATURE_EMBED_DATA;
+    }
+    if opts.compressed {
+        features |= stream::FEATURE_COMPRESSED;
+        if listed(crate::features::ZSTD)? {
+            features |= stream::FEATURE_ZSTD;
+        }
+    }
+    if (opts.compressed || opts.embedded) && dsl.pool.feature_active(crate::features::LZ4) {
+        features |= stream::FEATURE_LZ4;
     }
     let mut s = StreamOut::new(out);
     s.record(
@@ -279,7 +322,16 @@ pub fn send(
                 }
             }
             flush_run(&mut s, &mut run)?;
-            send_object(&mut s, &os, obj, &dn, old.as_ref(), fromtxg, toguid)?;
+            send_object(
+                &mut s,
+                &os,
+                obj,
+                &dn,
+                old.as_ref(),
+                fromtxg,
+                toguid,
+                features,
+            )?;
             progress(s.bytes);
         }
         next = end;
@@ -304,6 +356,7 @@ pub fn send(
     Ok(s.bytes)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn send_object(
     s: &mut StreamOut,
     os: &Objset,
@@ -312,6 +365,7 @@ fn send_object(
     old: Option<&Dnode>,
     fromtxg: u64,
     toguid: u64,
+    features: u64,
 ) -> Result<()> {
     let p = &dn.phys;
     let bs = p.datablksz();
@@ -327,7 +381,11 @@ fn send_object(
     // Blocks over 128 KiB go out in 128 KiB pieces, the object announced
     // with that block size, as OpenZFS sends them without `-L` (a stream
     // without LARGE_BLOCKS may not name larger blocks).
-    let piece = bs.min(ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE);
+    let piece = if features & stream::FEATURE_LARGE_BLOCKS != 0 {
+        bs
+    } else {
+        bs.min(ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE)
+    };
     s.record(
         &Record::Object(ObjectRec {
             object: obj,
@@ -403,13 +461,16 @@ fn send_object(
         }
         Ok(())
     };
-    for (blkid, birth) in blocks {
+    for (blkid, bp) in blocks {
         if blkid > p.maxblkid {
             break;
         }
         free(s, next, blkid)?;
         next = blkid + 1;
-        if same_shape && birth <= fromtxg {
+        if same_shape && bp.birth() <= fromtxg {
+            continue;
+        }
+        if send_as_stored(s, os, obj, blkid, bs, piece, &bp, features, toguid)? {
             continue;
         }
         let data = os
@@ -447,6 +508,87 @@ fn send_object(
     }
     free(s, next, p.maxblkid.saturating_add(1))?;
     Ok(())
+}
+
+/// Send block `blkid` of `obj` as it is stored, if the stream allows it
+/// and the block is whole in it: an embedded block as WRITE_EMBEDDED
+/// (EMBED_DATA; its payload as it sits in the pointer), a compressed one
+/// as a WRITE of its physical bytes (COMPRESSED; lz4 and zstd only where
+/// the stream names them). False: it goes out as logical data.
+#[allow(clippy::too_many_arguments)]
+fn send_as_stored(
+    s: &mut StreamOut,
+    os: &Objset,
+    obj: u64,
+    blkid: u64,
+    bs: u64,
+    piece: u64,
+    bp: &BlkPtr,
+    features: u64,
+    toguid: u64,
+) -> Result<bool> {
+    use ozfs_format::types::comp;
+    if bs != piece || bp.is_hole() {
+        return Ok(false);
+    }
+    let c = bp.compression();
+    let named = match c {
+        comp::LZ4 => features & stream::FEATURE_LZ4 != 0,
+        comp::ZSTD => features & stream::FEATURE_ZSTD != 0,
+        _ => true,
+    };
+    if bp.is_embedded() {
+        if features & stream::FEATURE_EMBED_DATA == 0 || bp.etype() != 0 || !named {
+            return Ok(false);
+        }
+        let payload = bp.embedded_payload()?;
+        let mut padded = payload.clone();
+        padded.resize(payload.len().div_ceil(8) * 8, 0);
+        s.record(
+            &Record::WriteEmbedded(stream::WriteEmbeddedRec {
+                object: obj,
+                offset: blkid.saturating_mul(bs),
+                length: bs,
+                toguid,
+                compression: c,
+                etype: bp.etype(),
+                lsize: bp.lsize() as u32,
+                psize: bp.psize() as u32,
+            }),
+            &padded,
+        )?;
+        return Ok(true);
+    }
+    if features & stream::FEATURE_COMPRESSED == 0
+        || matches!(c, comp::OFF | comp::INHERIT | comp::EMPTY | comp::ON)
+        || !named
+        || bp.is_gang()
+        || bp.uses_crypt()
+        || bp.lsize() != bs
+    {
+        return Ok(false);
+    }
+    let raw = os
+        .pool
+        .read_physical(bp)
+        .map_err(|e| e.context(&format!("object {obj} block {blkid}")))?;
+    s.record(
+        &Record::Write(WriteRec {
+            object: obj,
+            object_type: bp.object_type() as u32,
+            offset: blkid.saturating_mul(bs),
+            length: bs,
+            toguid,
+            checksum_type: 0,
+            checksum_flags: 0,
+            compression: c,
+            key_cksum: [0; 4],
+            key_prop: 0,
+            compressed_size: raw.len() as u64,
+        }),
+        &raw,
+    )?;
+    Ok(true)
 }
 
 /// The locally set properties of a file system's directory, as a

@@ -481,6 +481,8 @@ pub struct SendPlan {
     repl_header: Option<ozfs_format::NvList>,
     compound: Option<String>,
     to_name: String,
+    /// `-c`, `-e`, `-L`.
+    pub opts: ozfs_dsl::send::SendOpts,
 }
 
 /// One stream of a plan, for `-v`/`-n`: (from snapshot, to snapshot,
@@ -560,6 +562,7 @@ pub fn send_plan(to_name: &str, from: Option<&SendFrom>, replicate: bool) -> Res
         repl_header,
         compound,
         to_name: to_name.to_string(),
+        opts: Default::default(),
     })
 }
 
@@ -586,8 +589,15 @@ impl SendPlan {
         }
         for (f, t) in &self.pairs {
             let base = sent;
-            sent += ozfs_dsl::send::send(&self.dsl, t, f.as_ref(), out, &mut |b| tick(base + b))
-                .map_err(|e| e.context(&format!("cannot send '{}'", t.name)))?;
+            sent += ozfs_dsl::send::send_with(
+                &self.dsl,
+                t,
+                f.as_ref(),
+                out,
+                &mut |b| tick(base + b),
+                &self.opts,
+            )
+            .map_err(|e| e.context(&format!("cannot send '{}'", t.name)))?;
         }
         if self.compound.is_some() {
             sent += ozfs_dsl::send::compound_end(out)
