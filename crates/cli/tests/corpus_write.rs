@@ -215,10 +215,12 @@ fn raidz_pools_openzfs_made_are_changed_and_stay_clean() {
 /// (zstd, zstd-19 and zle file systems, 1 MiB records: `large_blocks`,
 /// `zstd_compress`; files rewritten keep their 1 MiB blocks, now zstd as
 /// ozfs compresses it), `c6-checksums` (sha512, skein, edonr and blake3
-/// file systems, the salted ones with the pool's salt) and
+/// file systems, the salted ones with the pool's salt),
 /// `c13-names-props` (`longname`: the 600-byte name removed, files added
-/// beside). OpenZFS's zdb finds them clean, what ozfs left alone equals
-/// the manifest, what it wrote reads back.
+/// beside) and `c11-zvol-special` (allocation classes: a log device and a
+/// special mirror, which get no new blocks; its volume left as it was).
+/// OpenZFS's zdb finds them clean, what ozfs left alone equals the
+/// manifest (the volume: OpenZFS's sha256 of it), what it wrote reads back.
 #[test]
 fn feature_pools_openzfs_made_are_changed_and_stay_clean() {
     let oz = ozfs();
@@ -257,6 +259,14 @@ fn feature_pools_openzfs_made_are_changed_and_stay_clean() {
             vec!["c13-names-props/p"],
             "c13-names-props",
         ),
+        // Allocation classes: new blocks go to the normal class only
+        // (not the log device, not the special mirror); the volume is
+        // left alone.
+        (
+            "c11-zvol-special",
+            vec!["c11-zvol-special"],
+            "c11-zvol-special/vol",
+        ),
     ];
     for (pool, touched, untouched) in cases {
         let devs = work.path().join(pool);
@@ -281,7 +291,23 @@ fn feature_pools_openzfs_made_are_changed_and_stay_clean() {
         }
         import_readonly(&oz, &devs, pool);
         let manifest = std::fs::read_to_string(corpus.join(pool).join("manifest.txt")).unwrap();
-        failed.extend(compare(&oz, work.path(), untouched, &manifest, untouched));
+        if untouched.ends_with("/vol") {
+            let img = work.path().join("vol.img");
+            let _ = std::fs::remove_file(&img);
+            oz.ok(&["cp", untouched, &img.to_string_lossy()]);
+            let want = std::fs::read_to_string(corpus.join(pool).join("zvols.txt")).unwrap();
+            let out = std::process::Command::new("sha256sum")
+                .arg(&img)
+                .output()
+                .unwrap();
+            let got = String::from_utf8_lossy(&out.stdout).to_string();
+            let got = got.split_whitespace().next().unwrap_or("").to_string();
+            if !want.lines().any(|l| l == format!("{got}  {untouched}")) {
+                failed.push(format!("{untouched}: sha256 {got} is not OpenZFS's"));
+            }
+        } else {
+            failed.extend(compare(&oz, work.path(), untouched, &manifest, untouched));
+        }
         for fs in &touched {
             let text = if pool == "c6-checksums" {
                 "/data.bin"

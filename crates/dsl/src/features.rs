@@ -543,6 +543,9 @@ pub const SHA512: &str = "org.illumos:sha512";
 pub const SKEIN: &str = "org.illumos:skein";
 pub const EDONR: &str = "org.illumos:edonr";
 pub const BLAKE3: &str = "org.openzfs:blake3";
+/// `org.zfsonlinux:allocation_classes`: special, dedup and log vdevs;
+/// ozfs writes only to the normal class (`MetaslabGroup::allocatable`).
+pub const ALLOCATION_CLASSES: &str = "org.zfsonlinux:allocation_classes";
 /// `org.openzfs:zilsaxattr`: per dataset, its intent log may hold SA xattr
 /// records. ozfs writes no intent log and writes no file system whose log
 /// holds records (`PoolWriter::fs_tx`), so it is written as any other.
@@ -682,6 +685,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     BLAKE3,
     LONGNAME,
     ZILSAXATTR,
+    ALLOCATION_CLASSES,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

@@ -311,6 +311,7 @@ pub(crate) fn load_metaslabs_and_logs(
     let mut ms_arrays = Vec::new();
     let (mut unflushed, mut logs) =
         unflushed_log_entries(pool, mos_os).map_err(|e| e.context("log space maps"))?;
+    let view = DslPool::from_mos(pool.clone(), mos_os.clone(), 0);
     if let Some(l) = logs.as_mut() {
         l.metaslabs = unflushed.keys().copied().collect();
     }
@@ -334,6 +335,18 @@ pub(crate) fn load_metaslabs_and_logs(
         };
         let mut g =
             MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
+        // Allocation classes: a log device (`is_log`), or a special or
+        // dedup vdev (its top ZAP's `org.zfsonlinux:allocation_bias`),
+        // gets no new blocks; ozfs writes everything to the normal class
+        // (where OpenZFS too puts what its other classes cannot hold).
+        let bias = match view.top_zap(top.id) {
+            Some(z) => ozfs_dmu::zap::lookup_obj(mos_os, z, "org.zfsonlinux:allocation_bias")?
+                .and_then(|e| e.as_string()),
+            None => None,
+        };
+        if cfg.get_u64("is_log").unwrap_or(0) != 0 || bias.is_some_and(|b| !b.is_empty()) {
+            g.allocatable = false;
+        }
         let count = g.metaslabs.len();
         let arr_dn = mos_os.dnode(ms_array)?;
         let arr = mos_os.read(&arr_dn, 0, count * 8)?;

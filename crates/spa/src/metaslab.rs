@@ -599,6 +599,11 @@ pub struct MetaslabGroup {
     pub metaslabs: Vec<Metaslab>,
     /// RAID-Z geometry (children, nparity) for asize rounding; None otherwise.
     pub raidz: Option<(usize, usize)>,
+    /// Whether new blocks may go here: false for a vdev of another
+    /// allocation class than the normal one (an intent-log device, a
+    /// special or dedup vdev), whose space OpenZFS keeps for its own
+    /// kinds of blocks; frees there are recorded as anywhere.
+    pub allocatable: bool,
     /// Metaslab tried first.
     active: usize,
 }
@@ -638,6 +643,7 @@ impl MetaslabGroup {
             ms_shift,
             metaslabs,
             raidz,
+            allocatable: true,
             active: 0,
         }
     }
@@ -845,7 +851,7 @@ impl Allocator {
             for k in 0..n {
                 let gi = (self.rotor + k) % n;
                 let avoided = avoid_vdevs.contains(&self.groups[gi].vdev);
-                if avoided != relaxed {
+                if avoided != relaxed || !self.groups[gi].allocatable {
                     continue;
                 }
                 let g = &mut self.groups[gi];
