@@ -807,6 +807,8 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
         size: 2,
         parent: 0,
         links: 2,
+        // Project 0, as OpenZFS gives its root where projects are kept.
+        projid: (sa.is_some() && accounting.is_some_and(|a| a.projects)).then_some(0),
         ..Default::default()
     };
     let bonustype = if sa.is_some() { ot::SA } else { ot::ZNODE };

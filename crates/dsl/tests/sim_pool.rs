@@ -878,8 +878,20 @@ fn accounting_follows_every_change(version: u64) {
                     .expect("write");
                 live.push(name);
             }
-            z.mkdir(root, format!("d{round}").as_bytes(), 0o755, 1000, 100)
+            let d = z
+                .mkdir(root, format!("d{round}").as_bytes(), 0o755, 1000, 100)
                 .expect("mkdir");
+            if projects {
+                // A directory passing project 7 on: what is made in it
+                // is project 7's.
+                let mut a = z.attrs(d).expect("attrs");
+                a.projid = Some(7);
+                a.flags |= 1 << 46;
+                z.set_attrs(d, &a).expect("project inherit");
+                let f = z.create(d, b"in7", 0o644, 0, 0, 0).expect("create in d");
+                z.write(f, 0, &pattern(round, 5000)).expect("write in d");
+                assert_eq!(z.attrs(f).expect("attrs").projid, Some(7));
+            }
             // Some files go, change owner, project or size.
             for _ in 0..3 {
                 if live.is_empty() {
@@ -924,6 +936,13 @@ fn accounting_follows_every_change(version: u64) {
             want.keys().any(|(_, k)| k == "bb8"),
             "the owners written are there"
         );
+        if projects {
+            assert!(
+                want.keys()
+                    .any(|(o, k)| *o == ozfs_dmu::tx::PROJECTUSED_OBJECT && k == "obj-7"),
+                "project 7 counts its files"
+            );
+        }
         if projects {
             assert_eq!(os.phys.flags & 7, 7, "accounting complete from creation");
             assert!(

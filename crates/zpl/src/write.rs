@@ -54,6 +54,10 @@ struct SaState {
 const MAX_BONUS: usize = 320;
 
 /// Current time as (seconds, nanoseconds).
+/// `ZFS_PROJINHERIT` in a znode's flags: new files and directories in
+/// this directory take its project id.
+const ZFS_PROJINHERIT: u64 = 1 << 46;
+
 /// Largest block ozfs gives a file it writes (1 MiB; blocks over 128 KiB
 /// make the dataset list `large_blocks`).
 pub const MAX_FILE_BLOCK: u64 = 1 << 20;
@@ -321,6 +325,23 @@ impl<'a> ZplTx<'a> {
     ) -> Result<(u64, ZplAttrs)> {
         let t = now();
         let is_dir = mode & S_IFMT == S_IFDIR;
+        // Where projects are accounted (ZPL 5, `project_quota`), regular
+        // files and directories get a project id, as OpenZFS's
+        // `zfs_mknode` gives them: their parent's when it passes it on
+        // (`ZFS_PROJINHERIT`), which they pass on too; else project 0.
+        let (projid, pflags) = if self.sa.is_some()
+            && (is_dir || mode & S_IFMT == S_IFREG)
+            && self.tx.accounting.is_some_and(|a| a.projects)
+        {
+            let p = self.attrs(parent)?;
+            if p.flags & ZFS_PROJINHERIT != 0 {
+                (Some(p.projid.unwrap_or(0)), ZFS_PROJINHERIT)
+            } else {
+                (Some(0), 0)
+            }
+        } else {
+            (None, 0)
+        };
         let a = ZplAttrs {
             atime: t,
             mtime: t,
@@ -333,12 +354,12 @@ impl<'a> ZplTx<'a> {
             links: if is_dir { 2 } else { 1 },
             xattr: 0,
             rdev,
-            flags: 0,
+            flags: pflags,
             uid,
             gid,
             symlink: None,
             dxattr: None,
-            projid: None,
+            projid,
         };
         let bonus = self.encode(&a)?;
         let bt = self.bonustype();
