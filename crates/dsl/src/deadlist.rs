@@ -459,19 +459,18 @@ impl PoolWriter {
         let mut by_key: std::collections::BTreeMap<u64, Vec<BlkPtr>> = Default::default();
         let mut sums = Sums::default();
         for bp in bps {
-            let key = entries
-                .iter()
-                .rev()
-                .find(|(k, _)| *k < bp.birth())
-                .map_or(first, |(k, _)| *k);
+            // Entries are sorted by key: the last one below the birth.
+            let i = entries.partition_point(|(k, _)| *k < bp.birth());
+            let key = if i == 0 { first } else { entries[i - 1].0 };
             by_key.entry(key).or_default().push(*bp);
             sums.add(&self.pool, bp, 1);
         }
         let empty = self.empty_bpobj()?;
         for (key, list) in by_key {
-            let Some(&(_, mut obj)) = entries.iter().find(|(k, _)| *k == key) else {
+            let Ok(i) = entries.binary_search_by_key(&key, |(k, _)| *k) else {
                 continue;
             };
+            let mut obj = entries[i].1;
             if Some(obj) == empty {
                 obj = self.bpobj_alloc()?;
                 self.bpobj_decr_empty()?;
