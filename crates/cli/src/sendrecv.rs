@@ -19,7 +19,7 @@ fn nice(n: u64) -> String {
     crate::render::nice(n)
 }
 
-/// `zfs send [-v] [-i snap | -I snap] snapshot`
+/// `zfs send [-vRLec] [-i snap | -I snap] snapshot`
 pub fn send(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vnPpDLecwbhR", "iI")?;
     a.refuse("wbhpD", "cannot send").map_err(Fail::Err)?;

@@ -1,4 +1,6 @@
-//! `ozfs zfs`: list and get.
+//! `ozfs zfs`: the dataset commands (list, get, create, destroy, set,
+//! snapshots, send/receive, userspace...), parsed here and rendered from
+//! what the operations layer returns.
 
 use crate::args::Args;
 use crate::output::{print_table, Align};
@@ -21,8 +23,11 @@ const USAGE: &str = "usage: zfs <command>
 	release [-r] <tag> <snapshot> ...
 	holds [-H] <snapshot> ...
 	diff [-FHth] <snapshot> [snapshot|filesystem]
-	send [-v] [-i snapshot | -I snapshot] <snapshot>
+	send [-vRLec] [-i snapshot | -I snapshot] <snapshot>
 	receive [-vnFu] <filesystem|snapshot>
+	userspace [-Hinp] [-o field[,...]] [-s field] ... [-S field] ... [-t type[,...]] <filesystem|snapshot>
+	groupspace [-Hinp] [-o field[,...]] [-s field] ... [-S field] ... [-t type[,...]] <filesystem|snapshot>
+	projectspace [-Hp] [-o field[,...]] [-s field] ... [-S field] ... <filesystem|snapshot>
 	mount
 	mount [-a | <filesystem> [mountpoint]]
 	unmount [-a | <filesystem|mountpoint>]
