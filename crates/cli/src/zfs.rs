@@ -1023,8 +1023,8 @@ fn userspace(cmd: &str, argv: &[String]) -> CmdResult {
                 other => return Err(Fail::Err(format!("invalid type '{other}' for -t option"))),
             }
         }
-        owners.dedup();
         owners.sort_by_key(|o| *o == Owner::User);
+        owners.dedup();
     }
     let parsable = a.flag('p');
     let numeric = a.flag('n');

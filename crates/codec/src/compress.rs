@@ -445,7 +445,8 @@ pub const ZSTD_DEFAULT_LEVEL: u8 = 3;
 /// the level in the top byte and the zstd version below it, as OpenZFS
 /// packs `zfs_zstdhdr_t`) and a standard zstd frame without its 4-byte
 /// magic. ruzstd's encoder compresses at its fastest level whatever the
-/// level asked (recorded in the header; decompression ignores it). Each
+/// level asked; `level` is what the header records (decompression ignores
+/// it; callers pass [`ZSTD_DEFAULT_LEVEL`]). Each
 /// frame is decoded again before it is used: one that does not give back
 /// `src` exactly is not written (None: the block is stored as it is), so
 /// an encoder fault can cost space but never data.

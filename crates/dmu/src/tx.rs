@@ -1150,9 +1150,14 @@ impl ObjsetTx {
             return Err(Error::corrupt("meta-dnode", "block size below one dnode"));
         }
         for obj in objs {
-            let mut dn = match self.dnodes.get(&obj) {
-                Some(d) => d.clone(),
-                None => self.os.dnode(obj)?.phys,
+            // A dnode changed in this txg is in host order; one taken from
+            // disk keeps its bonus in the objset's order.
+            let (mut dn, dn_swap) = match self.dnodes.get(&obj) {
+                Some(d) => (d.clone(), false),
+                None => {
+                    let d = self.os.dnode(obj)?;
+                    (d.phys, d.swap)
+                }
             };
             if accounting.is_some() {
                 // What the committed dnode contributed goes out...
@@ -1220,7 +1225,7 @@ impl ObjsetTx {
                     if a.objects {
                         dn.flags |= DNODE_FLAG_USEROBJUSED_ACCOUNTED;
                     }
-                    charges.charge(&dn, false, 1);
+                    charges.charge(&dn, dn_swap, 1);
                 }
             }
             // Copy the dnode into its meta-dnode block.

@@ -45,8 +45,10 @@
 //!   and their fill count zero; an embedded block keeps only its
 //!   properties and birth.
 //!
-//! Everything read from disk is bounded: sub-object trees by depth and the
-//! block pointers read by [`MAX_DEAD_ENTRIES`].
+//! Everything read from disk is bounded before it is used: counts by the
+//! room their objects' blocks give and by [`MAX_DEAD_ENTRIES`], keys by
+//! their canonical spelling, sub-object trees by depth, by size and by
+//! each bpobj being met once (`Seen`).
 
 use crate::features::EMPTY_BPOBJ;
 use crate::sync::{PoolWriter, Sums};
@@ -76,6 +78,31 @@ const EMPTY_BPOBJ_KEY: &str = "empty_bpobj";
 const MAX_SUBOBJ_DEPTH: u32 = 64;
 /// Most block pointers read from one dead list (2 GiB of them).
 pub const MAX_DEAD_ENTRIES: u64 = 1 << 24;
+
+/// The bpobjs a walk of sub-object trees has met: each may be met once
+/// (a bpobj has one referrer), the trees nest at most
+/// [`MAX_SUBOBJ_DEPTH`] deep and hold at most [`MAX_DEAD_ENTRIES`]
+/// bpobjs, so hostile trees cost bounded work.
+#[derive(Default)]
+struct Seen(std::collections::HashSet<u64>);
+
+impl Seen {
+    fn enter(&mut self, obj: u64, depth: u32) -> Result<()> {
+        if depth > MAX_SUBOBJ_DEPTH {
+            return Err(Error::corrupt(
+                format!("bpobj {obj}"),
+                "sub-objects nested too deep",
+            ));
+        }
+        if self.0.len() as u64 >= MAX_DEAD_ENTRIES || !self.0.insert(obj) {
+            return Err(Error::corrupt(
+                format!("bpobj {obj}"),
+                "listed twice among sub-objects, or too many of them",
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// A bpobj's header (`bpobj_phys_t`): counts and sums.
 #[derive(Debug, Clone, Copy, Default)]
@@ -236,6 +263,8 @@ impl PoolWriter {
             return Ok(());
         }
         let mut h = self.bpobj_hdr(obj)?;
+        // The count from disk must fit the object before it places a write.
+        self.bpobj_room_check(obj, &h)?;
         let mut buf = Vec::with_capacity(bps.len() * 128);
         let mut sums = Sums::default();
         for bp in bps {
@@ -263,6 +292,12 @@ impl PoolWriter {
             return self.bpobj_free(sub, 0);
         }
         let mut h = self.bpobj_hdr(parent)?;
+        if h.num_subobjs >= MAX_DEAD_ENTRIES {
+            return Err(Error::corrupt(
+                format!("bpobj {parent}"),
+                format!("{} sub-objects", h.num_subobjs),
+            ));
+        }
         if h.subobjs == 0 {
             h.subobjs = self
                 .mos
@@ -295,6 +330,18 @@ impl PoolWriter {
                 format!("type {}", dn.phys.object_type),
             ));
         }
+        let room = dn
+            .phys
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(dn.phys.datablksz())
+            / 8;
+        if h.num_subobjs > room {
+            return Err(Error::corrupt(
+                format!("bpobj {obj} sub-object array {}", h.subobjs),
+                format!("{} entries in room for {room}", h.num_subobjs),
+            ));
+        }
         let data = self.mos.read(h.subobjs, 0, (h.num_subobjs * 8) as usize)?;
         Ok(data
             .chunks_exact(8)
@@ -312,15 +359,15 @@ impl PoolWriter {
     /// Free bpobj `obj`, its sub-objects and their arrays (`bpobj_free`);
     /// the blocks they list are not freed (a bpobj only records them).
     fn bpobj_free(&mut self, obj: u64, depth: u32) -> Result<()> {
-        if depth > MAX_SUBOBJ_DEPTH {
-            return Err(Error::corrupt(
-                format!("bpobj {obj}"),
-                "sub-objects nested too deep",
-            ));
-        }
+        let mut seen = Seen::default();
+        self.bpobj_free_in(obj, depth, &mut seen)
+    }
+
+    fn bpobj_free_in(&mut self, obj: u64, depth: u32, seen: &mut Seen) -> Result<()> {
+        seen.enter(obj, depth)?;
         let h = self.bpobj_hdr(obj)?;
         for sub in self.bpobj_subobjs(obj, &h)? {
-            self.bpobj_free(sub, depth + 1)?;
+            self.bpobj_free_in(sub, depth + 1, seen)?;
         }
         if h.subobjs != 0 {
             self.mos.free_object(h.subobjs)?;
@@ -328,22 +375,9 @@ impl PoolWriter {
         self.mos.free_object(obj)
     }
 
-    /// Every block bpobj `obj` lists, its sub-objects' included, appended
-    /// to `out` (at most [`MAX_DEAD_ENTRIES`] in all).
-    fn bpobj_bps(&self, obj: u64, depth: u32, out: &mut Vec<BlkPtr>) -> Result<()> {
-        if depth > MAX_SUBOBJ_DEPTH {
-            return Err(Error::corrupt(
-                format!("bpobj {obj}"),
-                "sub-objects nested too deep",
-            ));
-        }
-        let h = self.bpobj_hdr(obj)?;
-        if (out.len() as u64).saturating_add(h.num) > MAX_DEAD_ENTRIES {
-            return Err(Error::corrupt(
-                format!("bpobj {obj}"),
-                format!("more than {MAX_DEAD_ENTRIES} block pointers"),
-            ));
-        }
+    /// A bpobj's count checked against the room its blocks give and
+    /// [`MAX_DEAD_ENTRIES`].
+    fn bpobj_room_check(&self, obj: u64, h: &BpobjHdr) -> Result<()> {
         let dn = self.mos.dnode(obj)?;
         let room = dn
             .phys
@@ -351,20 +385,52 @@ impl PoolWriter {
             .saturating_add(1)
             .saturating_mul(dn.phys.datablksz())
             / 128;
-        if h.num > room {
+        if h.num > room.max(dn.phys.datablksz() / 128) || h.num > MAX_DEAD_ENTRIES {
             return Err(Error::corrupt(
                 format!("bpobj {obj}"),
                 format!("{} entries in room for {room}", h.num),
             ));
         }
-        if h.num > 0 {
-            let data = self.mos.read(obj, 0, (h.num * 128) as usize)?;
-            for c in data.chunks_exact(128) {
-                out.push(BlkPtr::from_bytes(c, dn.swap)?);
-            }
+        Ok(())
+    }
+
+    /// The block pointers a bpobj holds itself (not its sub-objects').
+    fn bpobj_own_bps(&self, obj: u64, h: &BpobjHdr) -> Result<Vec<BlkPtr>> {
+        self.bpobj_room_check(obj, h)?;
+        if h.num == 0 {
+            return Ok(Vec::new());
         }
+        let swap = self.mos.dnode(obj)?.swap;
+        let data = self.mos.read(obj, 0, (h.num * 128) as usize)?;
+        data.chunks_exact(128)
+            .map(|c| BlkPtr::from_bytes(c, swap))
+            .collect()
+    }
+
+    /// Every block bpobj `obj` lists, its sub-objects' included, appended
+    /// to `out` (at most [`MAX_DEAD_ENTRIES`] in all).
+    fn bpobj_bps(&self, obj: u64, depth: u32, out: &mut Vec<BlkPtr>) -> Result<()> {
+        self.bpobj_bps_in(obj, depth, out, &mut Seen::default())
+    }
+
+    fn bpobj_bps_in(
+        &self,
+        obj: u64,
+        depth: u32,
+        out: &mut Vec<BlkPtr>,
+        seen: &mut Seen,
+    ) -> Result<()> {
+        seen.enter(obj, depth)?;
+        let h = self.bpobj_hdr(obj)?;
+        if (out.len() as u64).saturating_add(h.num) > MAX_DEAD_ENTRIES {
+            return Err(Error::corrupt(
+                format!("bpobj {obj}"),
+                format!("more than {MAX_DEAD_ENTRIES} block pointers"),
+            ));
+        }
+        out.extend(self.bpobj_own_bps(obj, &h)?);
         for sub in self.bpobj_subobjs(obj, &h)? {
-            self.bpobj_bps(sub, depth + 1, out)?;
+            self.bpobj_bps_in(sub, depth + 1, out, seen)?;
         }
         Ok(())
     }
@@ -642,21 +708,11 @@ pub(crate) fn check_structure(w: &PoolWriter, dl: u64) -> Result<(Vec<String>, u
         depth: u32,
         key: u64,
         problems: &mut Vec<String>,
+        seen: &mut Seen,
     ) -> Result<u64> {
-        if depth > MAX_SUBOBJ_DEPTH {
-            return Err(Error::corrupt(format!("bpobj {obj}"), "nested too deep"));
-        }
+        seen.enter(obj, depth)?;
         let h = w.bpobj_hdr(obj)?;
-        let mut own = Vec::new();
-        let dn = w.mos.dnode(obj)?;
-        if h.num > 0 {
-            let data = w
-                .mos
-                .read(obj, 0, (h.num.min(MAX_DEAD_ENTRIES) * 128) as usize)?;
-            for c in data.chunks_exact(128) {
-                own.push(BlkPtr::from_bytes(c, dn.swap)?);
-            }
-        }
+        let own = w.bpobj_own_bps(obj, &h)?;
         let mut total: u64 = own.iter().map(|b| w.pool.dsize(b, true)).sum();
         for b in &own {
             if b.birth() <= key {
@@ -667,7 +723,7 @@ pub(crate) fn check_structure(w: &PoolWriter, dl: u64) -> Result<(Vec<String>, u
             }
         }
         for sub in w.bpobj_subobjs(obj, &h)? {
-            total = total.wrapping_add(sums(w, sub, depth + 1, key, problems)?);
+            total = total.wrapping_add(sums(w, sub, depth + 1, key, problems, seen)?);
         }
         if total != h.bytes {
             problems.push(format!(
@@ -677,12 +733,13 @@ pub(crate) fn check_structure(w: &PoolWriter, dl: u64) -> Result<(Vec<String>, u
         }
         Ok(total)
     }
+    let mut seen = Seen::default();
     for (k, obj) in w.deadlist_entries(dl)? {
         if Some(obj) == empty {
             empties += 1;
             continue;
         }
-        sums(w, obj, 0, k, &mut problems)?;
+        sums(w, obj, 0, k, &mut problems, &mut seen)?;
     }
     Ok((problems, empties))
 }

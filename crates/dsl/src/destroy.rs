@@ -193,8 +193,14 @@ impl PoolWriter {
     /// (`dsl_dir_remove_clones_key`).
     fn remove_clones_key(&mut self, dir: u64, txg: u64, depth: u32) -> Result<()> {
         let clones = self.dir(dir)?.clones;
-        if clones == 0 || depth > 64 {
+        if clones == 0 {
             return Ok(());
+        }
+        if depth > 64 {
+            return Err(Error::corrupt(
+                format!("DSL directory {dir}"),
+                "clones of clones nested more than 64 deep",
+            ));
         }
         for e in zap_tx::list(&self.mos, clones)? {
             let Some(c) = e.as_u64() else { continue };
@@ -322,20 +328,6 @@ pub(crate) fn parse_bplist(data: &[u8], swap: bool) -> Result<Vec<BlkPtr>> {
         .collect()
 }
 
-/// Bytes (dsize) of the dead list entries born in (`min`, `max`].
-pub(crate) fn deadlist_space_birthrange(
-    w: &PoolWriter,
-    obj: u64,
-    min: u64,
-    max: u64,
-) -> Result<u64> {
-    Ok(read_bplist(w, obj)?
-        .iter()
-        .filter(|b| b.birth() > min && b.birth() <= max)
-        .map(|b| w.pool.dsize(b, true))
-        .sum())
-}
-
 impl PoolWriter {
     /// `zfs destroy fs@snap` (pool-v23 dead lists, as ZFS does it): the
     /// next dataset's dead list is split — entries born before this
@@ -381,6 +373,14 @@ impl PoolWriter {
         if crate::deadlist::is_new_format(self, next.deadlist_obj)? {
             return self.destroy_snapshot_entries(name, &snap, prev, after_branch_point);
         }
+        // A bplist chain ends in bplists: a new-format dead list before a
+        // bplist one is no chain any ZFS makes; refused before any change.
+        if crate::deadlist::is_new_format(self, s.deadlist_obj)? {
+            return Err(Error::corrupt(
+                format!("cannot destroy '{name}'"),
+                "its dead list is in the new format but the next dataset's is a bplist",
+            ));
+        }
         // Split the next dataset's dead list.
         let mut keep = Vec::new();
         let mut keep_sums = Sums::default();
@@ -412,7 +412,7 @@ impl PoolWriter {
             // Blocks shared by just the destroyed snapshot and next are
             // next's alone now: born after prev, died after next.
             let after = self.dataset(next.next_snap_obj)?;
-            next.unique_bytes += deadlist_space_birthrange(
+            next.unique_bytes += crate::deadlist::deadlist_space_range(
                 self,
                 after.deadlist_obj,
                 s.prev_snap_txg,

@@ -660,7 +660,19 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 ///   several slots list the feature ([`activate_on_dataset`]); snapshots
 ///   and clones inherit it, destroying gives it back; the DMU keeps such
 ///   dnodes whole and allocates around them;
-/// * ozfs's own `external_compression`.
+/// * ozfs's own `external_compression`;
+/// * `spacemap_histogram` (new space maps carry and keep the histogram),
+///   `log_spacemap` (logs folded into the metaslabs' maps at the first
+///   sync), `vdev_zaps_v2` (the vdev ZAP names carried over);
+/// * `empty_bpobj` (new-format dead lists, `crate::deadlist`);
+/// * `userobj_accounting`, `project_quota` (the DMU's accounting);
+/// * `large_blocks`, `zstd_compress`, `sha512`, `skein`, `edonr`,
+///   `blake3`: written as their blocks ask, and listed on the datasets
+///   where such blocks are born (`crate::sync::block_features`);
+/// * `longname` (long names looked up and removed, never made),
+///   `zilsaxattr` (ozfs writes no intent log and no file system whose log
+///   holds records), `allocation_classes` (new blocks in the normal class
+///   only).
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -698,7 +710,7 @@ pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
         return Err(Error::unsupported(
             format!("pool '{}'", pool.name),
             format!(
-                "writing a version-{v} pool (ozfs reads pool versions up to 28 and writes version 23; import it with -o readonly=on)"
+                "writing a version-{v} pool (ozfs reads pool versions up to 28 and writes versions up to 23 and 5000; import it with -o readonly=on)"
             ),
         ));
     }

@@ -686,19 +686,21 @@ pub fn check_for_pool(
 /// edon-r and blake3 from this txg on.
 pub fn ensure_checksum_salt(w: &mut crate::sync::PoolWriter) -> Result<()> {
     use ozfs_codec::checksum::SALT_ENTRY;
-    if w.pool.checksum_salt.get().is_some() {
+    // The MOS of the open txg decides: a salt known in memory from a txg
+    // that was never committed is written again (the same bytes).
+    if ozfs_dmu::zap_tx::lookup(&w.mos, 1, SALT_ENTRY.as_bytes())?.is_some() {
         return Ok(());
     }
-    if ozfs_dmu::zap_tx::lookup(&w.mos, 1, SALT_ENTRY.as_bytes())?.is_some() {
-        return Err(Error::corrupt(
-            "MOS object directory",
-            format!("{SALT_ENTRY} is there but was not loaded"),
-        ));
-    }
-    let mut salt = [0u8; 32];
-    for c in salt.chunks_exact_mut(8) {
-        c.copy_from_slice(&ozfs_dmu::tx::random_u64().to_ne_bytes());
-    }
+    let salt = match w.pool.checksum_salt.get() {
+        Some(s) => *s,
+        None => {
+            let mut salt = [0u8; 32];
+            for c in salt.chunks_exact_mut(8) {
+                c.copy_from_slice(&ozfs_dmu::tx::random_u64().to_ne_bytes());
+            }
+            salt
+        }
+    };
     let vals: Vec<u64> = salt.iter().map(|&b| b as u64).collect();
     ozfs_dmu::zap_tx::add(&mut w.mos, 1, SALT_ENTRY.as_bytes(), 1, &vals)?;
     let _ = w.pool.checksum_salt.set(salt);

@@ -208,6 +208,18 @@ pub fn send_with(
     if opts.large_blocks && listed(crate::features::LARGE_BLOCKS)? {
         features |= stream::FEATURE_LARGE_BLOCKS;
     }
+    // Names over 255 bytes: the stream says so (OpenZFS's
+    // `setup_featureflags`). Micro ZAPs over 128 KiB cannot go out in
+    // 128 KiB pieces, and ozfs does not send them whole.
+    if listed(crate::features::LONGNAME)? {
+        features |= stream::FEATURE_LONGNAME;
+    }
+    if listed("com.klarasystems:large_microzap")? {
+        return Err(Error::unsupported(
+            format!("cannot send '{}'", to.name),
+            "it uses micro ZAPs over 128 KiB (large_microzap)",
+        ));
+    }
     if opts.embedded && dsl.pool.feature_active("com.delphix:embedded_data") {
         features |= stream::FEATURE_EMBED_DATA;
     }
@@ -559,12 +571,18 @@ fn send_as_stored(
         )?;
         return Ok(true);
     }
+    // As OpenZFS's `send_reader`: only file data (level 0, not metadata)
+    // in the host's byte order goes out compressed; a receiver stores such
+    // blocks as they come, without byteswapping them.
     if features & stream::FEATURE_COMPRESSED == 0
         || matches!(c, comp::OFF | comp::INHERIT | comp::EMPTY | comp::ON)
         || !named
         || bp.is_gang()
         || bp.uses_crypt()
         || bp.lsize() != bs
+        || bp.level() != 0
+        || ozfs_format::types::object_type_is_metadata(bp.object_type())
+        || bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN
     {
         return Ok(false);
     }

@@ -294,13 +294,12 @@ pub fn zil_blocks(pool: &Pool, header: &[u8], swap: bool) -> Result<Vec<BlkPtr>>
     Ok(out)
 }
 
-/// Whether the intent log whose `zil_header_t` is `header` holds records
-/// not yet replayed: OpenZFS claimed it (`ZIL_REPLAY_NEEDED` in
+/// Whether the intent log whose `zil_header_t` is `header` may hold
+/// records not yet replayed: OpenZFS claimed it (`ZIL_REPLAY_NEEDED` in
 /// `zh_flags`), or its first block was written — it verifies against its
 /// BP (fletcher2 trailer at the end for `zilog`, fletcher4 over the used
-/// bytes with the `zil_chain_t` at the start for `zilog2`) — and uses
-/// bytes past its chain header. A cleanly closed log names a first block
-/// that was allocated but never written: no records.
+/// bytes with the `zil_chain_t` at the start for `zilog2`). A cleanly
+/// closed log names a first block that was allocated but never written.
 pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
     let word = |off: usize| -> u64 {
         header
@@ -335,6 +334,7 @@ pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
     };
     let want = bp.cksum().0;
     let v2 = bp.checksum() == ozfs_format::types::cksum::ZILOG2;
+    // The block verifies: (bytes used, whether past its chain header).
     let nused = |b: &[u8]| -> Option<(u64, bool)> {
         if b.len() < ZIL_TRAILER_SIZE {
             return None;
@@ -364,16 +364,17 @@ pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
         }
     };
     let ok = |b: &[u8]| nused(b).is_some();
-    let Ok(data) = top.read_block_born(
-        d.offset,
-        bp.psize(),
-        bp.phys_birth(),
-        &ok,
-        &Default::default(),
-    ) else {
-        return Ok(false);
-    };
-    Ok(nused(&data).is_some_and(|(_, records)| records))
+    // A first block that was written (it verifies) is taken as holding
+    // records: an empty one may still name a next block that has some.
+    Ok(top
+        .read_block_born(
+            d.offset,
+            bp.psize(),
+            bp.phys_birth(),
+            &ok,
+            &Default::default(),
+        )
+        .is_ok())
 }
 
 /// The next-block BP of a written, verified pool-v23 log block.

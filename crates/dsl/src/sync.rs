@@ -1319,6 +1319,11 @@ impl PoolWriter {
             return Ok(());
         }
         if let Some(f) = self.log_flush.take() {
+            // Until this txg commits, its staged MOS holds a half-done fold
+            // (logs freed, unflushed txgs zeroed): a failure from here on
+            // stops the writer, so no later txg commits that state.
+            self.space_failed =
+                Some("a sync that folded the log space maps failed before it committed".into());
             self.flush_log_space_maps(f)
                 .map_err(|e| e.context("flushing the log space maps"))?;
         }
@@ -1397,6 +1402,15 @@ impl PoolWriter {
         };
         self.pool.write_uberblock(&ub)?;
         self.pool.flush_all()?;
+        // Committed: a fold of the log space maps done in this txg is on
+        // disk (the space check's own failures stopped the sync earlier).
+        if self
+            .space_failed
+            .as_deref()
+            .is_some_and(|m| m.starts_with("a sync that folded"))
+        {
+            self.space_failed = None;
+        }
         if self.config_dirty {
             self.pool
                 .write_labels(txg, self.state, self.version, &[1, 3])?;
@@ -1507,9 +1521,7 @@ impl PoolWriter {
     /// pool should hold: no later txg may commit it.
     fn refuse_after_space_failure(&self) -> Result<()> {
         match &self.space_failed {
-            Some(m) => Err(Error::Invalid(format!(
-                "the pool writer stopped after a failed space check: {m}"
-            ))),
+            Some(m) => Err(Error::Invalid(format!("the pool writer stopped: {m}"))),
             None => Ok(()),
         }
     }

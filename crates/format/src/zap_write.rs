@@ -781,15 +781,20 @@ fn encode_value(int_len: u8, value: &[u64]) -> Result<Vec<u8>> {
 }
 
 /// Longest string key plus its NUL where names may be long
-/// (`ZAP_MAXNAMELEN_NEW`, OpenZFS's `longname` feature): 1023 bytes.
-/// Callers that create entries keep their own, shorter limits (file names:
-/// 255 bytes); a ZAP holding a longer name is still read, looked up and
-/// changed.
+/// (`ZAP_MAXNAMELEN_NEW`, OpenZFS's `longname` feature): 1023 bytes. Such
+/// a name is looked up and removed ([`ZapObject::lookup`],
+/// [`ZapObject::remove`]); new entries keep [`ZAP_MAXNAMELEN`].
 pub const ZAP_MAXNAMELEN_NEW: usize = 1024;
 
-/// Check a string key: nonempty, no NUL, at most ZAP_MAXNAMELEN_NEW - 1 bytes.
+/// Check a string key for a new entry: nonempty, no NUL, at most
+/// ZAP_MAXNAMELEN - 1 bytes.
 fn check_str_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name.contains(&0) || name.len() >= ZAP_MAXNAMELEN_NEW {
+    check_str_name_max(name, ZAP_MAXNAMELEN)
+}
+
+/// [`check_str_name`] with another limit (NUL included).
+fn check_str_name_max(name: &[u8], max: usize) -> Result<()> {
+    if name.is_empty() || name.contains(&0) || name.len() >= max {
         return Err(Error::Invalid(format!(
             "bad zap name {:?} ({} bytes)",
             String::from_utf8_lossy(name),
@@ -1103,6 +1108,10 @@ impl ZapObject {
         }
         let mut h = self.hdr();
         let key = self.fat_key(&h, name)?;
+        // New or updated entries keep the classic name limit.
+        if !key.uint64 {
+            check_str_name(name)?;
+        }
         let r = self.fat_put(&mut h, &key, int_len, &vbytes, value.len(), mode);
         self.put_hdr(&h);
         r
@@ -1217,7 +1226,7 @@ impl ZapObject {
                 uint64: true,
             });
         }
-        check_str_name(name)?;
+        check_str_name_max(name, ZAP_MAXNAMELEN_NEW)?;
         let mut stored = Vec::with_capacity(name.len() + 1);
         stored.extend_from_slice(name);
         stored.push(0);
@@ -2319,7 +2328,7 @@ mod tests {
         let mut z = ZapObject::new_micro(1, 0);
         assert!(z.add(b"", 8, &[1]).is_err());
         assert!(z.add(b"a\0b", 8, &[1]).is_err());
-        assert!(z.add(&[b'a'; 1024], 8, &[1]).is_err());
+        assert!(z.add(&[b'a'; 256], 8, &[1]).is_err());
         assert!(z.add(b"a", 3, &[1]).is_err());
         assert!(z.add(b"a", 1, &[256]).is_err());
         assert!(z.add(b"a", 8, &vec![0; 1025]).is_err());

@@ -606,6 +606,9 @@ mod acl_golden {
 
 /// `ZFS_PROJID` in a znode's flags: the file has a `ZPL_PROJID` attribute.
 pub const ZFS_PROJID: u64 = 1 << 47;
+/// `ZFS_PROJINHERIT` in a directory's flags: what is made in it takes its
+/// project id (and passes it on).
+pub const ZFS_PROJINHERIT: u64 = 1 << 46;
 /// The project of files without `ZFS_PROJID` (`ZFS_DEFAULT_PROJID`).
 pub const ZFS_DEFAULT_PROJID: u64 = 0;
 

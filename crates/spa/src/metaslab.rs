@@ -975,19 +975,24 @@ impl Allocator {
         self.groups.iter().map(MetaslabGroup::alloc_bytes).sum()
     }
 
-    /// Bytes allocatable now.
+    /// Bytes allocatable now (on the vdevs new blocks may go to).
     pub fn free_space(&self) -> u64 {
-        self.groups.iter().map(MetaslabGroup::free_bytes).sum()
+        self.allocatable().map(MetaslabGroup::free_bytes).sum()
     }
 
-    /// Bytes freed but not yet reusable.
+    /// Bytes freed but not yet reusable (on the vdevs new blocks may go to).
     pub fn deferred_space(&self) -> u64 {
-        self.groups.iter().map(MetaslabGroup::deferred_bytes).sum()
+        self.allocatable().map(MetaslabGroup::deferred_bytes).sum()
     }
 
-    /// Bytes covered by metaslabs.
+    /// Bytes covered by the metaslabs of the vdevs new blocks may go to.
     pub fn total_space(&self) -> u64 {
-        self.groups.iter().map(MetaslabGroup::total_bytes).sum()
+        self.allocatable().map(MetaslabGroup::total_bytes).sum()
+    }
+
+    /// The groups new blocks may go to (`MetaslabGroup::allocatable`).
+    fn allocatable(&self) -> impl Iterator<Item = &MetaslabGroup> {
+        self.groups.iter().filter(|g| g.allocatable)
     }
 
     /// Check every group; totals add up.
@@ -995,11 +1000,15 @@ impl Allocator {
         for g in &self.groups {
             g.verify()?;
         }
-        let sum = self.space_used() + self.free_space() + self.deferred_space();
-        if sum != self.total_space() {
+        let sum: u64 = self
+            .groups
+            .iter()
+            .map(|g| g.alloc_bytes() + g.free_bytes() + g.deferred_bytes())
+            .sum();
+        let total: u64 = self.groups.iter().map(MetaslabGroup::total_bytes).sum();
+        if sum != total {
             return Err(Error::Invalid(format!(
-                "used + free + deferred = {sum} != total {}",
-                self.total_space()
+                "used + free + deferred = {sum} != total {total}"
             )));
         }
         Ok(())

@@ -21,7 +21,7 @@ use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
 use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::types::ot;
-use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, ZFS_PROJINHERIT};
 use ozfs_format::{Error, Result};
 
 const ZNODE_SIZE: usize = 264;
@@ -53,15 +53,11 @@ struct SaState {
 /// block pointer).
 const MAX_BONUS: usize = 320;
 
-/// Current time as (seconds, nanoseconds).
-/// `ZFS_PROJINHERIT` in a znode's flags: new files and directories in
-/// this directory take its project id.
-const ZFS_PROJINHERIT: u64 = 1 << 46;
-
 /// Largest block ozfs gives a file it writes (1 MiB; blocks over 128 KiB
 /// make the dataset list `large_blocks`).
 pub const MAX_FILE_BLOCK: u64 = 1 << 20;
 
+/// Current time as (seconds, nanoseconds).
 pub fn now() -> (u64, u64) {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
