@@ -72,20 +72,6 @@ fn receive(oz: &Ozfs, stream: &Path, target: &str) -> proc::CmdOutput {
     ))
 }
 
-/// Copy `snap` out and compare it with `label` of `manifest`.
-fn compare(oz: &Ozfs, work: &Path, snap: &str, manifest: &str, label: &str) -> Option<String> {
-    let dest = work.join(format!("copy-{}", snap.replace(['/', '@'], "_")));
-    let r = oz.run(&["cp", "-r", &format!("{snap}:/"), &dest.to_string_lossy()]);
-    if !r.success() {
-        return Some(format!("{snap}: ozfs cp failed: {}", r.stderr));
-    }
-    let want = theirs(manifest, label);
-    assert!(!want.is_empty(), "{label}: not in the manifest");
-    let got = ours(&Manifest::scan(&dest).expect("scan the copy"));
-    let _ = std::fs::remove_dir_all(&dest);
-    differences(&want, &got).map(|d| format!("{snap} (as {label}):\n{d}"))
-}
-
 #[test]
 fn every_corpus_stream_is_received_exactly() {
     let oz = ozfs();

@@ -1006,6 +1006,29 @@ impl ObjsetTx {
             .unwrap_or_else(|| self.os.phys.meta_dnode.clone())
     }
 
+    /// The level-0 blocks staged for `obj` in this txg (data, holes and
+    /// external records), by block id.
+    fn staged_blocks(&self, obj: u64) -> Vec<(u64, Staged)> {
+        let mut blocks: Vec<(u64, Staged)> = self
+            .data
+            .range((obj, 0)..=(obj, u64::MAX))
+            .map(|((_, b), d)| {
+                let s = match d {
+                    Some(d) => Staged::Data(d.clone()),
+                    None => Staged::Hole,
+                };
+                (*b, s)
+            })
+            .collect();
+        blocks.extend(
+            self.ext
+                .range((obj, 0)..=(obj, u64::MAX))
+                .map(|((_, b), e)| (*b, Staged::External(e.clone()))),
+        );
+        blocks.sort_by_key(|(b, _)| *b);
+        blocks
+    }
+
     /// The committed dnode that starts at slot `obj`, if one does (not a
     /// free slot, nor one inside another object's large dnode).
     fn committed_head(&self, obj: u64) -> Result<Option<Dnode>> {
@@ -1174,23 +1197,7 @@ impl ObjsetTx {
                     dn.used = 0;
                 }
             }
-            let mut blocks: Vec<(u64, Staged)> = self
-                .data
-                .range((obj, 0)..=(obj, u64::MAX))
-                .map(|((_, b), d)| {
-                    let s = match d {
-                        Some(d) => Staged::Data(d.clone()),
-                        None => Staged::Hole,
-                    };
-                    (*b, s)
-                })
-                .collect();
-            blocks.extend(
-                self.ext
-                    .range((obj, 0)..=(obj, u64::MAX))
-                    .map(|((_, b), e)| (*b, Staged::External(e.clone()))),
-            );
-            blocks.sort_by_key(|(b, _)| *b);
+            let blocks = self.staged_blocks(obj);
             if dn.object_type != 0 && !blocks.is_empty() {
                 sync_tree(
                     &self.os,
@@ -1280,17 +1287,7 @@ impl ObjsetTx {
         if let Some(a) = accounting {
             self.apply_charges(a, &charges)?;
             for obj in [USERUSED_OBJECT, GROUPUSED_OBJECT, PROJECTUSED_OBJECT] {
-                let blocks: Vec<(u64, Staged)> = self
-                    .data
-                    .range((obj, 0)..=(obj, u64::MAX))
-                    .map(|((_, b), d)| {
-                        let s = match d {
-                            Some(d) => Staged::Data(d.clone()),
-                            None => Staged::Hole,
-                        };
-                        (*b, s)
-                    })
-                    .collect();
+                let blocks = self.staged_blocks(obj);
                 let Some(mut dn) = self.dnodes.get(&obj).cloned() else {
                     continue;
                 };

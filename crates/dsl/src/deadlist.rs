@@ -154,6 +154,16 @@ fn stored(bp: &BlkPtr) -> BlkPtr {
     s
 }
 
+/// How many `entry`-byte entries the blocks of object `dn` hold (what a
+/// count read from disk must not exceed).
+pub(crate) fn object_room(dn: &ozfs_dmu::Dnode, entry: u64) -> u64 {
+    dn.phys
+        .maxblkid
+        .saturating_add(1)
+        .saturating_mul(dn.phys.datablksz())
+        / entry.max(1)
+}
+
 /// Whether dead list `obj` is in the new format (a ZAP of bpobjs).
 pub(crate) fn is_new_format(w: &PoolWriter, obj: u64) -> Result<bool> {
     let dn = w.mos.dnode(obj)?;
@@ -330,12 +340,7 @@ impl PoolWriter {
                 format!("type {}", dn.phys.object_type),
             ));
         }
-        let room = dn
-            .phys
-            .maxblkid
-            .saturating_add(1)
-            .saturating_mul(dn.phys.datablksz())
-            / 8;
+        let room = object_room(&dn, 8);
         if h.num_subobjs > room {
             return Err(Error::corrupt(
                 format!("bpobj {obj} sub-object array {}", h.subobjs),
@@ -379,13 +384,8 @@ impl PoolWriter {
     /// [`MAX_DEAD_ENTRIES`].
     fn bpobj_room_check(&self, obj: u64, h: &BpobjHdr) -> Result<()> {
         let dn = self.mos.dnode(obj)?;
-        let room = dn
-            .phys
-            .maxblkid
-            .saturating_add(1)
-            .saturating_mul(dn.phys.datablksz())
-            / 128;
-        if h.num > room.max(dn.phys.datablksz() / 128) || h.num > MAX_DEAD_ENTRIES {
+        let room = object_room(&dn, 128);
+        if h.num > room || h.num > MAX_DEAD_ENTRIES {
             return Err(Error::corrupt(
                 format!("bpobj {obj}"),
                 format!("{} entries in room for {room}", h.num),

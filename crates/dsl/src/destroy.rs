@@ -108,10 +108,8 @@ impl PoolWriter {
         after_branch_point: bool,
     ) -> Result<()> {
         let s = snap.ds;
-        let obj = snap.ds_obj;
         let next_obj = s.next_snap_obj;
         let mut next = self.dataset(next_obj)?;
-        let prev_obj = s.prev_snap_obj;
         let mut prev_unique = 0u64;
         if let Some(p) = &prev {
             if !after_branch_point {
@@ -147,6 +145,28 @@ impl PoolWriter {
             next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
             self.set_dataset(next_obj, &next)?;
         }
+        self.finish_snapshot_destroy(name, snap, prev, after_branch_point, prev_unique, &freed)
+    }
+
+    /// What every snapshot destroy ends with, whatever the dead lists'
+    /// format: the predecessor linked to the next dataset (or, past a
+    /// branch point, its clone list pointing at it) and given the unique
+    /// bytes found for it, the directory charged for what was `freed`
+    /// (snapshot space), the name removed, the dataset's features given
+    /// back and its objects freed.
+    fn finish_snapshot_destroy(
+        &mut self,
+        name: &str,
+        snap: &crate::pool::DatasetInfo,
+        prev: Option<ozfs_format::dsl::DslDatasetPhys>,
+        after_branch_point: bool,
+        prev_unique: u64,
+        freed: &Sums,
+    ) -> Result<()> {
+        let s = snap.ds;
+        let obj = snap.ds_obj;
+        let next_obj = s.next_snap_obj;
+        let prev_obj = s.prev_snap_obj;
         if let Some(mut p) = prev {
             if after_branch_point {
                 if p.next_clones_obj != 0 {
@@ -299,12 +319,7 @@ pub(crate) fn bplist_len(pool: &ozfs_spa::Pool, obj: u64, dn: &ozfs_dmu::Dnode) 
         ));
     }
     let entries = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "bplist entries")?;
-    let room = dn
-        .phys
-        .maxblkid
-        .saturating_add(1)
-        .saturating_mul(dn.phys.datablksz())
-        / 128;
+    let room = crate::deadlist::object_room(dn, 128);
     let sectors: u64 = pool
         .root
         .children
@@ -433,46 +448,6 @@ impl PoolWriter {
             next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
             self.set_dataset(next_obj, &next)?;
         }
-        if let Some(mut p) = prev {
-            if after_branch_point {
-                if p.next_clones_obj != 0 {
-                    let _ = zap_tx::remove(
-                        &mut self.mos,
-                        p.next_clones_obj,
-                        format!("{obj:x}").as_bytes(),
-                    )?;
-                    zap_tx::update(
-                        &mut self.mos,
-                        p.next_clones_obj,
-                        &format!("{next_obj:x}"),
-                        8,
-                        &[next_obj],
-                    )?;
-                }
-            } else {
-                p.next_snap_obj = next_obj;
-                p.unique_bytes += prev_unique;
-                self.set_dataset(prev_obj, &p)?;
-            }
-        }
-        // The directory's snapshot space loses what was freed.
-        let net = Sums {
-            dsize: -freed.dsize,
-            psize: -freed.psize,
-            ucsize: -freed.ucsize,
-        };
-        self.apply_dir_delta(snap.dir_obj, &net, 0, -freed.dsize)?;
-        // Out of the head's snapshot names.
-        let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
-        let head = self.dataset(head_obj)?;
-        let short = name.rsplit('@').next().unwrap_or(name);
-        zap_tx::remove(&mut self.mos, head.snapnames_zapobj, short.as_bytes())?;
-        crate::features::release_dataset(self, obj)?;
-        for o in [s.next_clones_obj, s.props_obj, s.userrefs_obj, obj] {
-            if o != 0 {
-                self.mos.free_object(o)?;
-            }
-        }
-        Ok(())
+        self.finish_snapshot_destroy(name, &snap, prev, after_branch_point, prev_unique, &freed)
     }
 }

@@ -188,3 +188,24 @@ pub fn crypt_key_location(keys: &std::path::Path, ds: &str) -> Option<String> {
     };
     Some(format!("file://{}", keys.join(f).display()))
 }
+
+/// Copy `snap` out with `ozfs cp -r` into `work` and compare it with
+/// `label` of `manifest` (OpenZFS's); the differences, if any.
+pub fn compare(
+    oz: &Ozfs,
+    work: &std::path::Path,
+    snap: &str,
+    manifest: &str,
+    label: &str,
+) -> Option<String> {
+    let dest = work.join(format!("copy-{}", snap.replace(['/', '@'], "_")));
+    let r = oz.run(&["cp", "-r", &format!("{snap}:/"), &dest.to_string_lossy()]);
+    if !r.success() {
+        return Some(format!("{snap}: ozfs cp failed: {}", r.stderr));
+    }
+    let want = theirs(manifest, label);
+    assert!(!want.is_empty(), "{label}: not in the manifest");
+    let got = ours(&Manifest::scan(&dest).expect("scan the copy"));
+    let _ = std::fs::remove_dir_all(&dest);
+    differences(&want, &got).map(|d| format!("{snap} (as {label}):\n{d}"))
+}
