@@ -1058,18 +1058,23 @@ impl ObjsetTx {
                 self.create_accounting_zap(obj);
             }
         }
-        for ((obj, key), &delta) in &charges.by_key {
-            if delta == 0 || !objs.contains(obj) {
+        for (&(obj, id, objects), &delta) in &charges.by_key {
+            if delta == 0 || !objs.contains(&obj) {
                 continue;
             }
-            let cur = crate::zap_tx::lookup(self, *obj, key.as_bytes())?
+            let key = if objects {
+                format!("obj-{id:x}")
+            } else {
+                format!("{id:x}")
+            };
+            let cur = crate::zap_tx::lookup(self, obj, key.as_bytes())?
                 .and_then(|e| e.as_u64())
                 .unwrap_or(0);
             let new = cur.wrapping_add(delta as u64);
             if new == 0 {
-                crate::zap_tx::remove(self, *obj, key.as_bytes())?;
+                crate::zap_tx::remove(self, obj, key.as_bytes())?;
             } else {
-                crate::zap_tx::update(self, *obj, key, 8, &[new])?;
+                crate::zap_tx::update(self, obj, &key, 8, &[new])?;
             }
         }
         Ok(())
@@ -1365,9 +1370,10 @@ impl ObjsetTx {
 /// them before applying them with `zap_increment`.
 #[derive(Debug, Default)]
 struct Charges {
-    /// (accounting object, key) → signed change; keys are the id in hex
-    /// for space and `obj-` and the id in hex for object counts.
-    by_key: BTreeMap<(u64, String), i64>,
+    /// (accounting object, id, object count?) → signed change; the ZAP
+    /// keys (the id in hex, `obj-` before it for object counts) are made
+    /// once per sync, in [`ObjsetTx::apply_charges`].
+    by_key: BTreeMap<(u64, u64, bool), i64>,
 }
 
 impl Charges {
@@ -1392,11 +1398,10 @@ impl Charges {
             (PROJECTUSED_OBJECT, projid),
         ] {
             if dn.flags & DNODE_FLAG_USERUSED_ACCOUNTED != 0 {
-                *self.by_key.entry((obj, format!("{id:x}"))).or_default() +=
-                    sign.wrapping_mul(bytes);
+                *self.by_key.entry((obj, id, false)).or_default() += sign.wrapping_mul(bytes);
             }
             if dn.flags & DNODE_FLAG_USEROBJUSED_ACCOUNTED != 0 {
-                *self.by_key.entry((obj, format!("obj-{id:x}"))).or_default() += sign;
+                *self.by_key.entry((obj, id, true)).or_default() += sign;
             }
         }
     }

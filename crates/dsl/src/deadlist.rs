@@ -67,9 +67,6 @@ const DEADLIST_PHYS_SIZE: usize = 320;
 /// `bpobj_phys_t` with sub-objects (`BPOBJ_SIZE_V2`), as OpenZFS makes
 /// bpobjs while no clone keeps a livelist.
 const BPOBJ_SIZE_V2: usize = 48;
-/// The whole `bpobj_phys_t` (with `bpo_num_freed`), made while the
-/// `livelist` feature is active.
-const BPOBJ_SIZE_V3: usize = 56;
 /// Block size of bpobjs and sub-object arrays (`SPA_OLD_MAXBLOCKSIZE`).
 const BPOBJ_BLOCKSIZE: u64 = 128 * 1024;
 /// The MOS directory's name for the shared empty bpobj.
@@ -115,19 +112,10 @@ struct BpobjHdr {
     num_subobjs: u64,
 }
 
+/// Word `i` of a bonus buffer (0 past its end: fields an old, shorter
+/// header lacks).
 fn word(bonus: &[u8], i: usize, swap: bool) -> u64 {
-    bonus
-        .get(i * 8..i * 8 + 8)
-        .and_then(|b| b.try_into().ok())
-        .map(|b: [u8; 8]| {
-            let v = u64::from_ne_bytes(b);
-            if swap {
-                v.swap_bytes()
-            } else {
-                v
-            }
-        })
-        .unwrap_or(0)
+    ozfs_format::bytes::u64_at(bonus, i * 8, swap, "bonus").unwrap_or(0)
 }
 
 fn put(bonus: &mut Vec<u8>, i: usize, v: u64) {
@@ -220,17 +208,16 @@ impl PoolWriter {
     }
 
     /// A new, empty bpobj (`bpobj_alloc`): 128 KiB blocks, a header with
-    /// sub-objects (and `bpo_num_freed` while `livelist` is active).
+    /// sub-objects. (OpenZFS adds `bpo_num_freed` while `livelist` is
+    /// active; a pool with it active is not written, `check_write`.)
     fn bpobj_alloc(&mut self) -> Result<u64> {
-        let livelist = self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
-            && crate::features::refcount(self, "com.delphix:livelist")?.unwrap_or(0) > 0;
-        let len = if livelist {
-            BPOBJ_SIZE_V3
-        } else {
-            BPOBJ_SIZE_V2
-        };
-        self.mos
-            .create_object(ot::BPOBJ, BPOBJ_BLOCKSIZE, ot::BPOBJ_HDR, vec![0; len], 1)
+        self.mos.create_object(
+            ot::BPOBJ,
+            BPOBJ_BLOCKSIZE,
+            ot::BPOBJ_HDR,
+            vec![0; BPOBJ_SIZE_V2],
+            1,
+        )
     }
 
     /// An empty bpobj for a new dead list entry (`bpobj_alloc_empty`): the

@@ -126,6 +126,28 @@ impl PoolWriter {
         next.prev_snap_obj = s.prev_snap_obj;
         next.prev_snap_txg = s.prev_snap_txg;
         self.remove_clones_key(snap.dir_obj, s.creation_txg, 0)?;
+        self.settle_next_unique(next_obj, &mut next, &s, prev.as_ref())?;
+        if next.next_snap_obj != 0 {
+            // The head's entry for this snapshot's txg joins the one below.
+            let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
+            let head_dl = self.dataset(head_obj)?.deadlist_obj;
+            self.deadlist_remove_key(head_dl, s.creation_txg)?;
+        }
+        self.finish_snapshot_destroy(name, snap, prev, after_branch_point, prev_unique, &freed)
+    }
+
+    /// The unique bytes of `next` (object `next_obj`) once its predecessor
+    /// `s` is gone, stored: a snapshot gains the blocks only `s` and it
+    /// shared (born after `s`'s predecessor, dead after `s`, on the dead
+    /// list after `next`); the head's are its referenced bytes less what
+    /// the new predecessor `prev` still holds of them.
+    fn settle_next_unique(
+        &mut self,
+        next_obj: u64,
+        next: &mut ozfs_format::dsl::DslDatasetPhys,
+        s: &ozfs_format::dsl::DslDatasetPhys,
+        prev: Option<&ozfs_format::dsl::DslDatasetPhys>,
+    ) -> Result<()> {
         if next.next_snap_obj != 0 {
             let after = self.dataset(next.next_snap_obj)?;
             next.unique_bytes += crate::deadlist::deadlist_space_range(
@@ -134,18 +156,12 @@ impl PoolWriter {
                 s.prev_snap_txg,
                 s.creation_txg,
             )?;
-            self.set_dataset(next_obj, &next)?;
-            // The head's entry for this snapshot's txg joins the one below.
-            let head_obj = self.dir(snap.dir_obj)?.head_dataset_obj;
-            let head_dl = self.dataset(head_obj)?.deadlist_obj;
-            self.deadlist_remove_key(head_dl, s.creation_txg)?;
         } else {
-            let mrs = prev.as_ref().map_or(0, |p| p.referenced_bytes);
+            let mrs = prev.map_or(0, |p| p.referenced_bytes);
             let (dl, _, _) = crate::deadlist::deadlist_sums(self, next.deadlist_obj)?;
             next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
-            self.set_dataset(next_obj, &next)?;
         }
-        self.finish_snapshot_destroy(name, snap, prev, after_branch_point, prev_unique, &freed)
+        self.set_dataset(next_obj, next)
     }
 
     /// What every snapshot destroy ends with, whatever the dead lists'
@@ -423,31 +439,7 @@ impl PoolWriter {
         next.deadlist_obj = s.deadlist_obj;
         next.prev_snap_obj = s.prev_snap_obj;
         next.prev_snap_txg = s.prev_snap_txg;
-        if next.next_snap_obj != 0 {
-            // Blocks shared by just the destroyed snapshot and next are
-            // next's alone now: born after prev, died after next.
-            let after = self.dataset(next.next_snap_obj)?;
-            next.unique_bytes += crate::deadlist::deadlist_space_range(
-                self,
-                after.deadlist_obj,
-                s.prev_snap_txg,
-                s.creation_txg,
-            )?;
-            self.set_dataset(next_obj, &next)?;
-        } else {
-            // The head: unique = referenced - (prev's referenced - dead list).
-            self.set_dataset(next_obj, &next)?;
-            let mrs = match &prev {
-                Some(p) => p.referenced_bytes,
-                None => 0,
-            };
-            let dl = read_bplist(self, next.deadlist_obj)?
-                .iter()
-                .map(|b| self.pool.dsize(b, true))
-                .sum::<u64>();
-            next.unique_bytes = next.referenced_bytes.saturating_sub(mrs.saturating_sub(dl));
-            self.set_dataset(next_obj, &next)?;
-        }
+        self.settle_next_unique(next_obj, &mut next, &s, prev.as_ref())?;
         self.finish_snapshot_destroy(name, &snap, prev, after_branch_point, prev_unique, &freed)
     }
 }

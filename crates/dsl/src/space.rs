@@ -62,7 +62,7 @@
 use crate::destroy::{bplist_len, parse_bplist};
 use crate::sync::{PoolWriter, Sums};
 use ozfs_dmu::{zap_tx, Dnode, Objset};
-use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+use ozfs_format::bytes::{u64_at, HOST_LITTLE_ENDIAN};
 use ozfs_format::dnode::{block_dnode_starts, DnodePhys, DNODE_SIZE};
 use ozfs_format::dsl::{DslDatasetPhys, DslDirPhys};
 use ozfs_format::types::ot;
@@ -301,22 +301,8 @@ pub fn zil_blocks(pool: &Pool, header: &[u8], swap: bool) -> Result<Vec<BlkPtr>>
 /// bytes with the `zil_chain_t` at the start for `zilog2`). A cleanly
 /// closed log names a first block that was allocated but never written.
 pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
-    let word = |off: usize| -> u64 {
-        header
-            .get(off..off + 8)
-            .and_then(|b| b.try_into().ok())
-            .map(|b: [u8; 8]| {
-                let v = u64::from_ne_bytes(b);
-                if swap {
-                    v.swap_bytes()
-                } else {
-                    v
-                }
-            })
-            .unwrap_or(0)
-    };
     const ZIL_REPLAY_NEEDED: u64 = 1;
-    if word(152) & ZIL_REPLAY_NEEDED != 0 {
+    if u64_at(header, 152, swap, "intent log header").unwrap_or(0) & ZIL_REPLAY_NEEDED != 0 {
         return Ok(true);
     }
     let Some(raw) = header.get(16..16 + 128) else {
@@ -334,36 +320,42 @@ pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
     };
     let want = bp.cksum().0;
     let v2 = bp.checksum() == ozfs_format::types::cksum::ZILOG2;
-    // The block verifies: (bytes used, whether past its chain header).
-    let nused = |b: &[u8]| -> Option<(u64, bool)> {
+    // The block verifies against its BP (it was written).
+    let verifies = |b: &[u8]| -> bool {
         if b.len() < ZIL_TRAILER_SIZE {
-            return None;
+            return false;
         }
         if v2 {
-            let eck = ozfs_format::label::parse_eck(&b[..ZIL_TRAILER_SIZE]).ok()?;
-            let n = u64::from_ne_bytes(b[136..144].try_into().ok()?);
-            let n = if eck.byteswapped { n.swap_bytes() } else { n };
-            let size = usize::try_from(n.div_ceil(4096).checked_mul(4096)?).ok()?;
-            let mut v = b.get(..size.max(ZIL_TRAILER_SIZE))?.to_vec();
+            let Ok(eck) = ozfs_format::label::parse_eck(&b[..ZIL_TRAILER_SIZE]) else {
+                return false;
+            };
+            let Ok(n) = u64_at(b, 136, eck.byteswapped, "zil_chain_t") else {
+                return false;
+            };
+            let Some(size) = n
+                .div_ceil(4096)
+                .checked_mul(4096)
+                .and_then(|x| usize::try_from(x).ok())
+            else {
+                return false;
+            };
+            let Some(used) = b.get(..size.max(ZIL_TRAILER_SIZE)) else {
+                return false;
+            };
+            let mut v = used.to_vec();
             for (i, w) in want.iter().enumerate() {
                 let w = if eck.byteswapped { w.swap_bytes() } else { *w };
                 v[152 + 8 * i..160 + 8 * i].copy_from_slice(&w.to_ne_bytes());
             }
-            (ozfs_codec::checksum::fletcher4(&v, eck.byteswapped).0 == eck.cksum)
-                .then_some((n, n > ZIL_TRAILER_SIZE as u64))
+            ozfs_codec::checksum::fletcher4(&v, eck.byteswapped).0 == eck.cksum
         } else {
-            let eck = ozfs_format::label::parse_eck(b).ok()?;
+            let Ok(eck) = ozfs_format::label::parse_eck(b) else {
+                return false;
+            };
             let v = ozfs_format::label::with_verifier(b, want, eck.byteswapped);
-            if ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 != eck.cksum {
-                return None;
-            }
-            let at = b.len() - 48;
-            let n = u64::from_ne_bytes(b[at..at + 8].try_into().ok()?);
-            let n = if eck.byteswapped { n.swap_bytes() } else { n };
-            Some((n, n > 0))
+            ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 == eck.cksum
         }
     };
-    let ok = |b: &[u8]| nused(b).is_some();
     // A first block that was written (it verifies) is taken as holding
     // records: an empty one may still name a next block that has some.
     Ok(top
@@ -371,7 +363,7 @@ pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
             d.offset,
             bp.psize(),
             bp.phys_birth(),
-            &ok,
+            &verifies,
             &Default::default(),
         )
         .is_ok())

@@ -1113,22 +1113,7 @@ impl PoolWriter {
     /// which OpenZFS reads as the state of metaslabs that have no log.
     fn flush_log_space_maps(&mut self, f: LogFlush) -> Result<()> {
         for (vdev, ms_id) in f.metaslabs {
-            let (sm_obj, ashift) = {
-                let g = self
-                    .alloc
-                    .group(vdev)
-                    .ok_or_else(|| Error::Invalid(format!("no vdev {vdev}")))?;
-                let ms = g
-                    .metaslabs
-                    .get(ms_id as usize)
-                    .ok_or_else(|| Error::Invalid(format!("no metaslab {ms_id}")))?;
-                (ms.sm_object, g.ashift)
-            };
-            let sm_obj = if sm_obj == 0 {
-                self.new_metaslab_space_map(vdev, ms_id)?
-            } else {
-                sm_obj
-            };
+            let (sm_obj, ashift) = self.space_map_of(vdev, ms_id)?;
             self.rewrite_space_map(vdev, ms_id, sm_obj, ashift)?;
         }
         for arr in f.arrays {
@@ -1155,22 +1140,7 @@ impl PoolWriter {
             if entries.is_empty() {
                 continue;
             }
-            let (ashift, sm_obj) = {
-                let g = self
-                    .alloc
-                    .group(vdev)
-                    .ok_or_else(|| Error::Invalid(format!("no vdev {vdev}")))?;
-                let ms = g
-                    .metaslabs
-                    .get(ms_id as usize)
-                    .ok_or_else(|| Error::Invalid(format!("no metaslab {ms_id}")))?;
-                (g.ashift, ms.sm_object)
-            };
-            let sm_obj = if sm_obj == 0 {
-                self.new_metaslab_space_map(vdev, ms_id)?
-            } else {
-                sm_obj
-            };
+            let (sm_obj, ashift) = self.space_map_of(vdev, ms_id)?;
             let dn = self.mos.dnode(sm_obj)?;
             let mut hdr = SpaceMapHeader::parse(&dn.phys.bonus, dn.swap)?;
             let bytes = spacemap::encode(&entries, ashift)?;
@@ -1182,6 +1152,26 @@ impl PoolWriter {
             self.mos.set_bonus(sm_obj, bonus)?;
         }
         Ok(())
+    }
+
+    /// The space map object of metaslab `ms_id` of `vdev` (made if it has
+    /// none yet) and the vdev's ashift.
+    fn space_map_of(&mut self, vdev: u64, ms_id: u64) -> Result<(u64, u32)> {
+        let (sm_obj, ashift) = {
+            let g = self
+                .alloc
+                .group(vdev)
+                .ok_or_else(|| Error::Invalid(format!("no vdev {vdev}")))?;
+            let ms = g
+                .metaslabs
+                .get(ms_id as usize)
+                .ok_or_else(|| Error::Invalid(format!("no metaslab {ms_id}")))?;
+            (ms.sm_object, g.ashift)
+        };
+        if sm_obj != 0 {
+            return Ok((sm_obj, ashift));
+        }
+        Ok((self.new_metaslab_space_map(vdev, ms_id)?, ashift))
     }
 
     /// Make the space map of metaslab `ms_id` of `vdev` (which has none) and
