@@ -269,15 +269,18 @@ fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
 
 /// The FUSE options of a dataset's mount, from its properties.
 fn fuse_options(i: &ozfs_ops::mountinfo::DsMount) -> ozfs_fuse::Options {
-    ozfs_fuse::Options::dataset(
-        &i.name,
-        i.readonly,
-        i.atime,
-        i.setuid,
-        i.devices,
-        i.exec,
-        i.posix_acl,
-    )
+    ozfs_fuse::Options {
+        xattr_sa: i.xattr_sa,
+        ..ozfs_fuse::Options::dataset(
+            &i.name,
+            i.readonly,
+            i.atime,
+            i.setuid,
+            i.devices,
+            i.exec,
+            i.posix_acl,
+        )
+    }
 }
 
 /// The daemon as the holder of its pools, for the operations it runs.

@@ -165,13 +165,16 @@ fn mount_readonly(ds_name: &str, mnt: &Path, keys: &KeyLoad) -> CmdResult {
 
 /// The FUSE options of a dataset's mount (`-o ro` on top).
 fn options(i: &DsMount, readonly: bool) -> Options {
-    Options::dataset(
-        &i.name,
-        readonly || i.readonly,
-        i.atime,
-        i.setuid,
-        i.devices,
-        i.exec,
-        i.posix_acl,
-    )
+    Options {
+        xattr_sa: i.xattr_sa,
+        ..Options::dataset(
+            &i.name,
+            readonly || i.readonly,
+            i.atime,
+            i.setuid,
+            i.devices,
+            i.exec,
+            i.posix_acl,
+        )
+    }
 }

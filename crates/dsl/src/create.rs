@@ -978,6 +978,7 @@ pub enum PropSetting {
 /// Store a property in a DSL directory's props ZAP.
 pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
     crate::props::check_for_pool(w, name, v)?;
+    let v = &crate::props::for_pool_version(w.version, name, v);
     // A salted checksum needs the pool's salt.
     if let ("checksum", PropSetting::Num(n)) = (name, v) {
         use ozfs_format::types::cksum;

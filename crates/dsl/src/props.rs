@@ -213,6 +213,15 @@ const ACLTYPE: &[(&str, u64)] = &[
     ("posixacl", 1),
 ];
 const COPIES: &[(&str, u64)] = &[("1", 1), ("2", 2), ("3", 3)];
+/// `xattr` as OpenZFS 2.3 has it (`ZFS_XATTR_OFF/DIR/SA`): `on` is `sa`,
+/// the default. zfs-fuse's pools (before system attributes, version 24)
+/// know only `off` and `on` = 1, the xattr directory: there stored 1 is
+/// shown `on` and `on` or `sa` are stored as 1 ([`XATTR_LEGACY`]).
+const XATTR: &[(&str, u64)] = &[("off", 0), ("on", 2), ("sa", 2), ("dir", 1)];
+/// `xattr` in pools of version 23 and before (zfs-fuse's table).
+const XATTR_LEGACY: &[(&str, u64)] = &[("off", 0), ("on", 1), ("dir", 1), ("sa", 1)];
+/// First pool version with system attributes (`SPA_VERSION_SA`).
+const SPA_VERSION_SA: u64 = 24;
 
 /// (name, kind, inheritable, default as stored value or text)
 const NATIVE: &[(&str, Kind, bool, &str)] = &[
@@ -233,7 +242,7 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
     ("aclmode", Kind::Index(ACLMODE), true, "2"),
     ("aclinherit", Kind::Index(ACLINHERIT), true, "4"),
     ("canmount", Kind::Index(CANMOUNT), false, "1"),
-    ("xattr", Kind::Index(ONOFF), true, "1"),
+    ("xattr", Kind::Index(XATTR), true, "2"),
     ("copies", Kind::Index(COPIES), true, "1"),
     ("sharesmb", Kind::Text, true, "off"),
     ("refquota", Kind::Bytes, false, "0"),
@@ -477,6 +486,13 @@ impl DslPool {
                 ));
                 continue;
             }
+            // zfs-fuse's pools show xattr through its own table.
+            let legacy_xattr = *name == "xattr" && self.pool.uberblock.version < SPA_VERSION_SA;
+            let (kind, default) = if legacy_xattr {
+                (&Kind::Index(XATTR_LEGACY), &"1")
+            } else {
+                (kind, default)
+            };
             let (stored, src) = self.resolve(&chain, name, *inh).unwrap_or_else(|| {
                 let s = match kind {
                     Kind::Text => Stored::Text(default.to_string()),
@@ -621,6 +637,22 @@ impl DslPool {
             Ok(None) => {}
             Err(e) => eprintln!("ozfs: '{}': encryption properties not read: {e}", ds.name),
         }
+    }
+}
+
+/// Value `s` of `name` as a pool of `version` stores it: `xattr=on` or
+/// `sa` (2) is the xattr directory (1) in pools before system attributes,
+/// where zfs-fuse reads `on` as 1.
+pub fn for_pool_version(
+    version: u64,
+    name: &str,
+    s: &crate::create::PropSetting,
+) -> crate::create::PropSetting {
+    match s {
+        crate::create::PropSetting::Num(2) if name == "xattr" && version < SPA_VERSION_SA => {
+            crate::create::PropSetting::Num(1)
+        }
+        _ => s.clone(),
     }
 }
 

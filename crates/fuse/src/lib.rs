@@ -142,6 +142,10 @@ pub struct Options {
     /// with the mode, and the kernel enforces them (FUSE_POSIX_ACL). Off:
     /// the ACL attributes are refused with EOPNOTSUPP.
     pub posix_acl: bool,
+    /// `xattr=sa` (or OpenZFS 2.3's `on`): new xattrs of a ZPL 5 file
+    /// system go into the znode's system attributes; false: into its
+    /// xattr directory.
+    pub xattr_sa: bool,
 }
 
 impl Options {
@@ -183,6 +187,7 @@ impl Options {
             devices: true,
             exec: true,
             posix_acl: false,
+            xattr_sa: true,
         }
     }
 
@@ -468,8 +473,11 @@ impl State {
     fn z(&mut self) -> Result<ZplTx<'_>, Error> {
         let txg = self.writer.txg;
         let rs = self.recordsize;
+        let xattr_sa = self.opts.xattr_sa;
         let tx = self.writer.fs_tx(self.ds_obj)?;
-        ZplTx::open(tx, txg, rs)
+        let mut z = ZplTx::open(tx, txg, rs)?;
+        z.xattr_sa = xattr_sa;
+        Ok(z)
     }
 
     fn obj(&self, ino: u64) -> u64 {
@@ -1492,6 +1500,13 @@ impl State {
                 .ok_or(ENODATA);
         }
         let (_, a) = self.do_xattr_dir(ino)?;
+        // The SA xattrs first, then the xattr directory (OpenZFS's order).
+        if let Some(packed) = &a.dxattr {
+            let sa = ozfs_zpl::fs::sa_xattrs(packed).map_err(|e| errno_of("getxattr", &e))?;
+            if let Some((_, v)) = sa.into_iter().find(|(n, _)| n == name) {
+                return Ok(v);
+            }
+        }
         if a.xattr == 0 {
             return Err(ENODATA);
         }
@@ -1521,6 +1536,16 @@ impl State {
         }
         let (_, a) = self.do_xattr_dir(ino)?;
         let mut out = Vec::new();
+        if let Some(packed) = &a.dxattr {
+            let sa = ozfs_zpl::fs::sa_xattrs(packed).map_err(|e| errno_of("listxattr", &e))?;
+            for (n, _) in sa {
+                if posix_acl_refused(self.opts.posix_acl, &n).is_err() {
+                    continue;
+                }
+                out.extend_from_slice(&n);
+                out.push(0);
+            }
+        }
         if a.xattr == 0 {
             return Ok(out);
         }
@@ -1598,7 +1623,7 @@ impl State {
             z.set_xattr(obj, name, &parsed.encode())
                 .map_err(|e| errno_of("setxattr", &e))?;
         } else if exists {
-            z.unlink(a.xattr, name)
+            z.remove_xattr(obj, name)
                 .map_err(|e| errno_of("setxattr", &e))?;
         }
         // Read again: storing may have given the object its xattr directory.
@@ -1668,16 +1693,14 @@ impl State {
         snapdir::not_virtual(ino)?;
         self.writable()?;
         let name = name.as_bytes();
-        let (obj, a) = self.do_xattr_dir(ino)?;
-        if a.xattr == 0 {
-            return Err(ENODATA);
-        }
-        if self.lookup_obj(a.xattr, name)?.is_none() {
-            return Err(ENODATA);
-        }
+        let obj = self.obj(ino);
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
-        z.unlink(a.xattr, name)
-            .map_err(|e| errno_of("removexattr", &e))?;
+        if !z
+            .remove_xattr(obj, name)
+            .map_err(|e| errno_of("removexattr", &e))?
+        {
+            return Err(ENODATA);
+        }
         let mut a = z.attrs(obj).map_err(|e| errno_of("removexattr", &e))?;
         a.ctime = ozfs_zpl::write::now();
         z.set_attrs(obj, &a)

@@ -213,7 +213,7 @@ pub fn copy_in(src: &Path, ds_name: &str, path: &str, recursive: bool) -> Result
         .dsl()
         .lookup(ds_name)
         .map_err(|_| Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist")))?;
-    let recordsize = {
+    let (recordsize, xattr_sa) = {
         let dsl = w.dsl();
         let props = dsl.properties(&ds, 0)?;
         if is_readonly(&props) {
@@ -221,12 +221,13 @@ pub fn copy_in(src: &Path, ds_name: &str, path: &str, recursive: bool) -> Result
                 "cannot copy into '{target}': Read-only file system (readonly=on)"
             )));
         }
-        recordsize_of(&props)
+        (recordsize_of(&props), xattr_sa_of(&props))
     };
     let mut c = CopyIn {
         w: &mut w,
         ds_obj: ds.ds_obj,
         recordsize,
+        xattr_sa,
         dirty: 0,
         links: std::collections::HashMap::new(),
     };
@@ -244,6 +245,8 @@ struct CopyIn<'a> {
     w: &'a mut ozfs_dsl::sync::PoolWriter,
     ds_obj: u64,
     recordsize: u64,
+    /// The `xattr` property says `sa` ([`xattr_sa_of`]).
+    xattr_sa: bool,
     dirty: u64,
     links: std::collections::HashMap<(u64, u64), u64>,
 }
@@ -252,8 +255,11 @@ impl CopyIn<'_> {
     fn zpl(&mut self) -> Result<ozfs_zpl::write::ZplTx<'_>> {
         let txg = self.w.txg;
         let rs = self.recordsize;
+        let xattr_sa = self.xattr_sa;
         let tx = self.w.fs_tx(self.ds_obj)?;
-        ozfs_zpl::write::ZplTx::open(tx, txg, rs)
+        let mut z = ozfs_zpl::write::ZplTx::open(tx, txg, rs)?;
+        z.xattr_sa = xattr_sa;
+        Ok(z)
     }
 
     fn maybe_sync(&mut self, bytes: u64) -> Result<()> {
@@ -582,6 +588,15 @@ pub fn recordsize_of(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource
             _ => None,
         })
         .unwrap_or(131072)
+}
+
+/// Whether a dataset's new xattrs go into system attributes: its `xattr`
+/// property is `on` or `sa` (OpenZFS 2.3's meaning; a file system without
+/// system attributes keeps xattrs in directories whatever it says).
+pub fn xattr_sa_of(props: &[(String, ozfs_dsl::PropValue, ozfs_dsl::PropSource)]) -> bool {
+    !props.iter().any(|(n, v, _)| {
+        n == "xattr" && matches!(v, ozfs_dsl::PropValue::Text(t) if t == "dir" || t == "off")
+    })
 }
 
 /// Whether a dataset's `readonly` property is on.

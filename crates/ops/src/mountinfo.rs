@@ -21,6 +21,8 @@ pub struct DsMount {
     pub exec: bool,
     /// `acltype=posix`: POSIX ACLs kept and enforced.
     pub posix_acl: bool,
+    /// `xattr` is `on` or `sa`: new xattrs go into system attributes.
+    pub xattr_sa: bool,
     pub recordsize: u64,
     pub is_snapshot: bool,
 }
@@ -95,6 +97,7 @@ fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
         devices: crate::copy::prop_on(&props, "devices"),
         exec: crate::copy::prop_on(&props, "exec"),
         posix_acl: text("acltype") == "posix",
+        xattr_sa: crate::copy::xattr_sa_of(&props),
         recordsize,
         is_snapshot: ds.is_snapshot,
     })

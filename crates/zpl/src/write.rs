@@ -40,7 +40,22 @@ pub struct ZplTx<'a> {
     pub max_blksz: u64,
     /// ZPL 5: the system-attribute tables; None for a legacy file system.
     sa: Option<SaState>,
+    /// `xattr=sa` (OpenZFS 2.3's `on`, its default): new extended
+    /// attributes of a ZPL 5 file system go into the znode's `ZPL_DXATTR`
+    /// system attribute, as far as its limits allow; false (`xattr=dir`)
+    /// or a legacy file system: into the xattr directory. The caller sets
+    /// it from the dataset's property; it starts true.
+    pub xattr_sa: bool,
 }
+
+/// Largest value kept in the SA (`DXATTR_MAX_ENTRY_SIZE`); larger ones go
+/// to the xattr directory.
+pub const DXATTR_MAX_ENTRY_SIZE: usize = 32768;
+/// The SA xattrs of a znode take no new value once their packed nvlist is
+/// larger than this (`DXATTR_MAX_SA_SIZE`, half of 128 KiB).
+pub const DXATTR_MAX_SA_SIZE: usize = 65536;
+/// Longest value of one system attribute (its length is 16 bits).
+const SA_ATTR_MAX_LEN: usize = 65535;
 
 /// The SA registry and layouts of a ZPL 5 file system being written.
 struct SaState {
@@ -103,6 +118,7 @@ impl<'a> ZplTx<'a> {
             recordsize,
             max_blksz: MAX_FILE_BLOCK,
             sa,
+            xattr_sa: true,
         })
     }
 
@@ -893,9 +909,127 @@ impl<'a> ZplTx<'a> {
         self.set_attrs(obj, &a)
     }
 
-    /// Set (or replace) an extended attribute, stored as a file in the xattr directory.
+    /// The SA xattrs of `a` as an nvlist (empty if it has none).
+    fn sa_xattr_list(a: &ZplAttrs) -> Result<ozfs_format::nvlist::NvList> {
+        use ozfs_format::nvlist::{NvList, NvValue};
+        let mut nv = NvList::new();
+        if let Some(packed) = &a.dxattr {
+            for (n, v) in crate::fs::sa_xattrs(packed)? {
+                let n = String::from_utf8(n).map_err(|_| {
+                    Error::corrupt("SA xattrs", "a name that is not UTF-8".to_string())
+                })?;
+                nv.pairs.push((n, NvValue::ByteArray(v)));
+            }
+        }
+        Ok(nv)
+    }
+
+    /// The value of extended attribute `name` of `obj`: from its SA xattrs
+    /// first, then its xattr directory (OpenZFS's order).
+    pub fn get_xattr(&self, obj: u64, name: &[u8]) -> Result<Option<Vec<u8>>> {
+        let a = self.attrs(obj)?;
+        if let Some(packed) = &a.dxattr {
+            if let Some((_, v)) = crate::fs::sa_xattrs(packed)?
+                .into_iter()
+                .find(|(n, _)| n == name)
+            {
+                return Ok(Some(v));
+            }
+        }
+        if a.xattr == 0 {
+            return Ok(None);
+        }
+        let Some(f) = self.lookup(a.xattr, name)? else {
+            return Ok(None);
+        };
+        let fa = self.attrs(f)?;
+        if fa.size > 64 << 20 {
+            return Err(Error::corrupt(
+                format!("xattr object {f}"),
+                "larger than 64 MiB".to_string(),
+            ));
+        }
+        self.tx.read(f, 0, fa.size as usize).map(Some)
+    }
+
+    /// Set (or replace) an extended attribute, as OpenZFS's Linux port
+    /// does: into the SA where `xattr_sa` holds on a ZPL 5 file system and
+    /// the value and the SA xattrs stay within their limits (the copy in
+    /// the xattr directory, if any, goes); else into the xattr directory
+    /// (the copy in the SA, if any, goes). Either way one copy remains.
     pub fn set_xattr(&mut self, obj: u64, name: &[u8], value: &[u8]) -> Result<()> {
         Self::check_name(name)?;
+        if self.sa.is_some() && self.xattr_sa && self.set_sa_xattr(obj, name, Some(value))? {
+            self.remove_dir_xattr(obj, name)?;
+            return Ok(());
+        }
+        self.set_dir_xattr(obj, name, value)?;
+        self.set_sa_xattr(obj, name, None)?;
+        Ok(())
+    }
+
+    /// Remove extended attribute `name` of `obj` wherever it is kept;
+    /// false if it had none of that name.
+    pub fn remove_xattr(&mut self, obj: u64, name: &[u8]) -> Result<bool> {
+        let in_sa = self.set_sa_xattr(obj, name, None)?;
+        let in_dir = self.remove_dir_xattr(obj, name)?;
+        Ok(in_sa || in_dir)
+    }
+
+    /// Add, replace (`Some`) or remove (`None`) `name` in the SA xattrs of
+    /// `obj`. Adding returns false, changing nothing, when the value or the
+    /// SA xattrs are past OpenZFS's limits (the caller uses the xattr
+    /// directory); removing returns whether the name was there.
+    fn set_sa_xattr(&mut self, obj: u64, name: &[u8], value: Option<&[u8]>) -> Result<bool> {
+        use ozfs_format::nvlist::NvValue;
+        if self.sa.is_none() {
+            return Ok(false);
+        }
+        let mut a = self.attrs(obj)?;
+        if value.is_none() && a.dxattr.is_none() {
+            return Ok(false);
+        }
+        let mut nv = Self::sa_xattr_list(&a)?;
+        let key = String::from_utf8_lossy(name).into_owned();
+        let had = nv.pairs.iter().any(|(n, _)| *n == key);
+        match value {
+            None if !had => return Ok(false),
+            None => nv.pairs.retain(|(n, _)| *n != key),
+            Some(v) => {
+                // Only names that are UTF-8 (as every Linux xattr name
+                // is) and values and lists within OpenZFS's limits.
+                if std::str::from_utf8(name).is_err()
+                    || v.len() > DXATTR_MAX_ENTRY_SIZE
+                    || nv.packed_size() > DXATTR_MAX_SA_SIZE
+                {
+                    return Ok(false);
+                }
+                nv.pairs.retain(|(n, _)| *n != key);
+                nv.pairs.push((key, NvValue::ByteArray(v.to_vec())));
+            }
+        }
+        let packed = nv.pack_xdr();
+        if packed.len() > SA_ATTR_MAX_LEN {
+            return Ok(false);
+        }
+        // An emptied list stays, packed, as OpenZFS leaves it.
+        a.dxattr = Some(packed);
+        self.set_attrs(obj, &a)?;
+        Ok(true)
+    }
+
+    /// Remove `name` from `obj`'s xattr directory; false if not there.
+    fn remove_dir_xattr(&mut self, obj: u64, name: &[u8]) -> Result<bool> {
+        let a = self.attrs(obj)?;
+        if a.xattr == 0 || self.lookup(a.xattr, name)?.is_none() {
+            return Ok(false);
+        }
+        self.unlink(a.xattr, name)?;
+        Ok(true)
+    }
+
+    /// Set (or replace) an extended attribute, stored as a file in the xattr directory.
+    fn set_dir_xattr(&mut self, obj: u64, name: &[u8], value: &[u8]) -> Result<()> {
         let mut a = self.attrs(obj)?;
         if a.xattr == 0 {
             let (xdir, mut xa) = self.new_znode(obj, S_IFDIR | 0o777, a.uid, a.gid, 0)?;
