@@ -19,13 +19,13 @@ fn nice(n: u64) -> String {
     crate::render::nice(n)
 }
 
-/// `zfs send [-vRLec] [-i snap | -I snap] snapshot`
+/// `zfs send [-vRLecw] [-i snap | -I snap] snapshot`
 pub fn send(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vnPpDLecwbhR", "iI")?;
-    a.refuse("wbhpD", "cannot send").map_err(Fail::Err)?;
+    a.refuse("bhpD", "cannot send").map_err(Fail::Err)?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(
-            "usage:\n\tsend [-vRLec] [-i snapshot | -I snapshot] <snapshot>".into(),
+            "usage:\n\tsend [-vRLecw] [-i snapshot | -I snapshot] <snapshot>".into(),
         ));
     }
     let to_name = a.pos[0].clone();
@@ -54,6 +54,7 @@ pub fn send(argv: &[String]) -> CmdResult {
         compressed: a.flag('c'),
         embedded: a.flag('e'),
         large_blocks: a.flag('L'),
+        raw: a.flag('w'),
     };
     let verbose = a.flag('v');
     let estimates = plan.estimates();

@@ -169,3 +169,111 @@ fn every_corpus_stream_is_received_exactly() {
         openzfs_verdict(&zdb, &devs, "rp");
     }
 }
+
+/// The records of a stream file, each with its payload, END's checksum
+/// and FREE records left out (OpenZFS also frees holes its traversal
+/// visits: the same end state).
+fn records_but_free(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use ozfs_format::stream::{Record, RECORD_SIZE};
+    let b = std::fs::read(p).unwrap();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + RECORD_SIZE <= b.len() {
+        let rec: [u8; RECORD_SIZE] = b[at..at + RECORD_SIZE].try_into().unwrap();
+        let (r, plen) = Record::parse(&rec, false).unwrap();
+        // BEGIN's payload length is in its header.
+        let plen = match r {
+            Record::Begin(_) => u32::from_le_bytes(rec[4..8].try_into().unwrap()) as u64,
+            _ => plen,
+        } as usize;
+        let payload = b[at + RECORD_SIZE..at + RECORD_SIZE + plen].to_vec();
+        at += RECORD_SIZE + plen;
+        match r {
+            Record::Free { .. } => {}
+            Record::End { .. } => break,
+            // The creation time and the trailing per-record checksum
+            // (OpenZFS's running checksum) are left out too.
+            Record::Begin(_) => {
+                let mut h = rec[..RECORD_SIZE - 32].to_vec();
+                h[24..32].fill(0);
+                out.push((h, payload));
+            }
+            _ => out.push((rec[..RECORD_SIZE - 32].to_vec(), payload)),
+        }
+    }
+    out
+}
+
+/// `zfs send -w` of an encrypted snapshot, with no key loaded, is the
+/// stream OpenZFS's own `zfs send -w` wrote of it (`c7-crypt/gcm-raw`):
+/// the same BEGIN (RAW, the wrapped keys, the meta-dnode's shape and the
+/// portable MAC in its native-packed payload, byte for byte), the same
+/// OBJECT_RANGE records with each dnode block's salt, IV and MAC, the same
+/// OBJECT records with their encrypted bonus areas, and the same WRITE and
+/// SPILL records carrying the blocks as stored — all but the FREE records
+/// of holes. `-w` of a snapshot that is not encrypted is `-L -e -c`.
+#[test]
+fn raw_send_is_openzfs_own_stream() {
+    let oz = ozfs();
+    let corpus = corpus_dir();
+    let work = scratch("ozfs-test-rawsend-");
+    let c7 = work.path().join("c7");
+    unpack_corpus(&corpus.join("c7-crypt"), &c7);
+    import_readonly(&oz, &c7, "c7-crypt");
+    let ours = work.path().join("gcm.zstream");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs send -w c7-crypt/gcm@s1 > '{}'",
+        ours.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    // The snapshot that is not encrypted: -w is -L -e -c.
+    let plain_w = work.path().join("plain-w.zstream");
+    let plain_lec = work.path().join("plain-lec.zstream");
+    for (flags, out) in [("-w", &plain_w), ("-L -e -c", &plain_lec)] {
+        let r = oz.sh(&format!(
+            "\"$OZFS\" zfs send {flags} c7-crypt@s1 > '{}'",
+            out.display()
+        ));
+        assert!(r.success(), "{}", r.describe());
+    }
+    // Its history, native-packed by OpenZFS, reads as OpenZFS logged it.
+    let h = oz.ok(&["zpool", "history", "c7-crypt"]);
+    for cmd in [
+        " zfs create -o encryption=aes-256-gcm -o keyformat=passphrase ",
+        " zfs snapshot -r c7-crypt@s1",
+    ] {
+        assert!(h.contains(cmd), "zpool history lacks {cmd:?}:\n{h}");
+    }
+    oz.ok(&["zpool", "export", "c7-crypt"]);
+    let theirs = records_but_free(&corpus.join("c7-crypt/gcm-raw.zstream"));
+    let mine = records_but_free(&ours);
+    assert_eq!(mine.len(), theirs.len(), "records (FREE aside)");
+    for (i, (m, t)) in mine.iter().zip(&theirs).enumerate() {
+        assert!(
+            m == t,
+            "record {i} differs: ozfs {:02x?}\nOpenZFS {:02x?}",
+            &m.0[..64],
+            &t.0[..64]
+        );
+    }
+    assert_eq!(
+        records_but_free(&plain_w),
+        records_but_free(&plain_lec),
+        "-w of a snapshot that is not encrypted is -L -e -c"
+    );
+    // OpenZFS's own reader takes the stream whole (its checksums too).
+    if let Some(zdb) = oracle_zdb() {
+        let zstream = zdb.with_file_name("zstream");
+        let out = std::process::Command::new(&zstream)
+            .arg("dump")
+            .arg(&ours)
+            .output()
+            .expect("OpenZFS zstream");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("Total DRR_OBJECT records = 27"),
+            "zstream dump:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

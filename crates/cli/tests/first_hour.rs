@@ -361,16 +361,30 @@ fn flags_do_what_they_say_or_are_refused() {
             r.describe()
         );
     }
-    let s = oz.sh(&format!("\"$OZFS\" zfs send -w {snap} > /dev/null"));
+    let s = oz.sh(&format!("\"$OZFS\" zfs send -b {snap} > /dev/null"));
     assert_eq!(s.code, Some(1), "{}", s.describe());
-    assert!(s.stderr.contains("-w is not supported"), "{}", s.describe());
-    // -c works: the stream's BEGIN says COMPRESSED (bit 22).
-    let s = oz.sh(&format!(
-        "\"$OZFS\" zfs send -c {snap} | head -c 24 | od -An -tu8 -j16"
-    ));
-    assert!(s.success(), "{}", s.describe());
-    let versioninfo: u64 = s.stdout.trim().parse().unwrap_or(0);
-    assert_ne!((versioninfo >> 2) & (1 << 22), 0, "{}", s.describe());
+    assert!(s.stderr.contains("-b is not supported"), "{}", s.describe());
+    // -c works: the stream's BEGIN says COMPRESSED (bit 22); so does -w
+    // of this snapshot, which is not encrypted (no RAW, bit 24).
+    for flag in ["-c", "-w"] {
+        let s = oz.sh(&format!(
+            "\"$OZFS\" zfs send {flag} {snap} | head -c 24 | od -An -tu8 -j16"
+        ));
+        assert!(s.success(), "{}", s.describe());
+        let versioninfo: u64 = s.stdout.trim().parse().unwrap_or(0);
+        assert_ne!(
+            (versioninfo >> 2) & (1 << 22),
+            0,
+            "{flag}: {}",
+            s.describe()
+        );
+        assert_eq!(
+            (versioninfo >> 2) & (1 << 24),
+            0,
+            "{flag}: {}",
+            s.describe()
+        );
+    }
     oz_export(&oz, &name);
 }
 

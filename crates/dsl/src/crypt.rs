@@ -316,3 +316,92 @@ impl DslPool {
         ds.name.split('@').next().unwrap_or(&ds.name).to_string()
     }
 }
+
+/// The dataset ZAP entry holding a snapshot's IV set guid (raw streams
+/// name the source's and the target's).
+pub const IVSET_GUID: &str = "com.datto:ivset_guid";
+
+impl DslPool {
+    /// The IV set guid of dataset `ds` (0 when it has none: datasets
+    /// written before OpenZFS kept one).
+    pub fn ivset_guid(&self, ds: &DatasetInfo) -> Result<u64> {
+        let dn = self.mos.dnode(ds.ds_obj)?;
+        if !object_type_is_zap(dn.phys.object_type) {
+            return Ok(0);
+        }
+        Ok(zap::lookup(&self.mos, &dn, IVSET_GUID)?
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0))
+    }
+
+    /// What a raw stream (`zfs send -w`) carries in its BEGIN payload as
+    /// `crypt_keydata`, in OpenZFS's order (`dsl_crypto_populate_key_nvlist`):
+    /// the directory's wrapped keys as they are stored (no key is needed
+    /// or used), how the encryption root's key is given, the shape of the
+    /// objset's meta-dnode `meta` and its portable MAC `portable_mac`,
+    /// and the IV set guids of the snapshot and of the incremental source
+    /// (`from_ivset`, 0 for a full stream).
+    pub fn raw_key_nvlist(
+        &self,
+        ds: &DatasetInfo,
+        meta: &ozfs_format::dnode::DnodePhys,
+        portable_mac: &[u8],
+        from_ivset: u64,
+    ) -> Result<ozfs_format::NvList> {
+        use ozfs_format::{NvList, NvValue};
+        let Some(c) = self.dir_crypt(ds.dir_obj)? else {
+            return Err(Error::Invalid(format!(
+                "'{}' is not encrypted: a raw stream of it carries no keys",
+                ds.name
+            )));
+        };
+        // OpenZFS sends only keys of the current on-disk version.
+        if c.wrapped.version != 1 {
+            return Err(Error::unsupported(
+                format!("cannot send '{}' raw", ds.name),
+                format!("its key is of on-disk version {}", c.wrapped.version),
+            ));
+        }
+        let root_key = self.crypto_key_obj(c.root_dir)?.ok_or_else(|| {
+            Error::corrupt(
+                format!("DSL directory {}", c.root_dir),
+                "named as an encryption root but has no crypto key",
+            )
+        })?;
+        let format = self.key_u64(root_key, "keyformat")?;
+        let (iters, salt) = if KeyFormat::from_u64(format) == Some(KeyFormat::Passphrase) {
+            (
+                self.key_u64(root_key, "pbkdf2iters")?,
+                self.key_u64(root_key, "pbkdf2salt")?,
+            )
+        } else {
+            (0, 0)
+        };
+        let suite = self.key_u64(c.key_obj, "DSL_CRYPTO_SUITE")?;
+        let w = &c.wrapped;
+        let mut nv = NvList::new();
+        let u = |nv: &mut NvList, k: &str, v: u64| nv.set(k, NvValue::Uint64(v));
+        u(&mut nv, "DSL_CRYPTO_SUITE", suite);
+        u(&mut nv, "DSL_CRYPTO_GUID", w.guid);
+        u(&mut nv, "DSL_CRYPTO_VERSION", w.version);
+        let a = |nv: &mut NvList, k: &str, v: &[u8]| nv.set(k, NvValue::Uint8Array(v.to_vec()));
+        a(&mut nv, "DSL_CRYPTO_MASTER_KEY_1", &w.master);
+        a(&mut nv, "DSL_CRYPTO_HMAC_KEY_1", &w.hmac);
+        a(&mut nv, "DSL_CRYPTO_IV", &w.iv);
+        a(&mut nv, "DSL_CRYPTO_MAC", &w.mac);
+        a(&mut nv, "portable_mac", portable_mac);
+        u(&mut nv, "keyformat", format);
+        u(&mut nv, "pbkdf2iters", iters);
+        u(&mut nv, "pbkdf2salt", salt);
+        u(&mut nv, "mdn_checksum", meta.checksum as u64);
+        u(&mut nv, "mdn_compress", meta.compress as u64);
+        u(&mut nv, "mdn_nlevels", meta.nlevels as u64);
+        u(&mut nv, "mdn_blksz", meta.datablksz());
+        u(&mut nv, "mdn_indblkshift", meta.indblkshift as u64);
+        u(&mut nv, "mdn_nblkptr", meta.nblkptr as u64);
+        u(&mut nv, "mdn_maxblkid", meta.maxblkid);
+        u(&mut nv, "to_ivset_guid", self.ivset_guid(ds)?);
+        u(&mut nv, "from_ivset_guid", from_ivset);
+        Ok(nv)
+    }
+}

@@ -668,16 +668,25 @@ fn replay(
                 dirty += apply_free(w, ds_obj, object, offset, length)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
-            Record::Spill {
-                object,
-                length: _,
-                toguid: g,
-            } => {
-                guid_ok(g)?;
+            Record::Spill(sp) => {
+                let object = sp.object;
+                guid_ok(sp.toguid)?;
+                if sp.compressed_size != 0 {
+                    return Err(Error::unsupported(
+                        "send stream",
+                        format!("byte {at}: a raw SPILL record of object {object}"),
+                    ));
+                }
                 let payload = s.payload(plen)?;
                 dirty += payload.len() as u64;
                 apply_spill(w, ds_obj, object, payload)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
+            }
+            Record::ObjectRange(_) => {
+                return Err(Error::unsupported(
+                    "send stream",
+                    "raw encrypted records (zfs send -w)",
+                ))
             }
             Record::Other { kind } => {
                 return Err(Error::unsupported(

@@ -51,7 +51,13 @@ impl<'a> StreamOut<'a> {
 
     /// Write a record and its payload.
     pub fn record(&mut self, r: &Record, payload: &[u8]) -> Result<()> {
-        self.put(&r.encode())?;
+        let mut b = r.encode();
+        // A BEGIN record's payload (an nvlist) has only its length to say
+        // how long it is.
+        if matches!(r, Record::Begin(_)) {
+            b[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        }
+        self.put(&b)?;
         if !payload.is_empty() {
             self.put(payload)?;
         }
@@ -140,7 +146,96 @@ pub struct SendOpts {
     /// `-L`: blocks over 128 KiB whole (LARGE_BLOCKS, where the snapshot
     /// lists `large_blocks`); without it they go in 128 KiB pieces.
     pub large_blocks: bool,
+    /// `-w`: an encrypted snapshot goes out as it is stored (RAW): blocks
+    /// still encrypted, with their salts, IVs and MACs, dnode blocks'
+    /// parameters in OBJECT_RANGE records, the wrapped keys in the BEGIN
+    /// payload; no key is needed. It implies `-L` and `-c` (and `-e` for
+    /// a snapshot that is not encrypted, which then goes out as `-Lec`).
+    pub raw: bool,
 }
+
+/// The encryption parameters of protected block `bp` as a raw stream
+/// carries them, and its record flag (`DRR_RAW_BYTESWAP` when written in
+/// the other byte order): salt and IV zero for a block that is only
+/// authenticated (`zio_crypt_decode_params_bp`).
+fn raw_crypt(bp: &BlkPtr, what: &dyn Fn() -> String) -> Result<(stream::RawCrypt, u8)> {
+    if !bp.uses_crypt() || bp.is_embedded() || bp.level() != 0 {
+        return Err(Error::corrupt(
+            what(),
+            "a block of an encrypted dataset that is not protected",
+        ));
+    }
+    let swap = bp.little_endian() != ozfs_format::bytes::HOST_LITTLE_ENDIAN;
+    let crypt = match bp.crypt_params(swap) {
+        Some(p) => stream::RawCrypt {
+            salt: p.salt,
+            iv: p.iv,
+            mac: p.mac,
+        },
+        None => stream::RawCrypt {
+            mac: bp.mac(swap),
+            ..Default::default()
+        },
+    };
+    Ok((crypt, if swap { stream::DRR_RAW_BYTESWAP } else { 0 }))
+}
+
+/// A WRITE or SPILL of protected block `bp` exactly as stored (raw).
+fn raw_write(
+    s: &mut StreamOut,
+    os: &Objset,
+    obj: u64,
+    object_type: u8,
+    offset: u64,
+    bp: &BlkPtr,
+    toguid: u64,
+) -> Result<()> {
+    use ozfs_format::types::cksum;
+    let what = || format!("object {obj} at {offset}");
+    let (crypt, flags) = raw_crypt(bp, &what)?;
+    let data = os.pool.read_physical(bp).map_err(|e| e.context(&what()))?;
+    // The deduplication key: sizes in sectors less one, compression, the
+    // crypt bit; the checksum as stored.
+    let sectors = |n: u64| (n >> 9).saturating_sub(1) & 0xffff;
+    let key_prop = sectors(bp.lsize())
+        | (sectors(bp.psize()) << 16)
+        | ((bp.compression() as u64 & 0x7f) << 32)
+        | (1 << 39);
+    let dedup = matches!(
+        bp.checksum(),
+        cksum::SHA256 | cksum::SHA512 | cksum::SKEIN | cksum::BLAKE3
+    );
+    let rec = if offset == SPILL_OFFSET {
+        Record::Spill(stream::SpillRec {
+            object: obj,
+            length: bp.lsize(),
+            toguid,
+            flags,
+            compression: bp.compression(),
+            compressed_size: data.len() as u64,
+            crypt,
+        })
+    } else {
+        Record::Write(WriteRec {
+            object: obj,
+            object_type: object_type as u32,
+            offset,
+            length: bp.lsize(),
+            toguid,
+            checksum_type: bp.checksum(),
+            checksum_flags: flags | if dedup { stream::DRR_CHECKSUM_DEDUP } else { 0 },
+            compression: bp.compression(),
+            key_cksum: bp.cksum().0,
+            key_prop,
+            compressed_size: data.len() as u64,
+            crypt,
+        })
+    };
+    s.record(&rec, &data)
+}
+
+/// [`raw_write`]'s offset for a spill block.
+const SPILL_OFFSET: u64 = u64::MAX;
 
 /// Send snapshot `to` (incremental from `from` when given) to `out`;
 /// `progress(bytes)` is called as the stream grows. Returns the bytes written.
@@ -183,9 +278,20 @@ pub fn send_with(
             )));
         }
     }
-    let os = dsl.objset(to)?;
+    // An encrypted snapshot sent raw is read as stored, without a key.
+    let encrypted = to.ds.bp.uses_crypt();
+    let raw = opts.raw && encrypted;
+    let open = |d: &DatasetInfo| {
+        if raw {
+            Objset::open(dsl.pool.clone(), &d.ds.bp)
+                .map_err(|e| e.context(&format!("dataset '{}'", d.name)))
+        } else {
+            dsl.objset(d)
+        }
+    };
+    let os = open(to)?;
     let from_os = match from {
-        Some(f) => Some(dsl.objset(f)?),
+        Some(f) => Some(open(f)?),
         None => None,
     };
     let fromtxg = from.map(|f| f.ds.creation_txg).unwrap_or(0);
@@ -205,7 +311,9 @@ pub fn send_with(
     if listed(crate::features::LARGE_DNODE)? {
         features |= stream::FEATURE_LARGE_DNODE;
     }
-    if opts.large_blocks && listed(crate::features::LARGE_BLOCKS)? {
+    // As OpenZFS's `setup_featureflags`: a raw send implies -L and -c,
+    // and -e where the snapshot is not encrypted.
+    if (opts.large_blocks || opts.raw) && listed(crate::features::LARGE_BLOCKS)? {
         features |= stream::FEATURE_LARGE_BLOCKS;
     }
     // Names over 255 bytes: the stream says so (OpenZFS's
@@ -220,18 +328,45 @@ pub fn send_with(
             "it uses micro ZAPs over 128 KiB (large_microzap)",
         ));
     }
-    if opts.embedded && dsl.pool.feature_active("com.delphix:embedded_data") {
+    if (opts.embedded || opts.raw)
+        && !encrypted
+        && dsl.pool.feature_active("com.delphix:embedded_data")
+    {
         features |= stream::FEATURE_EMBED_DATA;
     }
-    if opts.compressed {
+    if opts.compressed || opts.raw {
         features |= stream::FEATURE_COMPRESSED;
         if listed(crate::features::ZSTD)? {
             features |= stream::FEATURE_ZSTD;
         }
     }
-    if (opts.compressed || opts.embedded) && dsl.pool.feature_active(crate::features::LZ4) {
+    if raw {
+        features |= stream::FEATURE_RAW;
+    }
+    if features & (stream::FEATURE_EMBED_DATA | stream::FEATURE_COMPRESSED) != 0
+        && dsl.pool.feature_active(crate::features::LZ4)
+    {
         features |= stream::FEATURE_LZ4;
     }
+    // A raw stream carries the wrapped keys, the meta-dnode's shape and
+    // the objset's portable MAC (the receiver rebuilds the objset exactly).
+    let payload = if raw {
+        let objset = dsl.pool.read_bp(&to.ds.bp)?;
+        let mac = objset.get(720..752).ok_or_else(|| {
+            Error::corrupt(format!("objset of '{}'", to.name), "shorter than 1 KiB")
+        })?;
+        let from_ivset = match from {
+            Some(f) => dsl.ivset_guid(f)?,
+            None => 0,
+        };
+        let keys = dsl.raw_key_nvlist(to, &os.phys.meta_dnode, mac, from_ivset)?;
+        let mut nv = ozfs_format::NvList::new();
+        nv.set("crypt_keydata", ozfs_format::NvValue::NvList(keys));
+        // In the native encoding, as OpenZFS packs BEGIN payloads.
+        ozfs_format::nvnative::pack(&nv)
+    } else {
+        Vec::new()
+    };
     let mut s = StreamOut::new(out);
     s.record(
         &Record::Begin(Begin {
@@ -240,7 +375,11 @@ pub fn send_with(
             objset_type: stream::DMU_OST_ZFS,
             // With system attributes, OBJECT records say which objects
             // have a spill block (a receiver drops the others' spill).
-            flags: if features & stream::FEATURE_SA_SPILL != 0 {
+            // A raw stream (for OpenZFS only) also says, as OpenZFS's
+            // do, that FREE records may follow an object's last block.
+            flags: if raw {
+                stream::DRR_FLAG_SPILL_BLOCK | stream::DRR_FLAG_FREERECORDS
+            } else if features & stream::FEATURE_SA_SPILL != 0 {
                 stream::DRR_FLAG_SPILL_BLOCK
             } else {
                 0
@@ -249,11 +388,14 @@ pub fn send_with(
             fromguid: from.map(|f| f.ds.guid).unwrap_or(0),
             toname: to.name.clone(),
         }),
-        &[],
+        &payload,
     )?;
-    let max = os
-        .max_object()
-        .max(from_os.as_ref().map(|f| f.max_object()).unwrap_or(0));
+    // No FREEOBJECTS names a number past the snapshot's meta-dnode (as
+    // OpenZFS's `dump_freeobjects`: old receivers choke on them).
+    let max = os.max_object();
+    // Raw: the dnode block whose OBJECT_RANGE was sent last.
+    let per_block = (os.phys.meta_dnode.datablksz() / 512).max(1);
+    let mut range_block: Option<u64> = None;
     let mut run: Option<FreeRun> = None;
     let flush_run = |s: &mut StreamOut, run: &mut Option<FreeRun>| -> Result<()> {
         if let Some(r) = run.take() {
@@ -303,6 +445,30 @@ pub fn send_with(
             free_span(&mut s, &mut run, next, start - next)?;
         }
         for obj in start..end {
+            // Raw: each dnode block of the snapshot (born since the
+            // source) is announced with its encryption parameters before
+            // any record of an object in it.
+            if raw && range_block != Some(obj / per_block) {
+                let blk = obj / per_block;
+                range_block = Some(blk);
+                if let Some(bp) = os.block_bp(&os.meta_dnode(), 0, blk)? {
+                    if !bp.is_hole() && bp.birth() > fromtxg {
+                        flush_run(&mut s, &mut run)?;
+                        let (crypt, flags) =
+                            raw_crypt(&bp, &|| format!("{}: dnode block {blk}", to.name))?;
+                        s.record(
+                            &Record::ObjectRange(stream::ObjectRangeRec {
+                                first: blk * per_block,
+                                numslots: per_block,
+                                toguid,
+                                flags,
+                                crypt,
+                            }),
+                            &[],
+                        )?;
+                    }
+                }
+            }
             if obj < inner_until {
                 continue;
             }
@@ -343,7 +509,8 @@ pub fn send_with(
                 fromtxg,
                 toguid,
                 features,
-            )?;
+            )
+            .map_err(|e| e.context(&format!("{}: object {obj}", to.name)))?;
             progress(s.bytes);
         }
         next = end;
@@ -352,17 +519,6 @@ pub fn send_with(
         free_span(&mut s, &mut run, next, max - next)?;
     }
     flush_run(&mut s, &mut run)?;
-    if from_os.is_none() {
-        // Nothing exists past the last object.
-        s.record(
-            &Record::FreeObjects {
-                first: max,
-                count: (1u64 << 48).saturating_sub(max),
-                toguid,
-            },
-            &[],
-        )?;
-    }
     s.end(toguid)?;
     progress(s.bytes);
     Ok(s.bytes)
@@ -387,9 +543,39 @@ fn send_object(
             format!("block size {bs}"),
         ));
     }
+    let raw = features & stream::FEATURE_RAW != 0;
     let mut bonus = p.bonus.clone();
     bonus.truncate(p.bonuslen as usize);
     bonus.resize((p.bonuslen as usize).div_ceil(8) * 8, 0);
+    // Raw: the whole bonus area as stored (encrypted past the bonus's
+    // length too), and the dnode's shape.
+    let mut raw_bonuslen = 0u32;
+    if raw && p.bonuslen != 0 {
+        let room = p.max_bonuslen();
+        if (p.bonuslen as usize) > room {
+            return Err(Error::corrupt(
+                format!("object {obj}"),
+                format!("a bonus of {} bytes in {room}", p.bonuslen),
+            ));
+        }
+        let b = os
+            .dnode_block_of(obj)?
+            .ok_or_else(|| Error::corrupt(format!("object {obj}"), "its dnode block vanished"))?;
+        let at = b.at
+            + ozfs_format::dnode::DNODE_CORE_SIZE
+            + ozfs_format::blkptr::BLKPTR_SIZE * p.nblkptr as usize;
+        bonus = b
+            .bytes
+            .get(at..at + room)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    format!("object {obj}"),
+                    "its bonus runs past its dnode block",
+                )
+            })?
+            .to_vec();
+        raw_bonuslen = room as u32;
+    }
     // Blocks over 128 KiB go out in 128 KiB pieces, the object announced
     // with that block size, as OpenZFS sends them without `-L` (a stream
     // without LARGE_BLOCKS may not name larger blocks).
@@ -407,8 +593,9 @@ fn send_object(
             bonuslen: p.bonuslen as u32,
             checksum: p.checksum,
             compress: p.compress,
-            // One slot is sent as 0 (as zfs-fuse's streams have it).
-            dn_slots: if p.extra_slots > 0 {
+            // One slot is sent as 0 (as zfs-fuse's streams have it), but
+            // in raw streams, which only OpenZFS receives, as OpenZFS does.
+            dn_slots: if p.extra_slots > 0 || raw {
                 p.extra_slots + 1
             } else {
                 0
@@ -417,9 +604,17 @@ fn send_object(
                 stream::DRR_OBJECT_SPILL
             } else {
                 0
+            } | if raw && dn.swap {
+                stream::DRR_RAW_BYTESWAP
+            } else {
+                0
             },
-            raw_bonuslen: 0,
+            raw_bonuslen,
             toguid,
+            indblkshift: if raw { p.indblkshift } else { 0 },
+            nlevels: if raw { p.nlevels } else { 0 },
+            nblkptr: if raw { p.nblkptr } else { 0 },
+            maxblkid: if raw { p.maxblkid } else { 0 },
         }),
         &bonus,
     )?;
@@ -433,20 +628,56 @@ fn send_object(
         },
         &[],
     )?;
-    // The system attributes beyond the bonus buffer, with the object.
+    send_blocks(s, os, obj, dn, old, fromtxg, toguid, features, piece)?;
+    // The system attributes beyond the bonus buffer, after the object's
+    // blocks (where OpenZFS's traversal puts them).
     if let Some(sp) = p.spill.filter(|b| !b.is_hole()) {
+        if raw {
+            return raw_write(
+                s,
+                os,
+                obj,
+                ozfs_format::types::ot::SA,
+                SPILL_OFFSET,
+                &sp,
+                toguid,
+            );
+        }
         let data = os
             .read_bp(&sp)
             .map_err(|e| e.context(&format!("spill block of object {obj}")))?;
         s.record(
-            &Record::Spill {
+            &Record::Spill(stream::SpillRec {
                 object: obj,
                 length: data.len() as u64,
                 toguid,
-            },
+                flags: 0,
+                compression: 0,
+                compressed_size: 0,
+                crypt: Default::default(),
+            }),
             &data,
         )?;
     }
+    Ok(())
+}
+
+/// The FREE and WRITE records of `obj`'s blocks (of `piece` bytes each).
+#[allow(clippy::too_many_arguments)]
+fn send_blocks(
+    s: &mut StreamOut,
+    os: &Objset,
+    obj: u64,
+    dn: &Dnode,
+    old: Option<&Dnode>,
+    fromtxg: u64,
+    toguid: u64,
+    features: u64,
+    piece: u64,
+) -> Result<()> {
+    let p = &dn.phys;
+    let bs = p.datablksz();
+    let raw = features & stream::FEATURE_RAW != 0;
     // Only blocks born since the source are sent when the object kept its
     // type, block size, slots and bonus size (every receiver, zfs-fuse's
     // too, then keeps its blocks).
@@ -482,6 +713,18 @@ fn send_object(
         if same_shape && bp.birth() <= fromtxg {
             continue;
         }
+        if raw {
+            raw_write(
+                s,
+                os,
+                obj,
+                p.object_type,
+                blkid.saturating_mul(bs),
+                &bp,
+                toguid,
+            )?;
+            continue;
+        }
         if send_as_stored(s, os, obj, blkid, bs, piece, &bp, features, toguid)? {
             continue;
         }
@@ -513,6 +756,7 @@ fn send_object(
                     key_cksum: [0; 4],
                     key_prop: 0,
                     compressed_size: 0,
+                    crypt: Default::default(),
                 }),
                 part,
             )?;
@@ -603,6 +847,7 @@ fn send_as_stored(
             key_cksum: [0; 4],
             key_prop: 0,
             compressed_size: raw.len() as u64,
+            crypt: Default::default(),
         }),
         &raw,
     )?;

@@ -4,15 +4,16 @@
 //!
 //! Layout (integers in the byte order the header's `endian` byte names: 1
 //! little-endian, 0 big-endian): the 4-byte stream header (`0`, `endian`,
-//! 0, 0), then one list. A list is its 24-byte `nvlist_t` image (`version`
-//! i32 = 0, `nvflag` u32, a pointer slot written as zero, `flag` u32, pad)
-//! followed by its pairs and a terminating zero i32. A pair is a 16-byte
+//! 0, 0), then the top list's `version` (i32 = 0) and `nvflag` (u32) —
+//! 8 bytes, libnvpair's `nvs_native_nvlist` — followed by its pairs and a
+//! terminating zero i32. A pair is a 16-byte
 //! header (`size` i32 = the whole pair rounded up to 8, `name_sz` i16 with
 //! the NUL, reserved i16, `nelem` i32, `type` i32), the name and its NUL
 //! padded to 8 bytes, then the value: scalars in their native width,
 //! strings with their NUL, arrays packed; a string array and an nvlist
 //! array begin with one zeroed pointer slot (8 bytes) per element. An
-//! embedded list's value is its `nvlist_t` image; its pairs (and
+//! embedded list's value is its 24-byte `nvlist_t` image (`version`,
+//! `nvflag`, a pointer slot written as zero, `flag`, pad); its pairs (and
 //! terminator) follow right after the pair that holds it, and for an array
 //! each element's pairs in turn.
 //!
@@ -26,6 +27,8 @@ use crate::error::{Error, Result};
 use crate::nvlist::{NvList, NvValue, MAX_DEPTH, NV_ENCODE_NATIVE};
 
 const NVLIST_IMAGE: usize = 24;
+/// The top list's header: `version` and `nvflag`.
+const TOP_HEADER: usize = 8;
 const PAIR_HDR: usize = 16;
 
 fn align8(x: usize) -> usize {
@@ -94,7 +97,7 @@ pub fn unpack(buf: &[u8]) -> Result<NvList> {
         e => return Err(corrupt("header", format!("endian byte {e}"))),
     };
     let mut r = Reader { buf, pos: 4, big };
-    let img = r.take(NVLIST_IMAGE, "nvlist_t")?;
+    let img = r.take(TOP_HEADER, "nvlist header")?;
     let mut top = list_header(img, big)?;
     decode_pairs(&mut r, &mut top, 0)?;
     Ok(top)
@@ -280,7 +283,7 @@ fn decode_value(
 /// included: what libnvpair's `nvlist_pack(…, NV_ENCODE_NATIVE)` produces.
 pub fn pack(nvl: &NvList) -> Vec<u8> {
     let mut out = vec![NV_ENCODE_NATIVE, cfg!(target_endian = "little") as u8, 0, 0];
-    out.extend_from_slice(&list_image(nvl));
+    out.extend_from_slice(&list_image(nvl)[..TOP_HEADER]);
     encode_pairs(nvl, &mut out);
     out
 }
@@ -416,13 +419,13 @@ mod tests {
         l.set("a", NvValue::Uint64(5));
         let b = pack(&l);
         // header, nvlist_t (flags 1), pair of 32 bytes, terminator.
-        assert_eq!(b.len(), 4 + 24 + 32 + 4);
+        assert_eq!(b.len(), 4 + 8 + 32 + 4);
         assert_eq!(&b[8..12], &1u32.to_le_bytes());
-        assert_eq!(&b[28..32], &32i32.to_le_bytes());
-        assert_eq!(&b[32..34], &2i16.to_le_bytes());
-        assert_eq!(&b[40..44], &8u32.to_le_bytes());
-        assert_eq!(&b[44..46], b"a\0");
-        assert_eq!(&b[52..60], &5u64.to_le_bytes());
+        assert_eq!(&b[12..16], &32i32.to_le_bytes());
+        assert_eq!(&b[16..18], &2i16.to_le_bytes());
+        assert_eq!(&b[24..28], &8u32.to_le_bytes());
+        assert_eq!(&b[28..30], b"a\0");
+        assert_eq!(&b[36..44], &5u64.to_le_bytes());
     }
 
     #[test]

@@ -94,6 +94,11 @@ pub const DRR_FLAG_FREERECORDS: u32 = 4;
 pub const DRR_FLAG_SPILL_BLOCK: u32 = 8;
 /// OBJECT record flag: the object has a spill block.
 pub const DRR_OBJECT_SPILL: u8 = 4;
+/// WRITE record flag: the checksum in its key can deduplicate.
+pub const DRR_CHECKSUM_DEDUP: u8 = 1;
+/// Raw record flag (OBJECT, WRITE, SPILL, OBJECT_RANGE): the block was
+/// written in the other byte order than the host's.
+pub const DRR_RAW_BYTESWAP: u8 = 2;
 /// Objset type of a file system.
 pub const DMU_OST_ZFS: u32 = 2;
 /// Largest block a stream may carry (16 MiB, OpenZFS's maximum).
@@ -125,6 +130,12 @@ pub struct ObjectRec {
     pub flags: u8,
     pub raw_bonuslen: u32,
     pub toguid: u64,
+    /// Raw streams only (else 0): the dnode's shape, which the receiver
+    /// needs to rebuild it exactly (its dnode block is authenticated).
+    pub indblkshift: u8,
+    pub nlevels: u8,
+    pub nblkptr: u8,
+    pub maxblkid: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +151,62 @@ pub struct WriteRec {
     pub key_cksum: [u64; 4],
     pub key_prop: u64,
     pub compressed_size: u64,
+    /// Raw streams only (else zeros): the block's encryption parameters.
+    pub crypt: RawCrypt,
+}
+
+/// The encryption parameters a raw stream carries with a protected block
+/// (WRITE, SPILL) or dnode block (OBJECT_RANGE): salt and IV (zeros for a
+/// block that is only authenticated) and MAC, in the bytes the writer
+/// stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawCrypt {
+    pub salt: [u8; 8],
+    pub iv: [u8; 12],
+    pub mac: [u8; 16],
+}
+
+impl RawCrypt {
+    fn put(&self, b: &mut [u8; RECORD_SIZE], at: usize) {
+        b[at..at + 8].copy_from_slice(&self.salt);
+        b[at + 8..at + 20].copy_from_slice(&self.iv);
+        b[at + 20..at + 36].copy_from_slice(&self.mac);
+    }
+
+    fn get(b: &[u8; RECORD_SIZE], at: usize) -> RawCrypt {
+        let mut c = RawCrypt::default();
+        c.salt.copy_from_slice(&b[at..at + 8]);
+        c.iv.copy_from_slice(&b[at + 8..at + 20]);
+        c.mac.copy_from_slice(&b[at + 20..at + 36]);
+        c
+    }
+}
+
+/// A SPILL record: an object's spill block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillRec {
+    pub object: u64,
+    /// Logical length.
+    pub length: u64,
+    pub toguid: u64,
+    /// `DRR_RAW_BYTESWAP` (raw), `DRR_SPILL_UNMODIFIED`.
+    pub flags: u8,
+    /// Raw streams only (else 0): the block as stored.
+    pub compression: u8,
+    pub compressed_size: u64,
+    pub crypt: RawCrypt,
+}
+
+/// An OBJECT_RANGE record (raw streams): the encryption parameters of the
+/// dnode block holding objects `first..first + numslots`, which the
+/// OBJECT records after it belong to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRangeRec {
+    pub first: u64,
+    pub numslots: u64,
+    pub toguid: u64,
+    pub flags: u8,
+    pub crypt: RawCrypt,
 }
 
 impl WriteRec {
@@ -189,13 +256,10 @@ pub enum Record {
         cksum: Cksum,
         toguid: u64,
     },
-    Spill {
-        object: u64,
-        length: u64,
-        toguid: u64,
-    },
+    Spill(SpillRec),
     WriteEmbedded(WriteEmbeddedRec),
-    /// WRITE_BYREF, OBJECT_RANGE and newer kinds: recognized, not replayed.
+    ObjectRange(ObjectRangeRec),
+    /// WRITE_BYREF and newer kinds: recognized, not replayed.
     Other {
         kind: u32,
     },
@@ -294,14 +358,23 @@ impl Record {
                     flags: b[35],
                     raw_bonuslen: r.u32(36),
                     toguid: r.u64(40),
+                    indblkshift: b[48],
+                    nlevels: b[49],
+                    nblkptr: b[50],
+                    maxblkid: r.u64(56),
                 };
-                if o.bonuslen > 320 * 64 {
+                if o.bonuslen > 320 * 64 || o.raw_bonuslen > 320 * 64 {
                     return Err(bad(format!(
-                        "OBJECT {} with a bonus of {} bytes",
-                        o.object, o.bonuslen
+                        "OBJECT {} with a bonus of {} bytes ({} raw)",
+                        o.object, o.bonuslen, o.raw_bonuslen
                     )));
                 }
-                let pl = (o.bonuslen as u64).div_ceil(8) * 8;
+                // A raw object's payload is its whole bonus area.
+                let pl = if o.raw_bonuslen != 0 {
+                    o.raw_bonuslen as u64
+                } else {
+                    (o.bonuslen as u64).div_ceil(8) * 8
+                };
                 (Record::Object(o), pl)
             }
             DRR_FREEOBJECTS => (
@@ -325,6 +398,7 @@ impl Record {
                     key_cksum: [r.u64(56), r.u64(64), r.u64(72), r.u64(80)],
                     key_prop: r.u64(88),
                     compressed_size: r.u64(96),
+                    crypt: RawCrypt::get(b, 104),
                 };
                 if w.length == 0 || w.length > MAX_BLOCK {
                     return Err(bad(format!(
@@ -364,18 +438,27 @@ impl Record {
                 0,
             ),
             DRR_SPILL => {
-                let length = r.u64(16);
-                if length == 0 || length > MAX_BLOCK {
-                    return Err(bad(format!("SPILL of {length} bytes")));
+                let sp = SpillRec {
+                    object: r.u64(8),
+                    length: r.u64(16),
+                    toguid: r.u64(24),
+                    flags: b[32],
+                    compression: b[33],
+                    compressed_size: r.u64(40),
+                    crypt: RawCrypt::get(b, 48),
+                };
+                if sp.length == 0 || sp.length > MAX_BLOCK || sp.compressed_size > sp.length {
+                    return Err(bad(format!(
+                        "SPILL of {} bytes ({} stored)",
+                        sp.length, sp.compressed_size
+                    )));
                 }
-                (
-                    Record::Spill {
-                        object: r.u64(8),
-                        length,
-                        toguid: r.u64(24),
-                    },
-                    length,
-                )
+                let pl = if sp.compressed_size != 0 {
+                    sp.compressed_size
+                } else {
+                    sp.length
+                };
+                (Record::Spill(sp), pl)
             }
             DRR_WRITE_BYREF => (Record::Other { kind }, 0),
             DRR_WRITE_EMBEDDED => {
@@ -405,13 +488,24 @@ impl Record {
                 let pl = (e.psize as u64).div_ceil(8) * 8;
                 (Record::WriteEmbedded(e), pl)
             }
-            DRR_OBJECT_RANGE => (Record::Other { kind }, 0),
+            DRR_OBJECT_RANGE => (
+                Record::ObjectRange(ObjectRangeRec {
+                    first: r.u64(8),
+                    numslots: r.u64(16),
+                    toguid: r.u64(24),
+                    crypt: RawCrypt::get(b, 32),
+                    flags: b[68],
+                }),
+                0,
+            ),
             other => return Err(bad(format!("unknown record type {other}"))),
         })
     }
 
-    /// Encode this record (little endian); payload lengths as OpenZFS
-    /// records them (0 for BEGIN, which has none here).
+    /// Encode this record (little endian). The header's payload length is
+    /// 0, as OpenZFS writes it for every record but BEGIN (a receiver
+    /// knows each payload's length from the record's own fields; BEGIN's
+    /// is set by the writer of its payload).
     pub fn encode(&self) -> [u8; RECORD_SIZE] {
         let mut b = [0u8; RECORD_SIZE];
         let p64 = |b: &mut [u8; RECORD_SIZE], o: usize, v: u64| {
@@ -436,7 +530,6 @@ impl Record {
             }
             Record::Object(o) => {
                 p32(&mut b, 0, DRR_OBJECT);
-                p32(&mut b, 4, (o.bonuslen as u64).div_ceil(8) as u32 * 8);
                 p64(&mut b, 8, o.object);
                 p32(&mut b, 16, o.object_type);
                 p32(&mut b, 20, o.bonustype);
@@ -448,6 +541,10 @@ impl Record {
                 b[35] = o.flags;
                 p32(&mut b, 36, o.raw_bonuslen);
                 p64(&mut b, 40, o.toguid);
+                b[48] = o.indblkshift;
+                b[49] = o.nlevels;
+                b[50] = o.nblkptr;
+                p64(&mut b, 56, o.maxblkid);
             }
             Record::FreeObjects {
                 first,
@@ -461,7 +558,6 @@ impl Record {
             }
             Record::Write(w) => {
                 p32(&mut b, 0, DRR_WRITE);
-                p32(&mut b, 4, w.length.min(u32::MAX as u64) as u32);
                 p64(&mut b, 8, w.object);
                 p32(&mut b, 16, w.object_type);
                 p64(&mut b, 24, w.offset);
@@ -475,6 +571,7 @@ impl Record {
                 }
                 p64(&mut b, 88, w.key_prop);
                 p64(&mut b, 96, w.compressed_size);
+                w.crypt.put(&mut b, 104);
             }
             Record::Free {
                 object,
@@ -495,20 +592,26 @@ impl Record {
                 }
                 p64(&mut b, 40, *toguid);
             }
-            Record::Spill {
-                object,
-                length,
-                toguid,
-            } => {
+            Record::Spill(sp) => {
                 p32(&mut b, 0, DRR_SPILL);
-                p32(&mut b, 4, *length as u32);
-                p64(&mut b, 8, *object);
-                p64(&mut b, 16, *length);
-                p64(&mut b, 24, *toguid);
+                p64(&mut b, 8, sp.object);
+                p64(&mut b, 16, sp.length);
+                p64(&mut b, 24, sp.toguid);
+                b[32] = sp.flags;
+                b[33] = sp.compression;
+                p64(&mut b, 40, sp.compressed_size);
+                sp.crypt.put(&mut b, 48);
+            }
+            Record::ObjectRange(r) => {
+                p32(&mut b, 0, DRR_OBJECT_RANGE);
+                p64(&mut b, 8, r.first);
+                p64(&mut b, 16, r.numslots);
+                p64(&mut b, 24, r.toguid);
+                r.crypt.put(&mut b, 32);
+                b[68] = r.flags;
             }
             Record::WriteEmbedded(e) => {
                 p32(&mut b, 0, DRR_WRITE_EMBEDDED);
-                p32(&mut b, 4, (e.psize as u64).div_ceil(8) as u32 * 8);
                 p64(&mut b, 8, e.object);
                 p64(&mut b, 16, e.offset);
                 p64(&mut b, 24, e.length);
@@ -552,6 +655,10 @@ mod tests {
                 flags: 0,
                 raw_bonuslen: 0,
                 toguid: 0x1234,
+                indblkshift: 0,
+                nlevels: 0,
+                nblkptr: 0,
+                maxblkid: 0,
             }),
             Record::Free {
                 object: 5,
@@ -595,6 +702,7 @@ mod tests {
             key_cksum: [0; 4],
             key_prop: 0,
             compressed_size: 0,
+            crypt: RawCrypt::default(),
         })
         .encode();
         w[32..40].copy_from_slice(&(1u64 << 40).to_le_bytes());
