@@ -1275,7 +1275,17 @@ impl PoolWriter {
         }
         // The vdev ZAPs (per-vdev ZAPs, `vdev_zaps_v2`) live only in the
         // MOS copy: labels do not carry them.
-        if let Ok(old) = self.dsl().mos_config() {
+        // The config as the open txg has it (a new pool's first sync has
+        // no committed one to read).
+        let old = (|| -> Result<NvList> {
+            let dn = self.mos.dnode(cfg_obj)?;
+            let size = ozfs_format::bytes::u64_at(&dn.phys.bonus, 0, dn.swap, "config size")?;
+            if size > 64 << 20 {
+                return Err(Error::corrupt("MOS config", format!("{size} bytes")));
+            }
+            NvList::unpack(&self.mos.read(cfg_obj, 0, size as usize)?)
+        })();
+        if let Ok(old) = old {
             keep_vdev_zaps(&mut cfg, &old);
         }
         cfg.set("txg", NvValue::Uint64(self.txg));
