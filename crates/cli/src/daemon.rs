@@ -803,10 +803,14 @@ impl Daemon {
         };
         let mut todo: Vec<&ozfs_ops::mountinfo::DsMount> = list
             .iter()
+            // As OpenZFS mounts a pool's file systems at import: those
+            // whose key is not loaded (the daemon holds none) stay
+            // unmounted, without an error.
             .filter(|d| {
                 d.canmount == "on"
                     && d.mountpoint.starts_with('/')
                     && !d.is_snapshot
+                    && !d.encrypted
                     && !inner.mounts.iter().any(|m| m.dataset == d.name)
             })
             .collect();

@@ -869,6 +869,9 @@ pub fn create_filesystem(
             "cannot create '{name}': parent is a snapshot"
         )));
     }
+    // OpenZFS makes a child of an encrypted parent encrypted with its
+    // key; ozfs does not encrypt.
+    w.refuse_encrypted(parent.dir_obj, &format!("cannot create '{name}'"))?;
     let pdir = w.dir(parent.dir_obj)?;
     if zap_tx::lookup(&w.mos, pdir.child_dir_zapobj, child.as_bytes())?.is_some() {
         return Err(Error::Exists(format!(
@@ -914,6 +917,8 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
             "cannot clone '{origin}': not a snapshot"
         )));
     }
+    // A clone of an encrypted snapshot needs its own key object.
+    w.refuse_encrypted(snap.dir_obj, &format!("cannot clone '{origin}'"))?;
     // The pool is the first component (a root snapshot is `pool@snap`).
     if name.split(['/', '@']).next() != origin.split(['/', '@']).next() {
         return Err(Error::Invalid(format!(

@@ -405,3 +405,66 @@ impl DslPool {
         Ok(nv)
     }
 }
+
+/// The key object's count of directories sharing it.
+const KEY_REFCOUNT: &str = "DSL_CRYPTO_REFCOUNT";
+
+impl crate::sync::PoolWriter {
+    /// The crypto key object of DSL directory `dir_obj` as the open txg
+    /// has it (None: not encrypted).
+    pub fn dir_key_obj(&self, dir_obj: u64) -> Result<Option<u64>> {
+        let dn = self.mos.dnode(dir_obj)?;
+        if !object_type_is_zap(dn.phys.object_type) {
+            return Ok(None);
+        }
+        Ok(
+            ozfs_dmu::zap_tx::lookup(&self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes())?
+                .and_then(|e| e.as_u64())
+                .filter(|&o| o != 0),
+        )
+    }
+
+    /// Refuse `what` on an encrypted directory: ozfs does not yet make the
+    /// key objects and encrypted blocks OpenZFS would.
+    pub fn refuse_encrypted(&self, dir_obj: u64, what: &str) -> Result<()> {
+        if self.dir_key_obj(dir_obj)?.is_some() {
+            return Err(Error::unsupported(
+                what,
+                "the dataset is encrypted (ozfs reads encrypted datasets with their keys; it \
+                 does not write them yet)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A destroyed directory's key object, as OpenZFS's
+    /// `dsl_crypto_key_destroy_sync`: its reference count drops, and the
+    /// object goes with the last reference.
+    pub fn release_dir_key(&mut self, dir_obj: u64) -> Result<()> {
+        let Some(key) = self.dir_key_obj(dir_obj)? else {
+            return Ok(());
+        };
+        let refs = ozfs_dmu::zap_tx::lookup_u64(&self.mos, key, KEY_REFCOUNT)
+            .map_err(|e| e.context(&format!("DSL crypto key {key}")))?;
+        if refs > 1 {
+            ozfs_dmu::zap_tx::update(&mut self.mos, key, KEY_REFCOUNT, 8, &[refs - 1])
+        } else {
+            self.mos.free_object(key)
+        }
+    }
+
+    /// A new snapshot `snap_obj` of an encrypted dataset gets its IV set
+    /// guid (random) where `bookmark_v2` is enabled, as OpenZFS's
+    /// `dsl_dataset_snapshot_sync_impl` gives it (raw incremental streams
+    /// name it).
+    pub fn snapshot_ivset_guid(&mut self, dir_obj: u64, snap_obj: u64) -> Result<()> {
+        if self.dir_key_obj(dir_obj)?.is_none()
+            || crate::features::refcount(self, "com.datto:bookmark_v2")?.is_none()
+        {
+            return Ok(());
+        }
+        crate::features::zapify_dataset(self, snap_obj)?;
+        let guid = ozfs_dmu::tx::random_u64();
+        ozfs_dmu::zap_tx::update(&mut self.mos, snap_obj, IVSET_GUID, 8, &[guid])
+    }
+}

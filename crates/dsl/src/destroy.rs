@@ -73,6 +73,7 @@ impl PoolWriter {
         let leaf = name.rsplit('/').next().unwrap_or(name);
         zap_tx::remove(&mut self.mos, pdir.child_dir_zapobj, leaf.as_bytes())?;
         crate::features::release_dataset(self, ds.ds_obj)?;
+        self.release_dir_key(ds.dir_obj)?;
         if ds.ds.deadlist_obj != 0 {
             self.deadlist_free(ds.ds.deadlist_obj)?;
         }

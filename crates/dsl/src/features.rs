@@ -51,6 +51,8 @@ use ozfs_format::{Error, Result};
 use ozfs_spa::pool::SPA_VERSION_FEATURES;
 use ozfs_spa::Pool;
 
+/// Per-dataset encryption (`com.datto:encryption`).
+pub const ENCRYPTION: &str = "com.datto:encryption";
 /// ozfs's feature for pre-compressed blocks.
 pub const EXTERNAL_COMPRESSION: &str = "org.ozfs:external_compression";
 /// What other implementations show when they refuse a pool using it.
@@ -601,7 +603,7 @@ pub fn activate_on_dataset(w: &mut PoolWriter, ds_obj: u64, guid: &str) -> Resul
 /// Make dataset object `ds_obj` a ZAP (OpenZFS's `dmu_object_zapify`):
 /// an empty micro ZAP in its block, the new type, `extensible_dataset`
 /// counted. The dataset itself stays in the bonus.
-fn zapify_dataset(w: &mut PoolWriter, ds_obj: u64) -> Result<()> {
+pub(crate) fn zapify_dataset(w: &mut PoolWriter, ds_obj: u64) -> Result<()> {
     let mut dn = w.mos.dnode(ds_obj)?.phys;
     if dn.object_type == ot::ZAP_METADATA_NEW {
         return Ok(());
@@ -672,7 +674,12 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 /// * `longname` (long names looked up and removed, never made),
 ///   `zilsaxattr` (ozfs writes no intent log and no file system whose log
 ///   holds records), `allocation_classes` (new blocks in the normal class
-///   only).
+///   only);
+/// * `encryption`: an encrypted dataset's objset is never written (ozfs
+///   does not encrypt blocks: `PoolWriter::fs_tx` refuses it, naming the
+///   dataset); its snapshots are made with an IV set guid, and destroying
+///   it destroys its key object as OpenZFS does (`crate::crypt`); the rest
+///   of the pool is written as any other.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -698,6 +705,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     LONGNAME,
     ZILSAXATTR,
     ALLOCATION_CLASSES,
+    ENCRYPTION,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

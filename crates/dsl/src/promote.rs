@@ -49,6 +49,9 @@ impl PoolWriter {
         }
         let o = self.dataset(o_obj)?;
         let f_dir_obj = o.dir_obj;
+        for d in [c.dir_obj, f_dir_obj] {
+            self.refuse_encrypted(d, &format!("cannot promote '{name}'"))?;
+        }
         let f_dir = self.dir(f_dir_obj)?;
         if f_dir.parent_obj == 0 || f_dir_obj == c.dir_obj {
             return Err(not_clone());

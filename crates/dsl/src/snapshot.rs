@@ -58,6 +58,7 @@ impl PoolWriter {
             self.mos
                 .create_object(ot::DSL_DATASET, 512, ot::DSL_DATASET, vec![0u8; 320], 1)?;
         crate::features::inherit_dataset_features(self, head.ds_obj, snap_obj)?;
+        self.snapshot_ivset_guid(h.dir_obj, snap_obj)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())

@@ -722,6 +722,19 @@ impl PoolWriter {
                     "dataset object {ds_obj} has no objset"
                 )));
             }
+            // ozfs does not encrypt: an encrypted dataset's objset is
+            // read (with its key) but never written.
+            if ds.bp.uses_crypt() {
+                let name = self
+                    .dsl()
+                    .dir_name(ds.dir_obj)
+                    .unwrap_or_else(|_| format!("dataset object {ds_obj}"));
+                return Err(Error::unsupported(
+                    format!("dataset '{name}'"),
+                    "writing into an encrypted dataset (ozfs reads encrypted datasets with their \
+                     keys; it does not encrypt new blocks yet)",
+                ));
+            }
             let os = Objset::open(self.pool.clone(), &ds.bp)?;
             // An intent log not yet replayed holds changes the objset does
             // not have; written over, OpenZFS would later replay them onto

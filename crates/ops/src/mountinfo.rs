@@ -25,6 +25,8 @@ pub struct DsMount {
     pub xattr_sa: bool,
     pub recordsize: u64,
     pub is_snapshot: bool,
+    /// Encrypted (`encryption` not `off`): mounted only with its key.
+    pub encrypted: bool,
 }
 
 /// A mountpoint from a pool (the property is the pool author's) is used
@@ -100,5 +102,6 @@ fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
         xattr_sa: crate::copy::xattr_sa_of(&props),
         recordsize,
         is_snapshot: ds.is_snapshot,
+        encrypted: !matches!(text("encryption").as_str(), "" | "off"),
     })
 }
