@@ -105,6 +105,7 @@ impl TestPool {
             checksum_salt: Default::default(),
             keys: Default::default(),
             unresolved_tops: Default::default(),
+            brt: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),

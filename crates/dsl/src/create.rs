@@ -352,6 +352,7 @@ pub fn create_pool(
         checksum_salt: Default::default(),
         keys: Default::default(),
         unresolved_tops: Default::default(),
+        brt: Default::default(),
         indirect: Default::default(),
         io_hold: Default::default(),
         heal: Default::default(),

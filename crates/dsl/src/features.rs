@@ -679,7 +679,10 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 ///   does not encrypt blocks: `PoolWriter::fs_tx` refuses it, naming the
 ///   dataset); its snapshots are made with an IV set guid, and destroying
 ///   it destroys its key object as OpenZFS does (`crate::crypt`); the rest
-///   of the pool is written as any other.
+///   of the pool is written as any other;
+/// * `block_cloning`: frees of cloned blocks take a reference in the
+///   block reference tables instead of freeing (`ozfs_spa::brt`,
+///   `crate::brt`); ozfs makes no clones.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -706,6 +709,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     ZILSAXATTR,
     ALLOCATION_CLASSES,
     ENCRYPTION,
+    crate::brt::BLOCK_CLONING,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

@@ -16,6 +16,7 @@
 //!   child map that loops yields an error, not a hang.
 //! * Read-only: nothing here writes.
 
+pub mod brt;
 mod compat_table;
 pub mod create;
 pub mod crypt;

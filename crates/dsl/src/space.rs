@@ -452,6 +452,11 @@ struct BlockSet {
     total: Tot,
     doubly: Vec<String>,
     gang: bool,
+    /// The block reference tables (block cloning) as this txg leaves
+    /// them: a cloned block is named once more than its entry's count.
+    brt: Option<ozfs_spa::brt::Brt>,
+    /// References met beyond the first, by (vdev, offset) of the first DVA.
+    cloned: BTreeMap<(u64, u64), u64>,
 }
 
 impl BlockSet {
@@ -476,12 +481,25 @@ impl BlockSet {
         if bp.is_hole() || bp.is_embedded() {
             return Ok(());
         }
-        for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
+        let first = bp.dvas().first().map(|d| (d.vdev, d.offset));
+        let cloned = first.is_some_and(|(v, o)| {
+            self.brt
+                .as_ref()
+                .and_then(|b| b.vdevs.get(&v))
+                .is_some_and(|t| t.entries.contains_key(&o))
+        });
+        for (i, d) in bp.dvas().iter().enumerate().filter(|(_, d)| !d.is_empty()) {
             if d.gang {
                 self.gang = true;
             }
             let set = self.refs.entry(d.vdev).or_default();
             if bp.dedup() && set.contains(d.offset, d.asize) {
+                continue;
+            }
+            if cloned && set.contains(d.offset, d.asize) {
+                if let (0, Some(k)) = (i, first) {
+                    *self.cloned.entry(k).or_default() += 1;
+                }
                 continue;
             }
             let inv = |e: Error| Error::Invalid(e.to_string());
@@ -529,7 +547,10 @@ impl PoolWriter {
             txg: self.txg,
             list: Vec::new(),
         };
-        let mut blocks = BlockSet::default();
+        let mut blocks = BlockSet {
+            brt: pool.brt.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            ..Default::default()
+        };
         // The MOS.
         let mos_os = &self.mos.os;
         let mut mos_tot = Tot::default();
@@ -957,6 +978,22 @@ impl PoolWriter {
         }
         for s in blocks.doubly.drain(..) {
             f.push(s);
+        }
+        // Each cloned block is named as many times as its entry says.
+        if let Some(b) = &blocks.brt {
+            for (vdev, t) in &b.vdevs {
+                for (off, count) in &t.entries {
+                    let seen = blocks.cloned.get(&(*vdev, *off)).copied().unwrap_or(0);
+                    if seen != *count {
+                        f.push(format!(
+                            "cloned block <{vdev}:{off:x}>: {} references, its block reference \
+                             table entry says {}",
+                            seen + 1,
+                            count + 1
+                        ));
+                    }
+                }
+            }
         }
         // Frees pool version 23 deferred to the next txg: still allocated.
         if let Some(obj) = zap_tx::lookup(&self.mos, 1, b"sync_bplist")?.and_then(|e| e.as_u64()) {

@@ -646,6 +646,8 @@ impl PoolWriter {
             if crate::space::enabled() {
                 w.space_lag = Some(crate::space::mos_lag(&w)?);
             }
+            // Frees consult the block reference tables from the first.
+            crate::brt::load(&w)?;
             Ok(w)
         })
     }
@@ -1328,6 +1330,9 @@ impl PoolWriter {
         if self.spares_dirty {
             self.write_spares_object()?;
         }
+        // What this txg's frees took from the block reference tables
+        // (frees of the MOS's own blocks, which are never cloned, follow).
+        self.flush_brt()?;
         if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
             return Ok(());
         }

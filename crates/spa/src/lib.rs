@@ -26,6 +26,7 @@
 //! * Nothing here writes.
 
 pub mod arc;
+pub mod brt;
 pub mod devices;
 pub mod import;
 pub mod indirect;

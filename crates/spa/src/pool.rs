@@ -129,6 +129,10 @@ pub struct Pool {
     /// Why the pool would be unavailable, while top-level vdevs no device
     /// was found for wait for [`resolve_missing_tops`](Self::resolve_missing_tops).
     pub unresolved_tops: std::sync::Mutex<Option<String>>,
+    /// Block reference tables (block cloning), loaded by the DSL layer
+    /// when the pool is opened for writing: frees consult them
+    /// ([`crate::brt`]). None: not loaded (or no writer).
+    pub brt: std::sync::Mutex<Option<crate::brt::Brt>>,
     /// `com.delphix:hole_birth` is active: a block made a hole keeps its
     /// logical size, type, level and the txg it became one, so an
     /// incremental send sees the hole. Set by the DSL layer from the MOS
@@ -447,6 +451,7 @@ impl Pool {
             checksum_salt: Default::default(),
             keys: KeyStore::default(),
             unresolved_tops: Default::default(),
+            brt: Default::default(),
             hole_birth: Default::default(),
             label_features: Default::default(),
             active_features: Default::default(),

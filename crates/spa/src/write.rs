@@ -284,6 +284,17 @@ impl Pool {
                 "dedup-table updates are not implemented; the pool is left at its last synced state",
             ));
         }
+        // A cloned block (an entry in its vdev's block reference table)
+        // loses a reference instead of its space.
+        if let Some(first) = bp.dvas().first().filter(|d| !d.is_empty()) {
+            let mut brt = self.brt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(b) = brt.as_mut() {
+                let dsize = self.dsize(bp, b.deflate);
+                if b.decref(first.vdev, first.offset, dsize) {
+                    return Ok(());
+                }
+            }
+        }
         for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
             if d.gang {
                 // Children of a gang header are freed through the header's BPs.
