@@ -628,56 +628,6 @@ fn send_object(
         },
         &[],
     )?;
-    send_blocks(s, os, obj, dn, old, fromtxg, toguid, features, piece)?;
-    // The system attributes beyond the bonus buffer, after the object's
-    // blocks (where OpenZFS's traversal puts them).
-    if let Some(sp) = p.spill.filter(|b| !b.is_hole()) {
-        if raw {
-            return raw_write(
-                s,
-                os,
-                obj,
-                ozfs_format::types::ot::SA,
-                SPILL_OFFSET,
-                &sp,
-                toguid,
-            );
-        }
-        let data = os
-            .read_bp(&sp)
-            .map_err(|e| e.context(&format!("spill block of object {obj}")))?;
-        s.record(
-            &Record::Spill(stream::SpillRec {
-                object: obj,
-                length: data.len() as u64,
-                toguid,
-                flags: 0,
-                compression: 0,
-                compressed_size: 0,
-                crypt: Default::default(),
-            }),
-            &data,
-        )?;
-    }
-    Ok(())
-}
-
-/// The FREE and WRITE records of `obj`'s blocks (of `piece` bytes each).
-#[allow(clippy::too_many_arguments)]
-fn send_blocks(
-    s: &mut StreamOut,
-    os: &Objset,
-    obj: u64,
-    dn: &Dnode,
-    old: Option<&Dnode>,
-    fromtxg: u64,
-    toguid: u64,
-    features: u64,
-    piece: u64,
-) -> Result<()> {
-    let p = &dn.phys;
-    let bs = p.datablksz();
-    let raw = features & stream::FEATURE_RAW != 0;
     // Only blocks born since the source are sent when the object kept its
     // type, block size, slots and bonus size (every receiver, zfs-fuse's
     // too, then keeps its blocks).
@@ -763,6 +713,36 @@ fn send_blocks(
         }
     }
     free(s, next, p.maxblkid.saturating_add(1))?;
+    // The system attributes beyond the bonus buffer, after the object's
+    // blocks (where OpenZFS's traversal puts them).
+    if let Some(sp) = p.spill.filter(|b| !b.is_hole()) {
+        if raw {
+            return raw_write(
+                s,
+                os,
+                obj,
+                ozfs_format::types::ot::SA,
+                SPILL_OFFSET,
+                &sp,
+                toguid,
+            );
+        }
+        let data = os
+            .read_bp(&sp)
+            .map_err(|e| e.context(&format!("spill block of object {obj}")))?;
+        s.record(
+            &Record::Spill(stream::SpillRec {
+                object: obj,
+                length: data.len() as u64,
+                toguid,
+                flags: 0,
+                compression: 0,
+                compressed_size: 0,
+                crypt: Default::default(),
+            }),
+            &data,
+        )?;
+    }
     Ok(())
 }
 
