@@ -682,7 +682,11 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 ///   of the pool is written as any other;
 /// * `block_cloning`: frees of cloned blocks take a reference in the
 ///   block reference tables instead of freeing (`ozfs_spa::brt`,
-///   `crate::brt`); ozfs makes no clones.
+///   `crate::brt`); ozfs makes no clones;
+/// * `raidz_expansion`: an expanded RAID-Z vdev is written at its current
+///   width and charged at its original one (`Pool::deflate_ratio`), its
+///   config's expansion txgs kept; one still being expanded is refused
+///   at open.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -710,6 +714,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     ALLOCATION_CLASSES,
     ENCRYPTION,
     crate::brt::BLOCK_CLONING,
+    ozfs_spa::pool::RAIDZ_EXPANSION,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

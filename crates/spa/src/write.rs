@@ -119,15 +119,19 @@ impl Pool {
             .sum()
     }
 
-    /// `vdev_deflate_ratio`: 512 for mirrors/disks, smaller for RAID-Z.
+    /// `vdev_deflate_ratio`: 512 for mirrors/disks, smaller for RAID-Z —
+    /// at the vdev's original width for an expanded one, as OpenZFS sets
+    /// it (`vdev_psize_to_asize_txg` at txg 0), so charges stay what they
+    /// were whatever the width a block was written at.
     pub fn deflate_ratio(&self, vdev: u64) -> u64 {
         match self.root.children.get(vdev as usize) {
             Some(top) => match top.kind {
                 ozfs_vdev::VdevKind::Raidz { nparity } => {
+                    let original = top.children.len().saturating_sub(top.raidz_widths.len());
                     let a = ozfs_codec::raidz::raidz_asize(
                         131072,
                         top.ashift as u32,
-                        top.children.len(),
+                        original.max(nparity + 1),
                         nparity,
                     );
                     if a == 0 {
