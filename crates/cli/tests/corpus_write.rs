@@ -549,3 +549,51 @@ fn cloned_blocks_are_freed_as_openzfs_frees_them() {
     oz.ok(&["zpool", "export", "bc"]);
     verdict("f2 removed");
 }
+
+/// `c10-removal` (a device removed: `device_removal`, `obsolete_counts`;
+/// also `block_cloning`): written. A property set on the root rewrites
+/// MOS blocks one of whose copies OpenZFS left on the removed vdev:
+/// freeing them frees their copies through the removal mapping and marks
+/// the old ranges obsolete (the vdev's obsolete space map, made then);
+/// files from before the removal are removed and new ones written (never
+/// on the removed vdev). OpenZFS's `zdb -bcc` checks the obsolete ranges
+/// against what the blocks still reference ("obsolete indirect mapping
+/// count mismatch" otherwise) and `zdb -d` the MOS; what ozfs wrote reads
+/// back.
+#[test]
+fn a_pool_with_a_removed_device_is_changed_and_stays_clean() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-corpus-write-removal-");
+    let corpus = corpus_dir();
+    let devs = work.path().join("c10");
+    unpack_corpus(&corpus.join("c10-removal"), &devs);
+    let d = devs.to_string_lossy().into_owned();
+    let new = work.path().join("new.bin");
+    let data: Vec<u8> = (0..700_000u32).map(|j| (j % 251) as u8 ^ 0x5a).collect();
+    std::fs::write(&new, &data).unwrap();
+    oz.ok(&["zpool", "import", "-N", "-d", &d, "c10-removal"]);
+    oz.ok(&["zfs", "set", "compression=gzip", "c10-removal"]);
+    oz.ok(&["rm", "-r", "c10-removal:/deep"]);
+    oz.ok(&["rm", "c10-removal:/random.bin"]);
+    oz.ok(&["cp", &new.to_string_lossy(), "c10-removal:/new.bin"]);
+    oz.ok(&["zfs", "snapshot", "c10-removal@oz"]);
+    oz.ok(&["zpool", "export", "c10-removal"]);
+    if let Some(zdb) = oracle_zdb() {
+        openzfs_verdict(&zdb, &devs, "c10-removal");
+    }
+    import_readonly(&oz, &devs, "c10-removal");
+    let back = work.path().join("back.bin");
+    oz.ok(&["cp", "c10-removal@oz:/new.bin", &back.to_string_lossy()]);
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    let v = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "value",
+        "compression",
+        "c10-removal",
+    ]);
+    assert_eq!(v.trim(), "gzip");
+    oz.ok(&["zpool", "export", "c10-removal"]);
+}

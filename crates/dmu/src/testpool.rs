@@ -106,6 +106,7 @@ impl TestPool {
             keys: Default::default(),
             unresolved_tops: Default::default(),
             brt: Default::default(),
+            obsolete: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
             heal: Default::default(),

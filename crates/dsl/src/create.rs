@@ -353,6 +353,7 @@ pub fn create_pool(
         keys: Default::default(),
         unresolved_tops: Default::default(),
         brt: Default::default(),
+        obsolete: Default::default(),
         indirect: Default::default(),
         io_hold: Default::default(),
         heal: Default::default(),

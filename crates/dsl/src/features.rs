@@ -686,7 +686,12 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 /// * `raidz_expansion`: an expanded RAID-Z vdev is written at its current
 ///   width and charged at its original one (`Pool::deflate_ratio`), its
 ///   config's expansion txgs kept; one still being expanded is refused
-///   at open.
+///   at open;
+/// * `device_removal`, `obsolete_counts`: nothing is allocated on a
+///   removed vdev; a free of a block still addressed on one frees its copy
+///   through the mapping and appends the range to the vdev's obsolete
+///   space map (`crate::obsolete`); removals, condenses and remaps
+///   OpenZFS left unfinished keep the pool read-only.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -715,6 +720,8 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     ENCRYPTION,
     crate::brt::BLOCK_CLONING,
     ozfs_spa::pool::RAIDZ_EXPANSION,
+    "com.delphix:device_removal",
+    crate::obsolete::OBSOLETE_COUNTS,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

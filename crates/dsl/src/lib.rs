@@ -24,6 +24,7 @@ pub mod deadlist;
 pub mod destroy;
 pub mod features;
 pub mod history;
+pub mod obsolete;
 pub mod pool;
 pub mod promote;
 pub mod props;

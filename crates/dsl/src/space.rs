@@ -457,6 +457,9 @@ struct BlockSet {
     brt: Option<ozfs_spa::brt::Brt>,
     /// References met beyond the first, by (vdev, offset) of the first DVA.
     cloned: BTreeMap<(u64, u64), u64>,
+    /// The pool, where it has removed vdevs: a DVA on one is marked where
+    /// its removal mapping copied it.
+    remapped: Option<Arc<Pool>>,
 }
 
 impl BlockSet {
@@ -492,32 +495,39 @@ impl BlockSet {
             if d.gang {
                 self.gang = true;
             }
-            let set = self.refs.entry(d.vdev).or_default();
-            if bp.dedup() && set.contains(d.offset, d.asize) {
-                continue;
-            }
-            if cloned && set.contains(d.offset, d.asize) {
-                if let (0, Some(k)) = (i, first) {
-                    *self.cloned.entry(k).or_default() += 1;
+            // Where the DVA's bytes are (through a removal mapping).
+            let places = match &self.remapped {
+                Some(p) if p.is_indirect(d.vdev) => p.resolve_dva(d.vdev, d.offset, d.asize)?,
+                _ => vec![(d.vdev, d.offset, d.asize)],
+            };
+            for (vdev, offset, asize) in places {
+                let set = self.refs.entry(vdev).or_default();
+                if bp.dedup() && set.contains(offset, asize) {
+                    continue;
                 }
-                continue;
-            }
-            let inv = |e: Error| Error::Invalid(e.to_string());
-            if set.overlaps(d.offset, d.asize) {
-                if self.doubly.len() < 10 {
-                    self.doubly.push(format!(
-                        "block <{}:{:x}:{:x}> (birth {}) is referenced twice",
-                        d.vdev,
-                        d.offset,
-                        d.asize,
-                        bp.birth()
-                    ));
+                if cloned && set.contains(offset, asize) {
+                    if let (0, Some(k)) = (i, first) {
+                        *self.cloned.entry(k).or_default() += 1;
+                    }
+                    continue;
                 }
-                for (s, l) in set.gaps(d.offset, d.asize) {
-                    set.add(s, l).map_err(inv)?;
+                let inv = |e: Error| Error::Invalid(e.to_string());
+                if set.overlaps(offset, asize) {
+                    if self.doubly.len() < 10 {
+                        self.doubly.push(format!(
+                            "block <{}:{:x}:{:x}> (birth {}) is referenced twice",
+                            d.vdev,
+                            d.offset,
+                            d.asize,
+                            bp.birth()
+                        ));
+                    }
+                    for (s, l) in set.gaps(offset, asize) {
+                        set.add(s, l).map_err(inv)?;
+                    }
+                } else {
+                    set.add(offset, asize).map_err(inv)?;
                 }
-            } else {
-                set.add(d.offset, d.asize).map_err(inv)?;
             }
         }
         Ok(())
@@ -549,6 +559,7 @@ impl PoolWriter {
         };
         let mut blocks = BlockSet {
             brt: pool.brt.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            remapped: (!pool.indirect_vdevs().is_empty()).then(|| pool.clone()),
             ..Default::default()
         };
         // The MOS.

@@ -317,6 +317,15 @@ pub(crate) fn load_metaslabs_and_logs(
     }
     for top in &pool.root.children {
         let cfg = &top.config;
+        // A removed (indirect) vdev has no metaslabs: nothing is allocated
+        // on it; its group only keeps the ids aligned.
+        if matches!(top.kind, VdevKind::Indirect { .. }) {
+            let mut g = MetaslabGroup::new(top.id, top.ashift as u32, 0, 17, None);
+            g.allocatable = false;
+            groups.push(g);
+            ms_arrays.push(0);
+            continue;
+        }
         let ms_shift = cfg
             .get_u64("metaslab_shift")
             .ok_or_else(|| Error::corrupt("vdev config", "no metaslab_shift"))?;
@@ -648,6 +657,7 @@ impl PoolWriter {
             }
             // Frees consult the block reference tables from the first.
             crate::brt::load(&w)?;
+            crate::obsolete::check_write(&w)?;
             Ok(w)
         })
     }
@@ -1194,6 +1204,24 @@ impl PoolWriter {
     /// where `spacemap_histogram` is enabled the bonus is the whole
     /// 320-byte `space_map_phys_t` and the feature counts the map.
     fn new_metaslab_space_map(&mut self, vdev: u64, ms_id: u64) -> Result<u64> {
+        let obj = self.new_space_map()?;
+        if let Some(g) = self.alloc.group_mut(vdev) {
+            if let Some(ms) = g.metaslabs.get_mut(ms_id as usize) {
+                ms.sm_object = obj;
+            }
+        }
+        let arr = *self
+            .ms_arrays
+            .get(vdev as usize)
+            .ok_or_else(|| Error::Invalid("metaslab array".into()))?;
+        self.mos.write(arr, ms_id * 8, &obj.to_ne_bytes())?;
+        Ok(obj)
+    }
+
+    /// A new empty space map object in the MOS, as OpenZFS's
+    /// `space_map_alloc` makes one: the 320-byte `space_map_phys_t` bonus
+    /// counted in `spacemap_histogram` where that is enabled.
+    pub(crate) fn new_space_map(&mut self) -> Result<u64> {
         let histogram = self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
             && crate::features::refcount(self, crate::features::SPACEMAP_HISTOGRAM)?.is_some();
         let len = if histogram {
@@ -1219,16 +1247,6 @@ impl PoolWriter {
         if histogram {
             crate::features::incr(self, crate::features::SPACEMAP_HISTOGRAM, 1)?;
         }
-        if let Some(g) = self.alloc.group_mut(vdev) {
-            if let Some(ms) = g.metaslabs.get_mut(ms_id as usize) {
-                ms.sm_object = obj;
-            }
-        }
-        let arr = *self
-            .ms_arrays
-            .get(vdev as usize)
-            .ok_or_else(|| Error::Invalid("metaslab array".into()))?;
-        self.mos.write(arr, ms_id * 8, &obj.to_ne_bytes())?;
         Ok(obj)
     }
 
@@ -1374,6 +1392,9 @@ impl PoolWriter {
                     self.apply_dir_delta(m, &d, d.dsize, 0)?;
                 }
             }
+            // Ranges freed on removed vdevs (by datasets, then by the MOS's
+            // own passes) go to their obsolete space maps in this txg.
+            self.flush_obsolete()?;
             self.write_space_maps(pass)?;
             if self.mos.is_dirty() {
                 let policy = MosPolicy {

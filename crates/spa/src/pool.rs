@@ -133,6 +133,10 @@ pub struct Pool {
     /// when the pool is opened for writing: frees consult them
     /// ([`crate::brt`]). None: not loaded (or no writer).
     pub brt: std::sync::Mutex<Option<crate::brt::Brt>>,
+    /// Ranges of removed (indirect) vdevs freed since the last sync, as
+    /// (vdev, offset, size): the DSL appends them to each vdev's obsolete
+    /// space map in the same txg (OpenZFS's `vdev_indirect_mark_obsolete`).
+    pub obsolete: std::sync::Mutex<Vec<(u64, u64, u64)>>,
     /// `com.delphix:hole_birth` is active: a block made a hole keeps its
     /// logical size, type, level and the txg it became one, so an
     /// incremental send sees the hole. Set by the DSL layer from the MOS
@@ -460,6 +464,7 @@ impl Pool {
             keys: KeyStore::default(),
             unresolved_tops: Default::default(),
             brt: Default::default(),
+            obsolete: Default::default(),
             hole_birth: Default::default(),
             label_features: Default::default(),
             active_features: Default::default(),

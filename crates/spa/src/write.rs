@@ -275,6 +275,85 @@ impl Pool {
         Self::make_bp(&e, p, txg, fill, &dvas).map(Some)
     }
 
+    /// Where `size` bytes at `offset` of top-level vdev `vdev` are stored:
+    /// itself, or, for a removed vdev, the pieces its mapping copied them
+    /// to (followed again where that is a removed vdev, up to 8 deep), as
+    /// (vdev, offset, size).
+    pub fn resolve_dva(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<(u64, u64, u64)>> {
+        let mut out = Vec::new();
+        let mut todo = vec![(vdev, offset, size, 0u32)];
+        while let Some((v, off, len, depth)) = todo.pop() {
+            if !self.is_indirect(v) {
+                out.push((v, off, len));
+                continue;
+            }
+            if depth >= 8 {
+                return Err(Error::corrupt(
+                    format!("removed vdev {v}"),
+                    "removal mappings chained more than 8 deep",
+                ));
+            }
+            let map = self
+                .indirect
+                .get()
+                .and_then(|s| s.maps.get(&v))
+                .ok_or_else(|| Error::Invalid(format!("removed vdev {v}: mapping not loaded")))?;
+            for p in map.lookup(off, len)? {
+                todo.push((p.vdev, p.offset, p.len, depth + 1));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether top-level vdev `vdev` is a removed (indirect) one.
+    pub fn is_indirect(&self, vdev: u64) -> bool {
+        self.root
+            .children
+            .get(vdev as usize)
+            .is_some_and(|t| matches!(t.kind, ozfs_vdev::VdevKind::Indirect { .. }))
+    }
+
+    /// Free `size` bytes at `offset` of removed vdev `vdev`, as OpenZFS's
+    /// `metaslab_free_impl` does: the range is marked obsolete (for the
+    /// DSL to append to the vdev's obsolete space map) and the space it
+    /// was copied to is freed, through the removal mapping (again where
+    /// that is a removed vdev, up to 8 deep).
+    fn free_indirect(
+        &self,
+        alloc: &mut Allocator,
+        vdev: u64,
+        offset: u64,
+        size: u64,
+        txg: u64,
+        depth: u32,
+    ) -> Result<()> {
+        let what = || format!("free on removed vdev {vdev}");
+        if depth >= 8 {
+            return Err(Error::corrupt(
+                what(),
+                "removal mappings chained more than 8 deep",
+            ));
+        }
+        let map = self
+            .indirect
+            .get()
+            .and_then(|s| s.maps.get(&vdev))
+            .ok_or_else(|| Error::Invalid(format!("{}: its mapping is not loaded", what())))?;
+        let pieces = map.lookup(offset, size)?;
+        self.obsolete
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((vdev, offset, size));
+        for p in pieces {
+            if self.is_indirect(p.vdev) {
+                self.free_indirect(alloc, p.vdev, p.offset, p.len, txg, depth + 1)?;
+            } else {
+                alloc.free(p.vdev, p.offset, p.len, txg)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Free every DVA of a BP (gang blocks: header and children too).
     pub fn free_block(&self, alloc: &mut Allocator, bp: &BlkPtr, txg: u64) -> Result<()> {
         if bp.is_hole() || bp.is_embedded() {
@@ -300,6 +379,16 @@ impl Pool {
             }
         }
         for d in bp.dvas().iter().filter(|d| !d.is_empty()) {
+            if self.is_indirect(d.vdev) {
+                if d.gang {
+                    return Err(Error::unsupported(
+                        "free of a gang block on a removed vdev",
+                        "not implemented; the pool is left at its last synced state",
+                    ));
+                }
+                self.free_indirect(alloc, d.vdev, d.offset, d.asize, txg, 0)?;
+                continue;
+            }
             if d.gang {
                 // Children of a gang header are freed through the header's BPs.
                 let top = self

@@ -367,7 +367,8 @@ pub fn openzfs_verdict(zdb: &Path, devs: &Path, pool: &str) -> String {
         out.status.success()
             && text.contains("No leaks (block sum matches space maps exactly)")
             && !text.contains("checksum error")
-            && !text.contains("leaked space"),
+            && !text.contains("leaked space")
+            && !text.contains("mismatch"),
         "OpenZFS zdb -bcc {pool}:\n{text}"
     );
     // `-d` adds what `-bcc` leaves out: every MOS object referenced exactly
