@@ -309,6 +309,11 @@ pub fn import(
     .map_err(fail)?;
     let pool = std::sync::Arc::new(pool);
     if !readonly {
+        // A removed device's vdev needs no device: its config comes from
+        // the MOS (opening the DSL resolves it) before the state counts.
+        if !crate::status::writable_state(pool.state()) {
+            let _ = ozfs_dsl::DslPool::open(pool.clone());
+        }
         // A degraded pool is written where its redundancy allows (missing
         // and offline leaves are skipped); an unavailable one is not.
         if !crate::status::writable_state(pool.state()) {
