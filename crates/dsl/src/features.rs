@@ -727,17 +727,10 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
 /// Check a pool's features before writing it (see the module invariants).
 pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
     let v = pool.uberblock.version;
-    // Versions 24..=28 changed on-disk structures ozfs writes in their
-    // version-23 form (system attributes, dead lists as ZAPs of bpobjs):
-    // writing one would leave a pool its owner cannot read.
-    if v > 23 && v < SPA_VERSION_FEATURES {
-        return Err(Error::unsupported(
-            format!("pool '{}'", pool.name),
-            format!(
-                "writing a version-{v} pool (ozfs reads pool versions up to 28 and writes versions up to 23 and 5000; import it with -o readonly=on)"
-            ),
-        ));
-    }
+    // Versions 24 to 28 are written in their own forms, as feature-flag
+    // pools are without the features: system attributes (ZPL 5) from 24,
+    // new-format dead lists (each entry its own bpobj: no shared empty
+    // one), `dd_clones` and `$FREE` from 26.
     if v < SPA_VERSION_FEATURES {
         return Ok(());
     }
