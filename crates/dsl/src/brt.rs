@@ -8,8 +8,9 @@
 //! and whose bonus is `brt_vdev_phys_t` — entries ZAP, counter count,
 //! byte order, entry count, range size, used space, saved space. The
 //! entries ZAP has 64-bit keys (the offset of the block's first DVA) and
-//! one 64-bit value (references beyond the first). `block_cloning` counts
-//! the vdevs with a table.
+//! as value the references beyond the first, a 64-bit count stored as its
+//! 8 bytes in the writer's memory order (`zap_update_uint64` with 1-byte
+//! integers). `block_cloning` counts the vdevs with a table.
 //!
 //! Invariants: a table is loaded whole before the writer's first free and
 //! written back in the txg of the frees that changed it; a table whose
@@ -62,6 +63,26 @@ pub fn load(w: &PoolWriter) -> Result<()> {
                 format!(
                     "range size {rangesize}, byte order {order}, {size} ranges, {total} entries"
                 ),
+            ));
+        }
+        // As many counters as the vdev has ranges (OpenZFS's
+        // `brt_vdev_realloc`), never more.
+        let vdev_ranges = w
+            .pool
+            .root
+            .children
+            .get(id as usize)
+            .map(|t| t.asize.saturating_sub(1) / rangesize + 1)
+            .ok_or_else(|| Error::corrupt(&what, format!("no top-level vdev {id}")))?;
+        let stored = dn
+            .phys
+            .maxblkid
+            .saturating_add(1)
+            .saturating_mul(dn.phys.datablksz());
+        if size > vdev_ranges || size * 2 > stored {
+            return Err(Error::corrupt(
+                &what,
+                format!("{size} range counters for a vdev of {vdev_ranges} ranges"),
             ));
         }
         brt.rangesize = rangesize;

@@ -5,12 +5,13 @@
 //! clone of it; every later file system is created the same way under its
 //! parent. A feature-flag pool (version 5000, the default) adds what the
 //! versions after 23 need ([`upgrade`]: `$FREE`, `free_bpobj`, the feature
-//! objects) and `creation_version`; its dead lists stay version-23 bpobjs,
-//! which OpenZFS reads in pools of every version.
+//! objects) and `creation_version`; pools of version 26 and later get
+//! OpenZFS's new-format dead lists ([`crate::deadlist`]).
 //!
-//! A new file system's objset holds the ZPL master node (version 4), the
-//! delete queue and the root directory. User/group accounting objects are
-//! left empty with the "complete" flag clear, which tells ZFS to rebuild them.
+//! A new file system's objset holds the ZPL master node (ZPL 5 with
+//! system attributes from pool version 24, else 4), the delete queue and
+//! the root directory; its user/group/project accounting starts complete
+//! where the pool keeps it.
 
 use crate::sync::PoolWriter;
 use ozfs_dmu::tx::{random_u64, ObjsetTx};
@@ -415,8 +416,8 @@ pub fn create_pool(
 /// `zpool upgrade`: raise a version-23 pool to feature flags (version
 /// 5000) in the open txg, with what the versions between need — the
 /// `$FREE` directory and the `free_bpobj` list of pool version 26 (ozfs
-/// frees at once, so both stay empty; ozfs keeps version-23 dead lists,
-/// which OpenZFS reads in pools of every version) — then enable
+/// frees at once, so both stay empty; snapshots taken before keep their
+/// version-23 dead lists, new ones get the new format) — then enable
 /// `features` ([`crate::features::enable`]). On a feature-flag pool only
 /// the features are enabled. The caller syncs.
 pub fn upgrade(w: &mut PoolWriter, features: &[&str]) -> Result<()> {

@@ -453,6 +453,33 @@ impl crate::sync::PoolWriter {
         }
     }
 
+    /// The encryption root of directory `dir_obj` as the open txg has it
+    /// (None: not encrypted).
+    fn dir_encryption_root(&self, dir_obj: u64) -> Result<Option<u64>> {
+        let Some(key) = self.dir_key_obj(dir_obj)? else {
+            return Ok(None);
+        };
+        ozfs_dmu::zap_tx::lookup_u64(&self.mos, key, "DSL_CRYPTO_ROOT_DDOBJ")
+            .map(Some)
+            .map_err(|e| e.context(&format!("DSL crypto key {key}")))
+    }
+
+    /// An encrypted directory that is not its own encryption root stays
+    /// under that root (OpenZFS's `dsl_dir_rename_crypt_check`): its key
+    /// is wrapped by the root's, which `change-key` re-wraps by walking
+    /// the root's descendants.
+    pub fn rename_crypt_check(&self, dir_obj: u64, new_parent: u64) -> Result<()> {
+        let Some(root) = self.dir_encryption_root(dir_obj)? else {
+            return Ok(());
+        };
+        if root == dir_obj || self.dir_encryption_root(new_parent)? == Some(root) {
+            return Ok(());
+        }
+        Err(Error::Permission(
+            "cannot move encrypted child outside of its encryption root".into(),
+        ))
+    }
+
     /// A new snapshot `snap_obj` of an encrypted dataset gets its IV set
     /// guid (random) where `bookmark_v2` is enabled, as OpenZFS's
     /// `dsl_dataset_snapshot_sync_impl` gives it (raw incremental streams

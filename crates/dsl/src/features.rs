@@ -727,6 +727,23 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
 /// Check a pool's features before writing it (see the module invariants).
 pub fn check_write(pool: &Pool, mos: &Objset) -> Result<()> {
     let v = pool.uberblock.version;
+    // A RAID-Z vdev whose expansion is still reflowing (any of them) is
+    // not written: its blocks are moving.
+    if let Some(t) = pool
+        .root
+        .children
+        .iter()
+        .find(|t| t.config.contains("raidz_expanding"))
+    {
+        return Err(Error::unsupported(
+            format!("pool '{}'", pool.name),
+            format!(
+                "writing it while RAID-Z vdev {} is being expanded (its reflow has not \
+                 finished); import it read-only, or with OpenZFS until it finishes",
+                t.id
+            ),
+        ));
+    }
     // Versions 24 to 28 are written in their own forms, as feature-flag
     // pools are without the features: system attributes (ZPL 5) from 24,
     // new-format dead lists (each entry its own bpobj: no shared empty

@@ -55,7 +55,7 @@ pub fn check_write(w: &PoolWriter) -> Result<()> {
     ] {
         if let Some(e) = zap_tx::lookup(&w.mos, 1, key.as_bytes())? {
             // A removal state object records finished removals too.
-            if key == "com.delphix:removing_state" && removal_finished(w, &e)? {
+            if key == "com.delphix:removing_state" && removal_finished(&e)? {
                 continue;
             }
             return refuse(why.to_string());
@@ -80,16 +80,14 @@ pub fn check_write(w: &PoolWriter) -> Result<()> {
     Ok(())
 }
 
-/// Whether the removal state object (`spa_removing_phys_t`: source vdev,
-/// destination, state, ...) says no removal is running (state 2 finished,
-/// 3 canceled).
-fn removal_finished(w: &PoolWriter, e: &ozfs_format::zap::ZapEntry) -> Result<bool> {
-    // The entry holds the structure itself as integers: sr_state first.
+/// Whether the removal state (`spa_removing_phys_t`, held in the entry
+/// itself as integers, `sr_state` first) says no removal is running
+/// (`DSS_FINISHED` 2, `DSS_CANCELED` 3).
+fn removal_finished(e: &ozfs_format::zap::ZapEntry) -> Result<bool> {
     let state =
         e.value.first().copied().ok_or_else(|| {
             Error::corrupt("MOS directory", "com.delphix:removing_state is empty")
         })?;
-    let _ = w;
     Ok(matches!(state, 2 | 3))
 }
 
@@ -99,7 +97,9 @@ impl PoolWriter {
     pub fn flush_obsolete(&mut self) -> Result<()> {
         let mut pending =
             std::mem::take(&mut *self.pool.obsolete.lock().unwrap_or_else(|e| e.into_inner()));
-        if pending.is_empty() {
+        // Recorded only where the feature is enabled, as OpenZFS's
+        // `vdev_indirect_mark_obsolete` does.
+        if pending.is_empty() || crate::features::refcount(self, OBSOLETE_COUNTS)?.is_none() {
             return Ok(());
         }
         pending.sort_unstable();

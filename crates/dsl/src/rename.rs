@@ -105,6 +105,10 @@ impl PoolWriter {
         }
         let dir = self.dir(ds.dir_obj)?;
         let old_parent = dir.parent_obj;
+        if old_parent != np.dir_obj {
+            self.rename_crypt_check(ds.dir_obj, np.dir_obj)
+                .map_err(|e| e.context(&format!("cannot rename to '{new}'")))?;
+        }
         let oleaf = old.rsplit('/').next().unwrap_or(old);
         let opdir = self.dir(old_parent)?;
         zap_tx::remove(&mut self.mos, opdir.child_dir_zapobj, oleaf.as_bytes())?;

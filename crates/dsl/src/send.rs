@@ -391,8 +391,12 @@ pub fn send_with(
         &payload,
     )?;
     // No FREEOBJECTS names a number past the snapshot's meta-dnode (as
-    // OpenZFS's `dump_freeobjects`: old receivers choke on them).
-    let max = os.max_object();
+    // OpenZFS's `dump_freeobjects`: old receivers choke on them) — or past
+    // the source's, whose objects the receiver has (ozfs's meta-dnode can
+    // shrink).
+    let max = os
+        .max_object()
+        .max(from_os.as_ref().map(|f| f.max_object()).unwrap_or(0));
     // Raw: the dnode block whose OBJECT_RANGE was sent last.
     let per_block = (os.phys.meta_dnode.datablksz() / 512).max(1);
     let mut range_block: Option<u64> = None;

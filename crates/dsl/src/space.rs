@@ -500,13 +500,14 @@ impl BlockSet {
                 Some(p) if p.is_indirect(d.vdev) => p.resolve_dva(d.vdev, d.offset, d.asize)?,
                 _ => vec![(d.vdev, d.offset, d.asize)],
             };
-            for (vdev, offset, asize) in places {
+            for (piece, (vdev, offset, asize)) in places.into_iter().enumerate() {
                 let set = self.refs.entry(vdev).or_default();
                 if bp.dedup() && set.contains(offset, asize) {
                     continue;
                 }
                 if cloned && set.contains(offset, asize) {
-                    if let (0, Some(k)) = (i, first) {
+                    // One reference, however many pieces it maps to.
+                    if let (0, 0, Some(k)) = (i, piece, first) {
                         *self.cloned.entry(k).or_default() += 1;
                     }
                     continue;

@@ -655,8 +655,14 @@ impl PoolWriter {
             if crate::space::enabled() {
                 w.space_lag = Some(crate::space::mos_lag(&w)?);
             }
-            // Frees consult the block reference tables from the first.
+            // Frees consult the block reference tables from the first;
+            // no obsolete range of an earlier writer is left over.
             crate::brt::load(&w)?;
+            w.pool
+                .obsolete
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
             crate::obsolete::check_write(&w)?;
             Ok(w)
         })
@@ -1342,15 +1348,20 @@ impl PoolWriter {
                 self.fs.insert(ds_obj, otx);
             }
         }
+        // What this txg's frees took from the block reference tables
+        // (frees of the MOS's own blocks, which are never cloned, follow).
+        // The tables in memory already hold the change: a failure stops
+        // the writer, so no later txg commits half of it.
+        if let Err(e) = self.flush_brt() {
+            self.space_failed = Some(format!("writing the block reference tables failed: {e}"));
+            return Err(e);
+        }
         if self.config_dirty {
             self.write_config_object()?;
         }
         if self.spares_dirty {
             self.write_spares_object()?;
         }
-        // What this txg's frees took from the block reference tables
-        // (frees of the MOS's own blocks, which are never cloned, follow).
-        self.flush_brt()?;
         if !self.mos.is_dirty() && !self.alloc.is_dirty() && !self.config_dirty {
             return Ok(());
         }
@@ -1393,8 +1404,12 @@ impl PoolWriter {
                 }
             }
             // Ranges freed on removed vdevs (by datasets, then by the MOS's
-            // own passes) go to their obsolete space maps in this txg.
-            self.flush_obsolete()?;
+            // own passes) go to their obsolete space maps in this txg (a
+            // failure, with the ranges taken, stops the writer).
+            if let Err(e) = self.flush_obsolete() {
+                self.space_failed = Some(format!("recording obsolete ranges failed: {e}"));
+                return Err(e);
+            }
             self.write_space_maps(pass)?;
             if self.mos.is_dirty() {
                 let policy = MosPolicy {

@@ -292,21 +292,8 @@ impl Pool {
             }
             // An expanded RAID-Z vdev is written at its current width (as
             // OpenZFS allocates after an expansion); one being expanded
-            // (its reflow not finished) is not.
-            if !opts.readonly && ffr.contains(RAIDZ_EXPANSION) {
-                // A label's `vdev_tree` is its top-level vdev.
-                let expanding = found
-                    .config
-                    .get_nvlist("vdev_tree")
-                    .is_some_and(|t| t.contains("raidz_expanding"));
-                if expanding {
-                    return Err(Error::unsupported(
-                        &what,
-                        "writing a pool whose RAID-Z vdev is being expanded (its reflow has not \
-                         finished); import it read-only, or with OpenZFS until it finishes",
-                    ));
-                }
-            }
+            // (its reflow not finished) is refused by the DSL's
+            // `check_write`, which sees every top-level vdev.
         }
         let nchildren = found.config.get_u64("vdev_children").unwrap_or(1);
         if nchildren == 0 || nchildren > 4096 {

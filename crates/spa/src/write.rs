@@ -275,16 +275,22 @@ impl Pool {
         Self::make_bp(&e, p, txg, fill, &dvas).map(Some)
     }
 
-    /// Where `size` bytes at `offset` of top-level vdev `vdev` are stored:
-    /// itself, or, for a removed vdev, the pieces its mapping copied them
-    /// to (followed again where that is a removed vdev, up to 8 deep), as
-    /// (vdev, offset, size).
-    pub fn resolve_dva(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<(u64, u64, u64)>> {
-        let mut out = Vec::new();
+    /// Every place `size` bytes at `offset` of top-level vdev `vdev` pass
+    /// through: `f(vdev, offset, size, removed)` for the range itself and,
+    /// where its vdev is a removed one, for each piece its mapping copied
+    /// it to (followed again where that is a removed vdev, up to 8 deep).
+    fn walk_dva(
+        &self,
+        vdev: u64,
+        offset: u64,
+        size: u64,
+        f: &mut dyn FnMut(u64, u64, u64, bool) -> Result<()>,
+    ) -> Result<()> {
         let mut todo = vec![(vdev, offset, size, 0u32)];
         while let Some((v, off, len, depth)) = todo.pop() {
-            if !self.is_indirect(v) {
-                out.push((v, off, len));
+            let removed = self.is_indirect(v);
+            f(v, off, len, removed)?;
+            if !removed {
                 continue;
             }
             if depth >= 8 {
@@ -302,6 +308,20 @@ impl Pool {
                 todo.push((p.vdev, p.offset, p.len, depth + 1));
             }
         }
+        Ok(())
+    }
+
+    /// Where `size` bytes at `offset` of top-level vdev `vdev` are stored
+    /// ([`Self::walk_dva`]'s ranges on vdevs that are not removed), as
+    /// (vdev, offset, size).
+    pub fn resolve_dva(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<(u64, u64, u64)>> {
+        let mut out = Vec::new();
+        self.walk_dva(vdev, offset, size, &mut |v, off, len, removed| {
+            if !removed {
+                out.push((v, off, len));
+            }
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -314,10 +334,9 @@ impl Pool {
     }
 
     /// Free `size` bytes at `offset` of removed vdev `vdev`, as OpenZFS's
-    /// `metaslab_free_impl` does: the range is marked obsolete (for the
-    /// DSL to append to the vdev's obsolete space map) and the space it
-    /// was copied to is freed, through the removal mapping (again where
-    /// that is a removed vdev, up to 8 deep).
+    /// `metaslab_free_impl` does: each removed range on the way is marked
+    /// obsolete (for the DSL to append to that vdev's obsolete space map)
+    /// and the space it was copied to is freed.
     fn free_indirect(
         &self,
         alloc: &mut Allocator,
@@ -325,32 +344,24 @@ impl Pool {
         offset: u64,
         size: u64,
         txg: u64,
-        depth: u32,
     ) -> Result<()> {
-        let what = || format!("free on removed vdev {vdev}");
-        if depth >= 8 {
-            return Err(Error::corrupt(
-                what(),
-                "removal mappings chained more than 8 deep",
-            ));
+        let mut obsolete = Vec::new();
+        let mut frees = Vec::new();
+        self.walk_dva(vdev, offset, size, &mut |v, off, len, removed| {
+            if removed {
+                obsolete.push((v, off, len));
+            } else {
+                frees.push((v, off, len));
+            }
+            Ok(())
+        })?;
+        for (v, off, len) in frees {
+            alloc.free(v, off, len, txg)?;
         }
-        let map = self
-            .indirect
-            .get()
-            .and_then(|s| s.maps.get(&vdev))
-            .ok_or_else(|| Error::Invalid(format!("{}: its mapping is not loaded", what())))?;
-        let pieces = map.lookup(offset, size)?;
         self.obsolete
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((vdev, offset, size));
-        for p in pieces {
-            if self.is_indirect(p.vdev) {
-                self.free_indirect(alloc, p.vdev, p.offset, p.len, txg, depth + 1)?;
-            } else {
-                alloc.free(p.vdev, p.offset, p.len, txg)?;
-            }
-        }
+            .extend(obsolete);
         Ok(())
     }
 
@@ -386,7 +397,7 @@ impl Pool {
                         "not implemented; the pool is left at its last synced state",
                     ));
                 }
-                self.free_indirect(alloc, d.vdev, d.offset, d.asize, txg, 0)?;
+                self.free_indirect(alloc, d.vdev, d.offset, d.asize, txg)?;
                 continue;
             }
             if d.gang {

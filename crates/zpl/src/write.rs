@@ -924,34 +924,6 @@ impl<'a> ZplTx<'a> {
         Ok(nv)
     }
 
-    /// The value of extended attribute `name` of `obj`: from its SA xattrs
-    /// first, then its xattr directory (OpenZFS's order).
-    pub fn get_xattr(&self, obj: u64, name: &[u8]) -> Result<Option<Vec<u8>>> {
-        let a = self.attrs(obj)?;
-        if let Some(packed) = &a.dxattr {
-            if let Some((_, v)) = crate::fs::sa_xattrs(packed)?
-                .into_iter()
-                .find(|(n, _)| n == name)
-            {
-                return Ok(Some(v));
-            }
-        }
-        if a.xattr == 0 {
-            return Ok(None);
-        }
-        let Some(f) = self.lookup(a.xattr, name)? else {
-            return Ok(None);
-        };
-        let fa = self.attrs(f)?;
-        if fa.size > 64 << 20 {
-            return Err(Error::corrupt(
-                format!("xattr object {f}"),
-                "larger than 64 MiB".to_string(),
-            ));
-        }
-        self.tx.read(f, 0, fa.size as usize).map(Some)
-    }
-
     /// Set (or replace) an extended attribute, as OpenZFS's Linux port
     /// does: into the SA where `xattr_sa` holds on a ZPL 5 file system and
     /// the value and the SA xattrs stay within their limits (the copy in
@@ -989,19 +961,19 @@ impl<'a> ZplTx<'a> {
         if value.is_none() && a.dxattr.is_none() {
             return Ok(false);
         }
+        // SA names are UTF-8 (as every Linux xattr name is): another name
+        // is not there, and is never added.
+        let Ok(key) = std::str::from_utf8(name).map(str::to_string) else {
+            return Ok(false);
+        };
         let mut nv = Self::sa_xattr_list(&a)?;
-        let key = String::from_utf8_lossy(name).into_owned();
         let had = nv.pairs.iter().any(|(n, _)| *n == key);
         match value {
             None if !had => return Ok(false),
             None => nv.pairs.retain(|(n, _)| *n != key),
             Some(v) => {
-                // Only names that are UTF-8 (as every Linux xattr name
-                // is) and values and lists within OpenZFS's limits.
-                if std::str::from_utf8(name).is_err()
-                    || v.len() > DXATTR_MAX_ENTRY_SIZE
-                    || nv.packed_size() > DXATTR_MAX_SA_SIZE
-                {
+                // Only values and lists within OpenZFS's limits.
+                if v.len() > DXATTR_MAX_ENTRY_SIZE || nv.packed_size() > DXATTR_MAX_SA_SIZE {
                     return Ok(false);
                 }
                 nv.pairs.retain(|(n, _)| *n != key);
