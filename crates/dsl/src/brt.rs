@@ -108,8 +108,11 @@ pub fn load(w: &PoolWriter) -> Result<()> {
             // order (`zap_update_uint64` with 1-byte integers).
             let count = match (en.int_len, en.value.len()) {
                 (1, 8) => {
-                    let b: Vec<u8> = en.value.iter().map(|&x| x as u8).collect();
-                    u64::from_ne_bytes(b.as_slice().try_into().unwrap_or([0; 8]))
+                    let mut b = [0u8; 8];
+                    for (d, &x) in b.iter_mut().zip(&en.value) {
+                        *d = x as u8;
+                    }
+                    u64::from_ne_bytes(b)
                 }
                 (8, 1) => en.value[0],
                 (l, n) => {
@@ -151,7 +154,7 @@ impl PoolWriter {
     /// updated or removed, counters and header rewritten, a table left
     /// empty destroyed (`brt_sync_table`).
     pub fn flush_brt(&mut self) -> Result<()> {
-        let changed: Vec<(u64, BrtVdev)> = {
+        let (rangesize, changed): (u64, Vec<(u64, BrtVdev)>) = {
             let mut g = self.pool.brt.lock().unwrap_or_else(|e| e.into_inner());
             let Some(b) = g.as_mut() else {
                 return Ok(());
@@ -183,7 +186,7 @@ impl PoolWriter {
                 }
                 out.push((id, snapshot));
             }
-            out
+            (b.rangesize, out)
         };
         for (id, v) in changed {
             for (off, count) in &v.dirty {
@@ -216,13 +219,6 @@ impl PoolWriter {
             } else {
                 1
             };
-            let rangesize = self
-                .pool
-                .brt
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map_or(BRT_RANGESIZE, |b| b.rangesize);
             let phys: Vec<u8> = [
                 v.entries_obj,
                 v.entcount.len() as u64,

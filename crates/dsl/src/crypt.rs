@@ -329,9 +329,15 @@ impl DslPool {
         if !object_type_is_zap(dn.phys.object_type) {
             return Ok(0);
         }
-        Ok(zap::lookup(&self.mos, &dn, IVSET_GUID)?
-            .and_then(|e| e.as_u64())
-            .unwrap_or(0))
+        match zap::lookup(&self.mos, &dn, IVSET_GUID)? {
+            None => Ok(0),
+            Some(e) => e.as_u64().ok_or_else(|| {
+                Error::corrupt(
+                    format!("dataset '{}'", ds.name),
+                    format!("{IVSET_GUID} is not one integer"),
+                )
+            }),
+        }
     }
 
     /// What a raw stream (`zfs send -w`) carries in its BEGIN payload as
@@ -417,11 +423,17 @@ impl crate::sync::PoolWriter {
         if !object_type_is_zap(dn.phys.object_type) {
             return Ok(None);
         }
-        Ok(
-            ozfs_dmu::zap_tx::lookup(&self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes())?
-                .and_then(|e| e.as_u64())
-                .filter(|&o| o != 0),
-        )
+        // As `DslPool::crypto_key_obj`, on the open txg: an entry that is
+        // not one object number is damage, never "not encrypted".
+        match ozfs_dmu::zap_tx::lookup(&self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes())? {
+            None => Ok(None),
+            Some(e) => e.as_u64().filter(|&o| o != 0).map(Some).ok_or_else(|| {
+                Error::corrupt(
+                    format!("DSL directory {dir_obj}"),
+                    format!("{CRYPTO_KEY_OBJ} is not one object number"),
+                )
+            }),
+        }
     }
 
     /// Refuse `what` on an encrypted directory: ozfs does not yet make the

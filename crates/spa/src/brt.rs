@@ -63,9 +63,11 @@ pub struct Brt {
 
 impl Brt {
     /// Take one reference of a block whose first DVA is at (`vdev`,
-    /// `offset`) and whose charged size is `dsize`, if it has an entry:
+    /// `offset`) and whose charged size `dsize` gives, if it has an entry:
     /// true means the block stays allocated (the caller must not free it).
-    pub fn decref(&mut self, vdev: u64, offset: u64, dsize: u64) -> bool {
+    /// A free of a block in a range without entries (nearly every free)
+    /// costs two lookups and never computes the size.
+    pub fn decref(&mut self, vdev: u64, offset: u64, dsize: impl FnOnce() -> u64) -> bool {
         let Some(v) = self.vdevs.get_mut(&vdev) else {
             return false;
         };
@@ -83,6 +85,7 @@ impl Brt {
             return false;
         }
         let count = count - 1;
+        let dsize = dsize();
         v.dirty.insert(offset, count);
         v.savedspace = v.savedspace.saturating_sub(dsize);
         if count == 0 {
@@ -122,13 +125,13 @@ mod tests {
             vdevs: BTreeMap::from([(0, v)]),
         };
         // Another range, another vdev, another offset: freed.
-        assert!(!b.decref(0, 4096, 4096));
-        assert!(!b.decref(1, off, 4096));
-        assert!(!b.decref(0, off + 4096, 4096));
+        assert!(!b.decref(0, 4096, || 4096));
+        assert!(!b.decref(1, off, || 4096));
+        assert!(!b.decref(0, off + 4096, || 4096));
         // Three references: two frees keep it, the third frees it.
-        assert!(b.decref(0, off, 4096));
-        assert!(b.decref(0, off, 4096));
-        assert!(!b.decref(0, off, 4096));
+        assert!(b.decref(0, off, || 4096));
+        assert!(b.decref(0, off, || 4096));
+        assert!(!b.decref(0, off, || 4096));
         let v = &b.vdevs[&0];
         assert_eq!(v.dirty.get(&off), Some(&0));
         assert_eq!((v.totalcount, v.usedspace, v.savedspace), (0, 0, 0));

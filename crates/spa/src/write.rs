@@ -383,8 +383,8 @@ impl Pool {
         if let Some(first) = bp.dvas().first().filter(|d| !d.is_empty()) {
             let mut brt = self.brt.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(b) = brt.as_mut() {
-                let dsize = self.dsize(bp, b.deflate);
-                if b.decref(first.vdev, first.offset, dsize) {
+                let deflate = b.deflate;
+                if b.decref(first.vdev, first.offset, || self.dsize(bp, deflate)) {
                     return Ok(());
                 }
             }
