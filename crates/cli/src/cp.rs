@@ -6,7 +6,9 @@
 //!   from its `keylocation`, `-L`: from this location instead);
 //! * `ozfs cp [-l] [-L keylocation] POOL/VOLUME[@SNAP] DEST` copies a
 //!   volume's contents into a file;
-//! * `ozfs cp [-r] SRC POOL/DATASET:PATH` copies a local file or tree in;
+//! * `ozfs cp [-r] [-l] [-L keylocation] SRC POOL/DATASET:PATH` copies a
+//!   local file or tree in (into an encrypted file system: `-l`/`-L` load
+//!   its key, unless the process holding the pool has it);
 //! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
 
 use crate::args::{split_source, Args};
@@ -14,7 +16,7 @@ use crate::{CmdResult, Fail};
 use ozfs_ops::proto::{execute, Progress, Request};
 use std::path::Path;
 
-const USAGE: &str = "usage: ozfs cp [-r] [-l] [-L keylocation] POOL/DATASET[@SNAP]:PATH DEST\n       ozfs cp SRC POOL/DATASET:PATH\n       ozfs cp [-l] [-L keylocation] POOL/VOLUME[@SNAP] DEST";
+const USAGE: &str = "usage: ozfs cp [-r] [-l] [-L keylocation] POOL/DATASET[@SNAP]:PATH DEST\n       ozfs cp [-r] [-l] [-L keylocation] SRC POOL/DATASET:PATH\n       ozfs cp [-l] [-L keylocation] POOL/VOLUME[@SNAP] DEST";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "rRapvl", "L")?;
@@ -35,6 +37,7 @@ pub fn main(argv: &[String]) -> CmdResult {
                 dataset,
                 path,
                 recursive,
+                keys,
             },
             &Progress::none(),
         )?;

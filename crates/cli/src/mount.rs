@@ -107,6 +107,8 @@ pub fn main(argv: &[String]) -> CmdResult {
     let ds = dsl
         .lookup(ds_name)
         .map_err(|_| fail(&"dataset does not exist"))?;
+    // An encrypted file system is written with its key (`-l`, `-L`).
+    ozfs_ops::crypt::load_for(&dsl, &ds, &keys).map_err(|e| fail(&e))?;
     let info = ds_mount_info(&writer, ds_name).ok();
     // readonly=on mounts read-only, as ZFS does.
     if info.as_ref().is_some_and(|i| i.readonly) {

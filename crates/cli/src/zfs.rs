@@ -102,7 +102,12 @@ fn load_key(argv: &[String]) -> CmdResult {
     let mut ok = 0;
     let mut failed = false;
     for r in &roots {
-        match ozfs_ops::crypt::load_key(r, a.opt('L'), a.flag('n')) {
+        let req = ozfs_ops::proto::Request::LoadKey {
+            dataset: r.clone(),
+            location: a.opt('L').map(str::to_string),
+            dry_run: a.flag('n'),
+        };
+        match ozfs_ops::proto::execute(req, &ozfs_ops::proto::Progress::none()).map(|_| ()) {
             Ok(()) => ok += 1,
             Err(e) => {
                 eprintln!("{e}");
@@ -137,7 +142,8 @@ fn unload_key(argv: &[String]) -> CmdResult {
     };
     let mut failed = false;
     for r in &roots {
-        if let Err(e) = ozfs_ops::crypt::unload_key(r) {
+        let req = ozfs_ops::proto::Request::UnloadKey { dataset: r.clone() };
+        if let Err(e) = ozfs_ops::proto::execute(req, &ozfs_ops::proto::Progress::none()) {
             eprintln!("{e}");
             failed = true;
         }

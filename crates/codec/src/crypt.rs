@@ -326,6 +326,32 @@ fn suite_value(s: Suite) -> u64 {
     }
 }
 
+/// Seal (encrypt) `buf` in place, returning the tag.
+fn aead_seal(
+    suite: Suite,
+    key: &[u8],
+    iv: &[u8; 12],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> std::result::Result<[u8; 16], ()> {
+    macro_rules! seal {
+        ($t:ty) => {{
+            let c = <$t>::new_from_slice(key).map_err(|_| ())?;
+            c.encrypt_in_place_detached(iv.into(), aad, buf)
+                .map(|t| t.into())
+                .map_err(|_| ())
+        }};
+    }
+    match suite {
+        Suite::Aes128Ccm => seal!(Ccm<Aes128, U16, U12>),
+        Suite::Aes192Ccm => seal!(Ccm<Aes192, U16, U12>),
+        Suite::Aes256Ccm => seal!(Ccm<Aes256, U16, U12>),
+        Suite::Aes128Gcm => seal!(AesGcm<Aes128, U12>),
+        Suite::Aes192Gcm => seal!(AesGcm<Aes192, U12>),
+        Suite::Aes256Gcm => seal!(AesGcm<Aes256, U12>),
+    }
+}
+
 /// Open (decrypt and verify) `buf` in place; the tag is checked before
 /// the caller may use a byte.
 fn aead_open(
@@ -437,10 +463,6 @@ impl MasterKey {
     /// accounting is incomplete or absent). HMAC-SHA512 with the dataset's
     /// HMAC key, the first 32 bytes kept.
     pub fn verify_objset(&self, data: &[u8], swap: bool) -> Result<()> {
-        use hmac::Mac;
-        const V1: usize = 1024;
-        const V2: usize = 2048;
-        const V3: usize = 4096;
         let what = "encrypted objset";
         if swap {
             return Err(Error::unsupported(
@@ -448,6 +470,33 @@ impl MasterKey {
                 "objset MACs of a pool in the other byte order are not checked",
             ));
         }
+        let (portable, local) = self.objset_macs(data)?;
+        if portable[..] != data[OS_PORTABLE_MAC..OS_PORTABLE_MAC + 32] {
+            return Err(Error::corrupt(
+                what,
+                "its portable MAC does not verify (its meta-dnode or type was changed)",
+            ));
+        }
+        if let Some(local) = local {
+            if local[..] != data[OS_LOCAL_MAC..OS_LOCAL_MAC + 32] {
+                return Err(Error::corrupt(
+                    what,
+                    "its local MAC does not verify (its accounting objects were changed)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The MACs an objset block (host order) must carry: the portable
+    /// one, and the local one (None when it is to be zero: accounting
+    /// incomplete or no accounting objects), as `zio_crypt_do_objset_hmacs`.
+    fn objset_macs(&self, data: &[u8]) -> Result<([u8; 32], Option<[u8; 32]>)> {
+        use hmac::Mac;
+        const V1: usize = 1024;
+        const V2: usize = 2048;
+        const V3: usize = 4096;
+        let what = "encrypted objset";
         if data.len() < V1 {
             return Err(Error::corrupt(what, format!("{} bytes", data.len())));
         }
@@ -465,7 +514,7 @@ impl MasterKey {
                 d,
                 nblkptr,
                 d[7] & (1 << 2) != 0,
-                swap,
+                false,
                 self.version,
             )?;
             Ok(out)
@@ -479,20 +528,15 @@ impl MasterKey {
         m.update(&os_type.to_be_bytes());
         m.update(&0u64.to_le_bytes());
         m.update(&dnode(0)?);
-        let portable = m.finalize().into_bytes();
-        if portable[..32] != data[720..752] {
-            return Err(Error::corrupt(
-                what,
-                "its portable MAC does not verify (its meta-dnode or type was changed)",
-            ));
-        }
+        let mut portable = [0u8; 32];
+        portable.copy_from_slice(&m.finalize().into_bytes()[..32]);
         // Local: the accounting objects, when present and complete.
         let ty = |off: usize| data.get(off).copied().unwrap_or(0);
         let none = (data.len() >= V3 && ty(1024) == 0 && ty(1536) == 0 && ty(2048) == 0)
             || (data.len() >= V2 && ty(1024) == 0 && ty(1536) == 0)
             || data.len() <= V1;
         if flags & 1 == 0 || none {
-            return Ok(());
+            return Ok((portable, None));
         }
         let mut m = new_mac()?;
         m.update(&flags.to_le_bytes());
@@ -501,14 +545,89 @@ impl MasterKey {
                 m.update(&dnode(off)?);
             }
         }
-        let local = m.finalize().into_bytes();
-        if local[..32] != data[752..784] {
-            return Err(Error::corrupt(
-                what,
-                "its local MAC does not verify (its accounting objects were changed)",
-            ));
+        let mut local = [0u8; 32];
+        local.copy_from_slice(&m.finalize().into_bytes()[..32]);
+        Ok((portable, Some(local)))
+    }
+
+    /// Seal one block of this key's objset before it is checksummed and
+    /// written, as OpenZFS's `zio_encrypt` does for a new block:
+    /// `logical` is its uncompressed contents, `stored` its physical bytes
+    /// (compressed, padded; changed in place). Per kind:
+    /// * indirect blocks (`level` > 0): a MAC of their children's
+    ///   authenticated forms ([`indirect_mac`]), no key involved;
+    /// * the objset block: its portable and local MACs written into it
+    ///   (it must be stored uncompressed); no MAC in its pointer;
+    /// * other unencrypted types (accounting ZAPs): HMAC-SHA512 of the
+    ///   stored bytes, 16 bytes kept;
+    /// * dnode blocks: the encrypted types' bonus areas encrypted, all the
+    ///   rest authenticated (the mirror of the read side);
+    /// * every other block: encrypted whole under a fresh salt and IV.
+    pub fn seal(
+        &self,
+        object_type: u8,
+        level: u8,
+        logical: &[u8],
+        stored: &mut [u8],
+    ) -> Result<Sealed> {
+        if level > 0 {
+            return Ok(Sealed {
+                params: None,
+                mac: Some(indirect_mac(logical)?),
+            });
         }
-        Ok(())
+        if object_type == ot::OBJSET {
+            let (portable, local) = self.objset_macs(stored)?;
+            stored[OS_PORTABLE_MAC..OS_PORTABLE_MAC + 32].copy_from_slice(&portable);
+            stored[OS_LOCAL_MAC..OS_LOCAL_MAC + 32].copy_from_slice(&local.unwrap_or([0; 32]));
+            return Ok(Sealed {
+                params: None,
+                mac: None,
+            });
+        }
+        if !object_type_is_encrypted(object_type) {
+            use hmac::Mac;
+            let mut m = <hmac::Hmac<sha2::Sha512> as Mac>::new_from_slice(&self.hmac)
+                .map_err(|_| Error::corrupt("dataset key", "HMAC key"))?;
+            m.update(stored);
+            let mut mac = [0u8; 16];
+            mac.copy_from_slice(&m.finalize().into_bytes()[..16]);
+            return Ok(Sealed {
+                params: None,
+                mac: Some(mac),
+            });
+        }
+        let mut salt = [0u8; 8];
+        let mut iv = [0u8; 12];
+        random_fill(&mut salt)?;
+        random_fill(&mut iv)?;
+        let mut key = self.block_key(&salt);
+        let kl = self.suite.key_len();
+        let r = if object_type == ot::DNODE {
+            let (aad, enc) = dnode_layout(stored, false, self.version)?;
+            let mut stream: Vec<u8> = Vec::with_capacity(enc.iter().map(|&(_, n)| n).sum());
+            for &(off, n) in &enc {
+                stream.extend_from_slice(&stored[off..off + n]);
+            }
+            let r = aead_seal(self.suite, &key[..kl], &iv, &aad, &mut stream);
+            if r.is_ok() {
+                let mut at = 0;
+                for &(off, n) in &enc {
+                    stored[off..off + n].copy_from_slice(&stream[at..at + n]);
+                    at += n;
+                }
+            }
+            wipe(&mut stream);
+            r
+        } else {
+            aead_seal(self.suite, &key[..kl], &iv, &[], stored)
+        };
+        wipe(&mut key);
+        let mac = r.map_err(|()| Error::Invalid("encrypting a block failed".into()))?;
+        Ok(Sealed {
+            params: Some((salt, iv)),
+            mac: Some(mac),
+        })
     }
 
     fn open_dnode_block(
@@ -518,59 +637,8 @@ impl MasterKey {
         swap: bool,
         data: &[u8],
     ) -> Result<Vec<u8>> {
-        const SLOT: usize = 512;
-        const CORE: usize = 64;
-        const BP: usize = 128;
-        const FLAG_SPILL: u8 = 1 << 2;
-        let what = "encrypted dnode block";
-        if !data.len().is_multiple_of(SLOT) {
-            return Err(Error::corrupt(
-                what,
-                format!("{} bytes, not a whole number of dnodes", data.len()),
-            ));
-        }
-        let slots = data.len() / SLOT;
+        let (aad, enc) = dnode_layout(data, swap, self.version)?;
         let mut out = data.to_vec();
-        let mut aad: Vec<u8> = Vec::with_capacity(data.len());
-        // The encrypted bonus areas, in order: (offset, length).
-        let mut enc: Vec<(usize, usize)> = Vec::new();
-        let mut i = 0;
-        while i < slots {
-            let d = &data[i * SLOT..];
-            let (dn_type, nblkptr, bonustype, flags, bonuslen, extra) = (
-                d[0],
-                d[3] as usize,
-                d[4],
-                d[7],
-                u16_of(d, 10, swap),
-                d[12] as usize,
-            );
-            let span = (extra + 1) * SLOT;
-            if i + extra + 1 > slots {
-                return Err(Error::corrupt(
-                    what,
-                    format!("dnode {i} claims {extra} extra slots past the block's end"),
-                ));
-            }
-            let spill = flags & FLAG_SPILL != 0;
-            let bonus_off = CORE + nblkptr * BP;
-            let bonus_end = if spill { span - BP } else { span };
-            if (nblkptr == 0 && dn_type != 0) || bonus_off > bonus_end {
-                return Err(Error::corrupt(
-                    what,
-                    format!("dnode {i}: {nblkptr} block pointers in {span} bytes"),
-                ));
-            }
-            let base = i * SLOT;
-            auth_dnode(&mut aad, &d[..span], nblkptr, spill, swap, self.version)?;
-            let encrypted = dn_type != 0 && object_type_is_encrypted(bonustype) && bonuslen != 0;
-            if encrypted {
-                enc.push((base + bonus_off, bonus_end - bonus_off));
-            } else {
-                aad.extend_from_slice(&d[bonus_off..bonus_end]);
-            }
-            i += extra + 1;
-        }
         // One cipher stream over the encrypted bonus areas, concatenated.
         let total: usize = enc.iter().map(|&(_, n)| n).sum();
         let mut stream = Vec::with_capacity(total);
@@ -578,7 +646,10 @@ impl MasterKey {
             stream.extend_from_slice(&data[off..off + n]);
         }
         aead_open(self.suite, key, &p.iv, &aad, &mut stream, &p.mac).map_err(|()| {
-            Error::corrupt(what, "its MAC does not verify (wrong key or damaged block)")
+            Error::corrupt(
+                "encrypted dnode block",
+                "its MAC does not verify (wrong key or damaged block)",
+            )
         })?;
         let mut at = 0;
         for &(off, n) in &enc {
@@ -588,6 +659,106 @@ impl MasterKey {
         wipe(&mut stream);
         Ok(out)
     }
+}
+
+/// Offsets of the MACs in an objset block (`os_portable_mac`,
+/// `os_local_mac`, 32 bytes each).
+const OS_PORTABLE_MAC: usize = 720;
+const OS_LOCAL_MAC: usize = 752;
+
+/// What sealing a block puts in its block pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sealed {
+    /// Salt and IV of an encrypted block (its third DVA and the fill
+    /// word's high half); None for a block only authenticated.
+    pub params: Option<([u8; 8], [u8; 12])>,
+    /// The MAC for checksum words 2–3; None for an objset block (its
+    /// MACs are inside it and its checksum is whole).
+    pub mac: Option<[u8; 16]>,
+}
+
+/// The MAC of an indirect block of an encrypted objset (its
+/// uncompressed contents): SHA-512 over each child pointer's
+/// authenticated form (current key version), 16 bytes kept, as
+/// `zio_crypt_do_indirect_mac_checksum`. Needs no key: raw receives and
+/// keyless writers compute it too.
+pub fn indirect_mac(block: &[u8]) -> Result<[u8; 16]> {
+    use sha2::Digest;
+    let mut aad = Vec::with_capacity(block.len() / 128 * 32);
+    for c in block.chunks_exact(128) {
+        auth_bp(&mut aad, c, false, KEY_VERSION_CURRENT)?;
+    }
+    let d = sha2::Sha512::digest(&aad);
+    let mut mac = [0u8; 16];
+    mac.copy_from_slice(&d[..16]);
+    Ok(mac)
+}
+
+/// Random bytes from the operating system (salts, IVs).
+fn random_fill(b: &mut [u8]) -> Result<()> {
+    getrandom::fill(b).map_err(|e| Error::Invalid(format!("no random bytes for a block IV: {e}")))
+}
+
+/// A byte range of a block: (offset, length).
+type Span = (usize, usize);
+
+/// The layout of a dnode block under encryption: what authenticates it
+/// (the associated data: each dnode's core and block pointers, each
+/// unencrypted bonus area) and where the bonus areas to encrypt lie
+/// (offset, length), in dnode order, as `zio_crypt_init_uios_dnode`.
+fn dnode_layout(data: &[u8], swap: bool, version: u64) -> Result<(Vec<u8>, Vec<Span>)> {
+    const SLOT: usize = 512;
+    const CORE: usize = 64;
+    const BP: usize = 128;
+    const FLAG_SPILL: u8 = 1 << 2;
+    let what = "encrypted dnode block";
+    if !data.len().is_multiple_of(SLOT) {
+        return Err(Error::corrupt(
+            what,
+            format!("{} bytes, not a whole number of dnodes", data.len()),
+        ));
+    }
+    let slots = data.len() / SLOT;
+    let mut aad: Vec<u8> = Vec::with_capacity(data.len());
+    let mut enc: Vec<Span> = Vec::new();
+    let mut i = 0;
+    while i < slots {
+        let d = &data[i * SLOT..];
+        let (dn_type, nblkptr, bonustype, flags, bonuslen, extra) = (
+            d[0],
+            d[3] as usize,
+            d[4],
+            d[7],
+            u16_of(d, 10, swap),
+            d[12] as usize,
+        );
+        let span = (extra + 1) * SLOT;
+        if i + extra + 1 > slots {
+            return Err(Error::corrupt(
+                what,
+                format!("dnode {i} claims {extra} extra slots past the block's end"),
+            ));
+        }
+        let spill = flags & FLAG_SPILL != 0;
+        let bonus_off = CORE + nblkptr * BP;
+        let bonus_end = if spill { span - BP } else { span };
+        if (nblkptr == 0 && dn_type != 0) || bonus_off > bonus_end {
+            return Err(Error::corrupt(
+                what,
+                format!("dnode {i}: {nblkptr} block pointers in {span} bytes"),
+            ));
+        }
+        let base = i * SLOT;
+        auth_dnode(&mut aad, &d[..span], nblkptr, spill, swap, version)?;
+        let encrypted = dn_type != 0 && object_type_is_encrypted(bonustype) && bonuslen != 0;
+        if encrypted {
+            enc.push((base + bonus_off, bonus_end - bonus_off));
+        } else {
+            aad.extend_from_slice(&d[bonus_off..bonus_end]);
+        }
+        i += extra + 1;
+    }
+    Ok((aad, enc))
 }
 
 fn tag_error(bp: &BlkPtr) -> Error {

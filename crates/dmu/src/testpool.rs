@@ -252,6 +252,7 @@ impl crate::tx::WritePolicy for Plain {
             compress: comp::OFF,
             copies: 1,
             salt: None,
+            seal: None,
         }
     }
 }

@@ -1356,8 +1356,10 @@ impl ObjsetTx {
                 bp
             }
         };
-        // The new committed state.
+        // The new committed state (read with the same key).
+        let key = self.os.key.take();
         self.os = Objset::from_parts(pool.clone(), bp, phys);
+        self.os.key = key;
         self.dnodes.clear();
         self.data.clear();
         self.ext.clear();
@@ -1669,19 +1671,27 @@ fn sync_tree(
         .zip(&olds)
         .filter(|(_, old)| old.birth() != txg)
         .filter_map(|((_, d), _)| match d {
-            Staged::Data(d) => Some((d.as_slice(), p0)),
+            Staged::Data(d) => Some((d.as_slice(), p0.clone())),
             _ => None,
         })
         .collect();
     let mut encoded = ozfs_spa::write::encode_many(&fresh)?.into_iter();
     for ((blkid, data), old) in blocks.into_iter().zip(olds) {
-        let p = p0;
+        let p = &p0;
         let hole = || punched(pool, &old, txg, dn.object_type, 0, dn.datablksz());
         let new = match &data {
             Staged::Hole => hole(),
             Staged::External(e) => {
                 // Stored as the client sent it: no compression, no
                 // in-place rewrite; its checksum is the client's when given.
+                // Never into an encrypted objset: the record would be
+                // stored in the clear.
+                if p.seal.is_some() {
+                    return Err(Error::unsupported(
+                        "pre-compressed record",
+                        "an encrypted dataset does not take pre-compressed records",
+                    ));
+                }
                 let (f, c) = match e.cksum {
                     Some(fc) => fc,
                     None if p.checksum == ozfs_format::types::cksum::OFF => {
@@ -1697,12 +1707,16 @@ fn sync_tree(
                         )?,
                     ),
                 };
-                let pe = BlockProps { checksum: f, ..p };
+                let pe = BlockProps {
+                    checksum: f,
+                    ..p.clone()
+                };
                 let enc = ozfs_spa::write::Encoded {
                     data: e.image.to_vec(),
                     compress: comp::EXTERNAL,
                     lsize: e.lsize,
                     cksum: c,
+                    sealed: None,
                 };
                 let bp = pool.write_encoded(alloc, txg, enc, &pe, 1)?;
                 acct.born(&bp);
@@ -1711,7 +1725,7 @@ fn sync_tree(
             Staged::Data(d) => {
                 let fill = l0_fill(d);
                 let in_place = if old.birth() == txg {
-                    pool.rewrite_block(alloc, &old, txg, d, &p, fill)?
+                    pool.rewrite_block(alloc, &old, txg, d, p, fill)?
                 } else {
                     None
                 };
@@ -1722,14 +1736,14 @@ fn sync_tree(
                     }
                     None => {
                         let enc = if old.birth() == txg {
-                            ozfs_spa::write::encode(d, &p)?
+                            ozfs_spa::write::encode(d, p)?
                         } else {
                             encoded
                                 .next()
                                 .ok_or_else(|| Error::Invalid("encoder lost a block".into()))?
                         };
                         let bp = match enc {
-                            Some(e) => pool.write_encoded(alloc, txg, e, &p, fill)?,
+                            Some(e) => pool.write_encoded(alloc, txg, e, p, fill)?,
                             None => hole(),
                         };
                         if !bp.is_hole() {

@@ -271,12 +271,20 @@ impl DslPool {
     /// The master key of encrypted dataset `ds`, unwrapped on first use
     /// with its encryption root's loaded key.
     pub fn dataset_key(&self, ds: &DatasetInfo) -> Result<Arc<MasterKey>> {
-        if let Some(k) = self.pool.keys.master(ds.dir_obj) {
+        self.dir_master_key(ds.dir_obj, &ds.name)
+    }
+
+    /// The master key of encrypted directory `dir_obj` (its datasets'
+    /// name `name` for messages), unwrapped on first use with its
+    /// encryption root's loaded key; a permission error naming the root
+    /// when that key is not loaded.
+    pub fn dir_master_key(&self, dir_obj: u64, name: &str) -> Result<Arc<MasterKey>> {
+        if let Some(k) = self.pool.keys.master(dir_obj) {
             return Ok(k);
         }
-        let c = self.dir_crypt(ds.dir_obj)?.ok_or_else(|| {
+        let c = self.dir_crypt(dir_obj)?.ok_or_else(|| {
             Error::corrupt(
-                format!("dataset '{}'", ds.name),
+                format!("dataset '{name}'"),
                 "its objset is encrypted but its directory has no crypto key",
             )
         })?;
@@ -285,15 +293,14 @@ impl DslPool {
                 .dir_name(c.root_dir)
                 .unwrap_or_else(|_| format!("directory {}", c.root_dir));
             return Err(Error::Permission(format!(
-                "dataset '{}' is encrypted and the key of its encryption root '{root}' is not loaded",
-                ds.name
+                "dataset '{name}' is encrypted and the key of its encryption root '{root}' is not loaded"
             )));
         };
         let mk = c
             .wrapped
             .unwrap_with(&wk)
-            .map_err(|e| e.context(&format!("dataset '{}'", ds.name)))?;
-        Ok(self.pool.keys.set_master(ds.dir_obj, mk))
+            .map_err(|e| e.context(&format!("dataset '{name}'")))?;
+        Ok(self.pool.keys.set_master(dir_obj, mk))
     }
 
     /// The key object of `ds`, which must be an encryption root; refused

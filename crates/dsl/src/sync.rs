@@ -84,18 +84,21 @@ impl WritePolicy for MosPolicy {
             compress: if self.compress { comp::LZJB } else { comp::OFF },
             copies: 3,
             salt: None,
+            seal: None,
         }
     }
 }
 
 /// Write policy of a file system, from its properties.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FsPolicy {
     pub checksum: u8,
     pub compress: u8,
     pub copies: usize,
     /// The pool's checksum salt (salted checksums of data blocks).
     pub salt: Option<ozfs_codec::checksum::Salt>,
+    /// An encrypted dataset's master key: every block is sealed with it.
+    pub seal: Option<std::sync::Arc<ozfs_codec::crypt::MasterKey>>,
 }
 
 impl WritePolicy for FsPolicy {
@@ -109,6 +112,7 @@ impl WritePolicy for FsPolicy {
                 compress: self.compress,
                 copies: self.copies,
                 salt: self.salt,
+                seal: self.seal.clone(),
             }
         } else {
             BlockProps {
@@ -118,6 +122,7 @@ impl WritePolicy for FsPolicy {
                 compress: comp::LZJB,
                 copies: (self.copies + 1).min(3),
                 salt: None,
+                seal: self.seal.clone(),
             }
         }
     }
@@ -740,20 +745,20 @@ impl PoolWriter {
                     "dataset object {ds_obj} has no objset"
                 )));
             }
-            // ozfs does not encrypt: an encrypted dataset's objset is
-            // read (with its key) but never written.
-            if ds.bp.uses_crypt() {
-                let name = self
-                    .dsl()
+            // An encrypted dataset's objset is written with its master key
+            // (its encryption root's key loaded in this process): every
+            // block sealed as OpenZFS seals it. The objset's own MACs are
+            // checked as it is opened.
+            let key = if ds.bp.uses_crypt() {
+                let dsl = self.dsl();
+                let name = dsl
                     .dir_name(ds.dir_obj)
                     .unwrap_or_else(|_| format!("dataset object {ds_obj}"));
-                return Err(Error::unsupported(
-                    format!("dataset '{name}'"),
-                    "writing into an encrypted dataset (ozfs reads encrypted datasets with their \
-                     keys; it does not encrypt new blocks yet)",
-                ));
-            }
-            let os = Objset::open(self.pool.clone(), &ds.bp)?;
+                Some(dsl.dir_master_key(ds.dir_obj, &name)?)
+            } else {
+                None
+            };
+            let os = Objset::open_keyed(self.pool.clone(), &ds.bp, key)?;
             // An intent log not yet replayed holds changes the objset does
             // not have; written over, OpenZFS would later replay them onto
             // newer data. ozfs does not replay logs: such a file system is
@@ -855,6 +860,7 @@ impl PoolWriter {
             compress,
             copies,
             salt: self.pool.checksum_salt.get().copied(),
+            seal: None,
         })
     }
 
@@ -971,7 +977,14 @@ impl PoolWriter {
 
     /// Sync one file system's changes and charge them.
     fn sync_fs(&mut self, ds_obj: u64, mut otx: ObjsetTx) -> Result<()> {
-        let policy = self.fs_policy(ds_obj)?;
+        let mut policy = self.fs_policy(ds_obj)?;
+        if otx.os.bp.uses_crypt() {
+            policy.seal = Some(otx.os.key.clone().ok_or_else(|| {
+                Error::Permission(format!(
+                    "dataset object {ds_obj} is encrypted and its key is not loaded"
+                ))
+            })?);
+        }
         let mut ds = self.dataset(ds_obj)?;
         let mut acct = DsAcct {
             prev_snap_txg: ds.prev_snap_txg,

@@ -58,6 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             dataset: fs.clone(),
             path: "/".into(),
             recursive: true,
+            keys: Default::default(),
         },
         &none,
     )?;

@@ -193,6 +193,19 @@ fn dirty_sync_bytes() -> u64 {
 /// its open handle, never through a path string: a directory of SRC
 /// replaced by a symlink while the copy runs is not followed.
 pub fn copy_in(src: &Path, ds_name: &str, path: &str, recursive: bool) -> Result<()> {
+    copy_in_with(src, ds_name, path, recursive, &KeyLoad::default())
+}
+
+/// [`copy_in`], loading the key of an encrypted file system as `keys`
+/// says (`ozfs cp -l`, `-L keylocation`): its new blocks are encrypted
+/// with its master key.
+pub fn copy_in_with(
+    src: &Path,
+    ds_name: &str,
+    path: &str,
+    recursive: bool,
+    keys: &KeyLoad,
+) -> Result<()> {
     let target = format!("{ds_name}:{path}");
     if ds_name.contains('@') {
         return Err(invalid(format!(
@@ -213,6 +226,8 @@ pub fn copy_in(src: &Path, ds_name: &str, path: &str, recursive: bool) -> Result
         .dsl()
         .lookup(ds_name)
         .map_err(|_| Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    load_for(&w.dsl(), &ds, keys)
+        .map_err(|e| e.context(&format!("cannot copy into '{target}'")))?;
     let (recordsize, xattr_sa) = {
         let dsl = w.dsl();
         let props = dsl.properties(&ds, 0)?;

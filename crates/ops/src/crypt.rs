@@ -21,8 +21,8 @@ use ozfs_dsl::pool::DatasetInfo;
 use ozfs_dsl::DslPool;
 use std::io::Read;
 
-/// How a command gets the keys of the encrypted datasets it reads.
-#[derive(Debug, Clone, Default)]
+/// How a command gets the keys of the encrypted datasets it reads or writes.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct KeyLoad {
     /// Load missing keys from their `keylocation` (`-l`).
     pub load: bool,
@@ -147,11 +147,19 @@ pub fn load_for(dsl: &DslPool, ds: &DatasetInfo, keys: &KeyLoad) -> Result<()> {
 
 /// `zfs load-key [-n] [-L keylocation] DATASET`: read the key of
 /// encryption root `dataset` and prove it on the pool. The key is kept
-/// only by a process that holds the pool; with none, a proven key is
-/// reported as not kept (an error unless `dry_run`).
+/// only by a process that holds the pool: the daemon, which then writes
+/// and mounts the root's file systems; elsewhere a proven key is reported
+/// as not kept (an error unless `dry_run`).
 pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<()> {
-    let (_rec, pool) = crate::host::open_imported(dataset)?;
-    let dsl = DslPool::open(pool)?;
+    let held = if crate::host::in_daemon() {
+        Some(crate::host::writer_for(dataset)?)
+    } else {
+        None
+    };
+    let dsl = match &held {
+        Some(w) => w.dsl(),
+        None => DslPool::open(crate::host::open_imported(dataset)?.1)?,
+    };
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
@@ -165,15 +173,22 @@ pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<
         Some(l) => l.to_string(),
         None => dsl.keylocation(&ds)?,
     };
+    if held.is_some() && location == "prompt" {
+        return Err(invalid(format!(
+            "cannot load key for '{dataset}': the ozfs daemon holds the pool and cannot prompt; \
+             give the key's location with -L file:///…"
+        )));
+    }
     let material = read_key_material(&location, c.params.format, &c.root)?;
-    dsl.load_key(&ds, &material.0, true)
+    let keep = held.is_some() && !dry_run;
+    dsl.load_key(&ds, &material.0, !keep)
         .map_err(|e| e.context("Key load error"))?;
-    if dry_run {
+    if dry_run || keep {
         return Ok(());
     }
     Err(Error::unsupported(
         format!("cannot keep the key of '{dataset}'"),
-        "the key is correct, but no ozfs process holds the pool to keep it in (a read-only import has none); read encrypted datasets with `ozfs cp -l`",
+        "the key is correct, but no ozfs process holds the pool to keep it in (start the daemon, or a read-only import has none); read and write encrypted datasets with `ozfs cp -l` and `ozfs mount -l`",
     ))
 }
 
@@ -210,12 +225,20 @@ pub fn encryption_roots(name: Option<&str>, recursive: bool) -> Result<Vec<Strin
     Ok(out)
 }
 
-/// `zfs unload-key DATASET`: no ozfs process keeps keys of a pool it does
-/// not hold, so a key is never loaded here: refused as OpenZFS refuses an
-/// unloaded key (after checking `dataset` is an encryption root).
+/// `zfs unload-key DATASET`: forget encryption root `dataset`'s key in
+/// the daemon that holds its pool. Elsewhere no process keeps keys, so a
+/// key is never loaded: refused as OpenZFS refuses an unloaded key (after
+/// checking `dataset` is an encryption root).
 pub fn unload_key(dataset: &str) -> Result<()> {
-    let (_rec, pool) = crate::host::open_imported(dataset)?;
-    let dsl = DslPool::open(pool)?;
+    let held = if crate::host::in_daemon() {
+        Some(crate::host::writer_for(dataset)?)
+    } else {
+        None
+    };
+    let dsl = match &held {
+        Some(w) => w.dsl(),
+        None => DslPool::open(crate::host::open_imported(dataset)?.1)?,
+    };
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;

@@ -138,6 +138,20 @@ pub enum Request {
         dataset: String,
         path: String,
         recursive: bool,
+        /// Load the key of an encrypted file system first (`-l`, `-L`).
+        #[serde(default)]
+        keys: crate::crypt::KeyLoad,
+    },
+    /// `zfs load-key`: prove encryption root `dataset`'s key and keep it
+    /// in the process that holds the pool (the daemon).
+    LoadKey {
+        dataset: String,
+        location: Option<String>,
+        dry_run: bool,
+    },
+    /// `zfs unload-key`.
+    UnloadKey {
+        dataset: String,
     },
     /// Remove a file or tree of a file system.
     Rm {
@@ -280,9 +294,11 @@ impl Request {
             | Sync { pool }
             | PoolSet { pool, .. }
             | Upgrade { pool } => return pool.clone(),
-            CopyIn { dataset, .. } | Rm { dataset, .. } | RawioWrite { dataset, .. } => {
-                dataset.clone()
-            }
+            CopyIn { dataset, .. }
+            | Rm { dataset, .. }
+            | RawioWrite { dataset, .. }
+            | LoadKey { dataset, .. }
+            | UnloadKey { dataset } => dataset.clone(),
         };
         crate::names::pool_of(&name).to_string()
     }
@@ -319,7 +335,12 @@ impl Request {
         match self {
             Destroy { opts, .. } => !opts.dry_run,
             Receive { dry_run, .. } => !dry_run,
-            CopyIn { .. } | Rm { .. } | RawioWrite { .. } | Sync { .. } => false,
+            CopyIn { .. }
+            | Rm { .. }
+            | RawioWrite { .. }
+            | Sync { .. }
+            | LoadKey { .. }
+            | UnloadKey { .. } => false,
             _ => true,
         }
     }
@@ -462,8 +483,21 @@ impl Request {
                 dataset,
                 path,
                 recursive,
+                keys,
             } => {
-                copy::copy_in(src, dataset, path, *recursive)?;
+                copy::copy_in_with(src, dataset, path, *recursive, keys)?;
+                Response::Done
+            }
+            Request::LoadKey {
+                dataset,
+                location,
+                dry_run,
+            } => {
+                crate::crypt::load_key(dataset, location.as_deref(), *dry_run)?;
+                Response::Done
+            }
+            Request::UnloadKey { dataset } => {
+                crate::crypt::unload_key(dataset)?;
                 Response::Done
             }
             Request::Rm {

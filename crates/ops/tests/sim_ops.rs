@@ -82,6 +82,7 @@ fn operations_on_simulated_devices() {
         dataset: fs.clone(),
         path: "/".into(),
         recursive: true,
+        keys: Default::default(),
     })
     .expect("copy in");
     assert_eq!(prop(&fs, "compression"), "lzjb");

@@ -16,14 +16,16 @@
 
 use crate::metaslab::Allocator;
 use crate::pool::Pool;
+use ozfs_codec::crypt::{MasterKey, Sealed};
 use ozfs_codec::{checksum, compress};
 use ozfs_format::blkptr::Dva;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
 use ozfs_format::types::{cksum as ck, comp};
 use ozfs_format::{BlkPtr, Error, Result};
+use std::sync::Arc;
 
 /// How to write one block.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BlockProps {
     pub object_type: u8,
     pub level: u8,
@@ -36,6 +38,23 @@ pub struct BlockProps {
     /// The pool's checksum salt, which keys skein, edon-r and blake3
     /// (None: the pool has none, and those checksums cannot be written).
     pub salt: Option<checksum::Salt>,
+    /// The master key of the encrypted objset the block belongs to: the
+    /// block is sealed ([`MasterKey::seal`]) after compression and before
+    /// its checksum. None: not an encrypted objset.
+    pub seal: Option<Arc<MasterKey>>,
+}
+
+impl BlockProps {
+    /// The number of DVAs a block gets: an encrypted block keeps its
+    /// salt and IV where the third would be.
+    pub fn dva_count(&self, sealed: Option<&Sealed>) -> usize {
+        let n = self.copies.clamp(1, 3);
+        if sealed.is_some_and(|s| s.params.is_some()) {
+            n.min(2)
+        } else {
+            n
+        }
+    }
 }
 
 /// The physical form of a block before allocation.
@@ -47,6 +66,8 @@ pub struct Encoded {
     /// The checksum of `data` under the block's checksum function, computed
     /// where the block was encoded (on the encoder threads for a txg).
     pub cksum: ozfs_format::Cksum,
+    /// What sealing put in the pointer (encrypted objsets only).
+    pub sealed: Option<Sealed>,
 }
 
 /// Compress `data` per `p` (FORMAT.md §2.10). None = all zeros with compression on (a hole).
@@ -57,9 +78,18 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
             "block of {lsize} bytes is not a multiple of 512"
         )));
     }
-    let c = p.compress;
+    let mut c = p.compress;
+    if p.seal.is_some()
+        && p.level == 0
+        && (p.object_type == ozfs_format::types::ot::DNODE
+            || p.object_type == ozfs_format::types::ot::OBJSET)
+    {
+        // Sealed dnode and objset blocks are stored uncompressed, as
+        // OpenZFS's write policy keeps them (their MACs cover their bytes).
+        c = comp::OFF;
+    }
     if c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY {
-        return with_cksum(data.to_vec(), comp::OFF, lsize, p).map(Some);
+        return with_cksum(data.to_vec(), data, comp::OFF, lsize, p).map(Some);
     }
     if data.iter().all(|&b| b == 0) {
         return Ok(None);
@@ -71,23 +101,48 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
         if psize < lsize {
             buf.truncate(n);
             buf.resize(psize as usize, 0);
-            return with_cksum(buf, c, lsize, p).map(Some);
+            return with_cksum(buf, data, c, lsize, p).map(Some);
         }
     }
-    with_cksum(data.to_vec(), comp::OFF, lsize, p).map(Some)
+    with_cksum(data.to_vec(), data, comp::OFF, lsize, p).map(Some)
 }
 
-fn with_cksum(data: Vec<u8>, compress: u8, lsize: u64, p: &BlockProps) -> Result<Encoded> {
-    let cksum = if p.checksum == ck::OFF {
+/// Seal (in an encrypted objset) and checksum the physical bytes `data`
+/// of the block whose logical contents are `logical`. A sealed block's
+/// checksum words 2–3 are its MAC and words 0–1 a truncated checksum of
+/// the stored bytes, folded (words 2–3 XORed in) for a checksum not
+/// strong enough for dedup, as OpenZFS's `zio_checksum_compute`; an
+/// objset block keeps its whole checksum.
+fn with_cksum(
+    mut data: Vec<u8>,
+    logical: &[u8],
+    compress: u8,
+    lsize: u64,
+    p: &BlockProps,
+) -> Result<Encoded> {
+    let sealed = match &p.seal {
+        Some(k) => Some(k.seal(p.object_type, p.level, logical, &mut data)?),
+        None => None,
+    };
+    let mut cksum = if p.checksum == ck::OFF {
         Default::default()
     } else {
         checksum::compute_salted(p.checksum, &data, false, p.salt.as_ref())?
     };
+    if let Some(mac) = sealed.and_then(|s| s.mac) {
+        if !checksum::dedup_capable(p.checksum) {
+            cksum.0[0] ^= cksum.0[2];
+            cksum.0[1] ^= cksum.0[3];
+        }
+        cksum.0[2] = u64::from_le_bytes(mac[..8].try_into().unwrap_or([0; 8]));
+        cksum.0[3] = u64::from_le_bytes(mac[8..].try_into().unwrap_or([0; 8]));
+    }
     Ok(Encoded {
         data,
         compress,
         lsize,
         cksum,
+        sealed,
     })
 }
 
@@ -165,6 +220,24 @@ impl Pool {
         bp.words[10] = txg;
         bp.words[11] = fill;
         bp.set_cksum(e.cksum);
+        if let Some(s) = &e.sealed {
+            // BP_USES_CRYPT; an encrypted block's salt and IV go where its
+            // third DVA would be and into the fill word's high half.
+            bp.words[6] |= 1 << 61;
+            if let Some((salt, iv)) = s.params {
+                if dvas.len() > 2 || fill > u32::MAX as u64 {
+                    return Err(Error::Invalid(format!(
+                        "encrypted block with {} copies and fill {fill}",
+                        dvas.len()
+                    )));
+                }
+                let w = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+                bp.words[4] = w(&salt);
+                bp.words[5] = w(&iv[..8]);
+                let hi = u32::from_le_bytes(iv[8..].try_into().unwrap_or([0; 4]));
+                bp.words[11] = fill | (hi as u64) << 32;
+            }
+        }
         Ok(bp)
     }
 
@@ -196,7 +269,7 @@ impl Pool {
         let psize = e.data.len() as u64;
         let mut dvas: Vec<Dva> = Vec::with_capacity(p.copies);
         let mut used: Vec<u64> = Vec::new();
-        for _ in 0..p.copies.clamp(1, 3) {
+        for _ in 0..p.dva_count(e.sealed.as_ref()) {
             let ext = match alloc.alloc(psize, txg, &used) {
                 Ok(x) => x,
                 Err(err) => {
@@ -261,7 +334,7 @@ impl Pool {
         };
         let psize = e.data.len() as u64;
         let dvas: Vec<Dva> = old.dvas().into_iter().filter(|d| !d.is_empty()).collect();
-        if dvas.len() != p.copies.clamp(1, 3) {
+        if dvas.len() != p.dva_count(e.sealed.as_ref()) {
             return Ok(None);
         }
         for d in &dvas {
