@@ -9,7 +9,8 @@
 //! * `ozfs cp [-r] [-l] [-L keylocation] SRC POOL/DATASET:PATH` copies a
 //!   local file or tree in (into an encrypted file system: `-l`/`-L` load
 //!   its key, unless the process holding the pool has it);
-//! * `ozfs rm [-r] POOL/DATASET:PATH` removes a file or tree.
+//! * `ozfs rm [-r] [-l] [-L keylocation] POOL/DATASET:PATH` removes a file
+//!   or tree.
 
 use crate::args::{split_source, Args};
 use crate::{CmdResult, Fail};
@@ -72,11 +73,13 @@ pub fn main(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-/// `ozfs rm [-r] POOL/DATASET:PATH`.
+/// `ozfs rm [-r] [-l] [-L keylocation] POOL/DATASET:PATH`.
 pub fn rm(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "rRf", "")?;
+    let a = Args::parse(argv, "rRfl", "L")?;
     if a.pos.len() != 1 {
-        return Err(Fail::Usage("usage: ozfs rm [-r] POOL/DATASET:PATH".into()));
+        return Err(Fail::Usage(
+            "usage: ozfs rm [-r] [-l] [-L keylocation] POOL/DATASET:PATH".into(),
+        ));
     }
     let (dataset, path) = split_source(&a.pos[0])?;
     execute(
@@ -84,6 +87,10 @@ pub fn rm(argv: &[String]) -> CmdResult {
             dataset,
             path,
             recursive: a.flag('r') || a.flag('R'),
+            keys: ozfs_ops::crypt::KeyLoad {
+                load: a.flag('l'),
+                location: a.opt('L').map(str::to_string),
+            },
         },
         &Progress::none(),
     )?;

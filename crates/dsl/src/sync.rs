@@ -104,6 +104,7 @@ pub struct FsPolicy {
 impl WritePolicy for FsPolicy {
     fn props(&self, object_type: u8, level: u8) -> BlockProps {
         let data = level == 0 && !ozfs_format::types::object_type_is_metadata(object_type);
+        let seal = self.seal.clone();
         if data {
             BlockProps {
                 object_type,
@@ -112,7 +113,7 @@ impl WritePolicy for FsPolicy {
                 compress: self.compress,
                 copies: self.copies,
                 salt: self.salt,
-                seal: self.seal.clone(),
+                seal,
             }
         } else {
             BlockProps {
@@ -122,7 +123,7 @@ impl WritePolicy for FsPolicy {
                 compress: comp::LZJB,
                 copies: (self.copies + 1).min(3),
                 salt: None,
-                seal: self.seal.clone(),
+                seal,
             }
         }
     }

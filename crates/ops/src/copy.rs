@@ -517,6 +517,11 @@ fn read_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// `ozfs rm [-r] POOL/DATASET:PATH`: remove a file, or a tree with `recursive`.
 pub fn remove(ds_name: &str, path: &str, recursive: bool) -> Result<()> {
+    remove_with(ds_name, path, recursive, &KeyLoad::default())
+}
+
+/// [`remove`], loading the key of an encrypted file system as `keys` says.
+pub fn remove_with(ds_name: &str, path: &str, recursive: bool, keys: &KeyLoad) -> Result<()> {
     let target = format!("{ds_name}:{path}");
     if ds_name.contains('@') {
         return Err(invalid(format!(
@@ -528,6 +533,7 @@ pub fn remove(ds_name: &str, path: &str, recursive: bool) -> Result<()> {
         .dsl()
         .lookup(ds_name)
         .map_err(|_| Error::NotFound(format!("cannot open '{ds_name}': dataset does not exist")))?;
+    load_for(&w.dsl(), &ds, keys).map_err(|e| e.context(&format!("cannot remove '{target}'")))?;
     let props = w.dsl().properties(&ds, 0)?;
     if is_readonly(&props) {
         return Err(invalid(format!(

@@ -158,6 +158,9 @@ pub enum Request {
         dataset: String,
         path: String,
         recursive: bool,
+        /// Load the key of an encrypted file system first (`-l`, `-L`).
+        #[serde(default)]
+        keys: crate::crypt::KeyLoad,
     },
     /// Commit the pool's open transaction group now (`zpool sync`).
     Sync {
@@ -504,8 +507,9 @@ impl Request {
                 dataset,
                 path,
                 recursive,
+                keys,
             } => {
-                copy::remove(dataset, path, *recursive)?;
+                copy::remove_with(dataset, path, *recursive, keys)?;
                 Response::Done
             }
             Request::Sync { pool } => {
