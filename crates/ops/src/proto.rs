@@ -660,6 +660,7 @@ mod tests {
             dataset: "tank/a".into(),
             path: "/x".into(),
             recursive: false,
+            keys: Default::default(),
         };
         assert_eq!(ok.pool(), "tank");
         ok.check().expect("one pool");
