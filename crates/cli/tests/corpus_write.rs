@@ -358,7 +358,7 @@ fn an_encrypted_pool_is_written_inside_and_around_its_encrypted_datasets() {
     let tree = work.path().join("tree");
     std::fs::create_dir_all(tree.join("sub")).unwrap();
     let big: Vec<u8> = (0..700_000u32)
-        .map(|i| (i * 2_654_435_761 >> 13) as u8)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(tree.join("big.bin"), &big).unwrap();
     std::fs::write(tree.join("sub/small.txt"), b"sealed by ozfs\n").unwrap();

@@ -191,6 +191,7 @@ fn operations_on_simulated_devices() {
         dataset: clone.clone(),
         path: "/src/d".into(),
         recursive: true,
+        keys: Default::default(),
     })
     .expect("rm");
     leak_check(name);
