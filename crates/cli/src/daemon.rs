@@ -1212,6 +1212,11 @@ impl Daemon {
                 )),
                 None => Ok(()),
             },
+            // As OpenZFS: a key is not unloaded under a mounted file system.
+            Request::UnloadKey { dataset } => match mounted(dataset, true) {
+                Some(_) => Err(format!("Key unload error: '{dataset}' is busy.")),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }

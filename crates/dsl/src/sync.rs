@@ -780,6 +780,26 @@ impl PoolWriter {
             .ok_or_else(|| Error::Invalid("fs tx".into()))
     }
 
+    /// Close the objsets of encrypted datasets whose key is no longer
+    /// loaded (after `zfs unload-key`), so the next write to one is refused
+    /// naming the key. Staged changes are synced first: nothing is lost.
+    pub fn release_unloaded_keys(&mut self) -> Result<()> {
+        self.sync()?;
+        let mut gone = Vec::new();
+        for (&ds_obj, t) in &self.fs {
+            if t.os.key.is_some() {
+                let dir = self.dataset(ds_obj)?.dir_obj;
+                if self.pool.keys.master(dir).is_none() {
+                    gone.push(ds_obj);
+                }
+            }
+        }
+        for ds_obj in gone {
+            self.fs.remove(&ds_obj);
+        }
+        Ok(())
+    }
+
     /// A writer of dataset objset `os`, keeping the accounting its pool
     /// asks for ([`Self::fs_accounting`]).
     pub(crate) fn objset_tx(&self, os: Objset) -> Result<ObjsetTx> {

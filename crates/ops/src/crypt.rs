@@ -243,5 +243,9 @@ pub fn unload_key(dataset: &str) -> Result<()> {
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
     dsl.unload_key(&ds)
-        .map_err(|e| e.context("Key unload error"))
+        .map_err(|e| e.context("Key unload error"))?;
+    if let Some(mut w) = held {
+        w.release_unloaded_keys()?;
+    }
+    Ok(())
 }
