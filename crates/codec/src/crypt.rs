@@ -315,6 +315,86 @@ impl WrappedKey {
     }
 }
 
+impl MasterKey {
+    /// A new dataset key (`zio_crypt_key_init`): the suite's length of
+    /// random master key and 64 random bytes of HMAC key, current version.
+    pub fn generate(suite: Suite) -> Result<MasterKey> {
+        let mut mk = MasterKey {
+            suite,
+            version: KEY_VERSION_CURRENT,
+            master: [0u8; 32],
+            hmac: [0u8; HMAC_KEY_LEN],
+        };
+        let kl = suite.key_len();
+        random_fill(&mut mk.master[..kl])?;
+        random_fill(&mut mk.hmac)?;
+        Ok(mk)
+    }
+
+    /// Wrap this key with `wk` for a DSL Crypto Key object of `guid`
+    /// (`zio_crypt_key_wrap`): AES-256 in the suite's mode, a random IV,
+    /// the guid, suite and version as associated data. The stored master
+    /// key is 32 bytes, zero past the suite's length.
+    pub fn wrap(&self, wk: &WrappingKey, guid: u64) -> Result<WrappedKey> {
+        let kl = self.suite.key_len();
+        let mut buf = [0u8; 32 + HMAC_KEY_LEN];
+        buf[..kl].copy_from_slice(&self.master[..kl]);
+        buf[kl..kl + HMAC_KEY_LEN].copy_from_slice(&self.hmac);
+        let mut aad = [0u8; 24];
+        aad[..8].copy_from_slice(&guid.to_le_bytes());
+        aad[8..16].copy_from_slice(&suite_value(self.suite).to_le_bytes());
+        aad[16..24].copy_from_slice(&self.version.to_le_bytes());
+        let mut iv = [0u8; 12];
+        random_fill(&mut iv)?;
+        let tag = aead_seal(
+            self.suite.with_key_len(WRAPPING_KEY_LEN),
+            &wk.0,
+            &iv,
+            &aad,
+            &mut buf[..kl + HMAC_KEY_LEN],
+        )
+        .map_err(|()| Error::Invalid("wrapping a dataset key failed".into()))?;
+        let mut master = buf[..kl].to_vec();
+        master.resize(32, 0);
+        let hmac = buf[kl..kl + HMAC_KEY_LEN].to_vec();
+        wipe(&mut buf);
+        Ok(WrappedKey {
+            suite: self.suite,
+            guid,
+            version: self.version,
+            master,
+            hmac,
+            iv,
+            mac: tag,
+        })
+    }
+}
+
+/// A random u64 from the operating system (key guids, PBKDF2 salts).
+pub fn random_u64() -> Result<u64> {
+    let mut b = [0u8; 8];
+    random_fill(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+impl Suite {
+    /// The suite's `enum zio_encrypt` value (as the key object stores it).
+    pub fn value(self) -> u64 {
+        suite_value(self)
+    }
+}
+
+impl KeyFormat {
+    /// The `keyformat` value a key object stores (`ZFS_KEYFORMAT_*`).
+    pub fn value(self) -> u64 {
+        match self {
+            KeyFormat::Raw => 1,
+            KeyFormat::Hex => 2,
+            KeyFormat::Passphrase => 3,
+        }
+    }
+}
+
 fn suite_value(s: Suite) -> u64 {
     match s {
         Suite::Aes128Ccm => 3,
@@ -954,6 +1034,27 @@ mod tests {
             },
             keys,
         )
+    }
+
+    #[test]
+    fn generated_keys_wrap_and_unwrap() {
+        let wk = WrappingKey([0x33u8; 32]);
+        for suite in [Suite::Aes128Ccm, Suite::Aes256Gcm, Suite::Aes192Gcm] {
+            let mk = MasterKey::generate(suite).expect("generate");
+            let kl = suite.key_len();
+            assert!(mk.master[kl..].iter().all(|&b| b == 0));
+            assert!(mk.master[..kl].iter().any(|&b| b != 0));
+            let w = mk.wrap(&wk, 0xfeed).expect("wrap");
+            assert_eq!((w.master.len(), w.hmac.len(), w.version), (32, 64, 1));
+            assert_ne!(&w.master[..kl], &mk.master[..kl], "stored wrapped");
+            let back = w.unwrap_with(&wk).expect("unwrap");
+            assert_eq!(back.master, mk.master);
+            assert_eq!(back.hmac, mk.hmac);
+            assert!(w.unwrap_with(&WrappingKey([0x34u8; 32])).is_err());
+            // Two keys are never the same.
+            let other = MasterKey::generate(suite).expect("generate");
+            assert_ne!(other.master, mk.master);
+        }
     }
 
     #[test]

@@ -849,11 +849,29 @@ fn ozfs_zpl_time() -> (u64, u64) {
     (d.as_secs(), d.subsec_nanos() as u64)
 }
 
-/// `zfs create`: a new file system `name` (its parent must exist), with properties.
+/// `zfs create`: a new file system `name` (its parent must exist), with
+/// properties; encrypted as its parent is (a child of an encrypted file
+/// system gets a key of its own under the same encryption root).
 pub fn create_filesystem(
     w: &mut PoolWriter,
     name: &str,
     props: &[(String, PropSetting)],
+) -> Result<u64> {
+    create_filesystem_crypt(
+        w,
+        name,
+        props,
+        crate::crypt::NewCrypt::Inherit { suite: None },
+    )
+}
+
+/// [`create_filesystem`], encrypted as `crypt` says (`zfs create -o
+/// encryption=… -o keyformat=…`).
+pub fn create_filesystem_crypt(
+    w: &mut PoolWriter,
+    name: &str,
+    props: &[(String, PropSetting)],
+    crypt: crate::crypt::NewCrypt,
 ) -> Result<u64> {
     let (parent_name, child) = name
         .rsplit_once('/')
@@ -872,15 +890,14 @@ pub fn create_filesystem(
             "cannot create '{name}': parent is a snapshot"
         )));
     }
-    // OpenZFS makes a child of an encrypted parent encrypted with its
-    // key; ozfs does not encrypt.
-    w.refuse_encrypted(parent.dir_obj, &format!("cannot create '{name}'"))?;
     let pdir = w.dir(parent.dir_obj)?;
     if zap_tx::lookup(&w.mos, pdir.child_dir_zapobj, child.as_bytes())?.is_some() {
         return Err(Error::Exists(format!(
             "cannot create '{name}': dataset already exists"
         )));
     }
+    // Checked before anything is made.
+    let crypt = w.plan_new_crypt(name, parent.dir_obj, crypt)?;
     let origin_snap = {
         let root = w.dir(w.root_dir_obj)?;
         let od = zap_tx::lookup_u64(&w.mos, root.child_dir_zapobj, "$ORIGIN")?;
@@ -903,6 +920,13 @@ pub fn create_filesystem(
     for (k, v) in props {
         set_prop_dir(w, dir, k, v)?;
     }
+    // Encrypted: its first objset is sealed with its new key.
+    if let Some(plan) = crypt {
+        let key = w.encrypt_new_dir(dir, ds, plan)?;
+        if let Some(t) = w.fs.get_mut(&ds) {
+            t.os.key = Some(key);
+        }
+    }
     Ok(ds)
 }
 
@@ -920,17 +944,34 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
             "cannot clone '{origin}': not a snapshot"
         )));
     }
-    // A clone of an encrypted snapshot needs its own key object.
-    w.refuse_encrypted(snap.dir_obj, &format!("cannot clone '{origin}'"))?;
     // The pool is the first component (a root snapshot is `pool@snap`).
     if name.split(['/', '@']).next() != origin.split(['/', '@']).next() {
         return Err(Error::Invalid(format!(
             "cannot create '{name}': source and target pools differ"
         )));
     }
-    let ds = create_filesystem(w, name, &[])?;
+    // Checked before anything is made: an unencrypted clone cannot live
+    // under an encrypted parent (an encrypted one shares its origin's key).
+    if let Some((parent_name, _)) = name.rsplit_once('/') {
+        if let Ok(p) = dsl.lookup(parent_name) {
+            if w.dir_key_obj(snap.dir_obj)?.is_none() && w.dir_key_obj(p.dir_obj)?.is_some() {
+                return Err(Error::Invalid(format!(
+                    "cannot create '{name}': an unencrypted clone cannot be created under an \
+                     encrypted parent"
+                )));
+            }
+        }
+    }
+    let ds = create_filesystem_crypt(w, name, &[], crate::crypt::NewCrypt::Later)?;
     // Not the fresh ZPL objset: the snapshot's.
     w.fs.remove(&ds);
+    // An encrypted origin's key object is shared.
+    let (clone_dir, parent_dir) = {
+        let cd = w.dataset(ds)?.dir_obj;
+        (cd, w.dir(cd)?.parent_obj)
+    };
+    w.clone_dir_key(clone_dir, snap.dir_obj, parent_dir)
+        .map_err(|e| e.context(&format!("cannot create '{name}'")))?;
     let empty_origin = {
         let d = w.dataset(ds)?;
         d.prev_snap_obj
@@ -955,6 +996,7 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
     let dl = w.deadlist_clone(head_dl, s.creation_txg, snap.ds_obj)?;
     w.deadlist_free(d.deadlist_obj)?;
     d.deadlist_obj = dl;
+    crate::features::replace_dataset_features(w, snap.ds_obj, ds)?;
     d.bp = s.bp;
     d.referenced_bytes = s.referenced_bytes;
     d.compressed_bytes = s.compressed_bytes;

@@ -419,6 +419,208 @@ impl DslPool {
     }
 }
 
+/// How a new file system is encrypted (`zfs create`).
+pub enum NewCrypt {
+    /// As its parent says: not encrypted under an unencrypted parent
+    /// (`suite` must then be None: a suite alone needs a key format);
+    /// under an encrypted one a new key of `suite` (the parent's when
+    /// None), wrapped with the parent's encryption root's key, which must
+    /// be loaded.
+    Inherit { suite: Option<Suite> },
+    /// A new encryption root: its key's parameters, the wrapping key
+    /// derived from the user's key with them, and its `keylocation`.
+    Root {
+        suite: Suite,
+        params: KeyParams,
+        wrapping: WrappingKey,
+        keylocation: String,
+    },
+    /// `encryption=off`: refused under an encrypted parent.
+    Off,
+    /// Set up by the caller (a clone shares its origin's key object).
+    Later,
+}
+
+/// A checked plan for a new encrypted directory
+/// ([`crate::sync::PoolWriter::plan_new_crypt`]).
+pub struct CryptPlan {
+    suite: Suite,
+    params: KeyParams,
+    wrapping: Arc<WrappingKey>,
+    /// The encryption root (None: the new directory is one).
+    root_dir: Option<u64>,
+    keylocation: Option<String>,
+}
+
+impl crate::sync::PoolWriter {
+    /// Check how new file system `name` under `parent_dir` is to be
+    /// encrypted (`spec`), before anything is made: the parent's key
+    /// loaded, the features enabled, no unencrypted child of an encrypted
+    /// parent. None: it is not encrypted.
+    pub fn plan_new_crypt(
+        &self,
+        name: &str,
+        parent_dir: u64,
+        spec: NewCrypt,
+    ) -> Result<Option<CryptPlan>> {
+        let cannot = format!("cannot create '{name}'");
+        let dsl = self.dsl();
+        let parent = dsl.dir_crypt(parent_dir)?;
+        let plan = match spec {
+            NewCrypt::Later => return Ok(None),
+            NewCrypt::Off => {
+                if parent.is_some() {
+                    return Err(Error::Invalid(format!(
+                        "{cannot}: an unencrypted file system cannot be created under an \
+                         encrypted parent"
+                    )));
+                }
+                return Ok(None);
+            }
+            NewCrypt::Inherit { suite } => {
+                let Some(p) = parent else {
+                    if suite.is_some() {
+                        return Err(Error::Invalid(format!(
+                            "{cannot}: Keyformat required for new encryption root."
+                        )));
+                    }
+                    return Ok(None);
+                };
+                let Some(wk) = self.pool.keys.wrapping(p.root_dir) else {
+                    let root = dsl
+                        .dir_name(p.root_dir)
+                        .unwrap_or_else(|_| format!("directory {}", p.root_dir));
+                    return Err(Error::Permission(format!(
+                        "{cannot}: the key of its encryption root '{root}' is not loaded \
+                         (zfs load-key)"
+                    )));
+                };
+                CryptPlan {
+                    suite: suite.unwrap_or(p.wrapped.suite),
+                    params: dsl.key_params(p.root_dir)?,
+                    wrapping: wk,
+                    root_dir: Some(p.root_dir),
+                    keylocation: None,
+                }
+            }
+            NewCrypt::Root {
+                suite,
+                params,
+                wrapping,
+                keylocation,
+            } => CryptPlan {
+                suite,
+                params,
+                wrapping: Arc::new(wrapping),
+                root_dir: None,
+                keylocation: Some(keylocation),
+            },
+        };
+        for f in [crate::features::ENCRYPTION, "com.datto:bookmark_v2"] {
+            if crate::features::refcount(self, f)?.is_none() {
+                return Err(Error::unsupported(
+                    cannot,
+                    format!(
+                        "pool '{}' does not have feature {f} enabled",
+                        self.pool.name
+                    ),
+                ));
+            }
+        }
+        Ok(Some(plan))
+    }
+
+    /// Make new directory `dir_obj` (head dataset `ds_obj`) encrypted as
+    /// `plan` says, as OpenZFS's `dsl_dataset_create_crypt_sync`: a DSL
+    /// Crypto Key object holding a new random master key wrapped with the
+    /// encryption root's wrapping key, named by the directory (made a
+    /// ZAP), the dataset listing `encryption`; a new root also gets its
+    /// `keylocation`. The keys are then loaded in this process. Returns
+    /// the new objset's master key.
+    pub fn encrypt_new_dir(
+        &mut self,
+        dir_obj: u64,
+        ds_obj: u64,
+        plan: CryptPlan,
+    ) -> Result<Arc<MasterKey>> {
+        let CryptPlan {
+            suite,
+            params,
+            wrapping,
+            root_dir,
+            keylocation,
+        } = plan;
+        let root_dir = root_dir.unwrap_or(dir_obj);
+        let mk = MasterKey::generate(suite)?;
+        let guid = ozfs_codec::crypt::random_u64()?;
+        let w = mk.wrap(&wrapping, guid)?;
+        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
+        let key_obj = self.mos.create_zap(
+            ozfs_format::types::ot::ZAP_METADATA_NEW,
+            0,
+            Vec::new(),
+            0,
+            1,
+        )?;
+        let entries: [(&str, u8, Vec<u64>); 12] = [
+            ("DSL_CRYPTO_SUITE", 8, vec![suite.value()]),
+            ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![root_dir]),
+            ("DSL_CRYPTO_GUID", 8, vec![guid]),
+            ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
+            ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
+            ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
+            ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
+            ("keyformat", 8, vec![params.format.value()]),
+            ("pbkdf2salt", 8, vec![params.salt]),
+            ("pbkdf2iters", 8, vec![params.iters]),
+            (KEY_REFCOUNT, 8, vec![1]),
+            ("DSL_CRYPTO_VERSION", 8, vec![w.version]),
+        ];
+        for (k, len, v) in &entries {
+            ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, k, *len, v)?;
+        }
+        crate::features::zapify_dataset(self, dir_obj)?;
+        ozfs_dmu::zap_tx::add(
+            &mut self.mos,
+            dir_obj,
+            CRYPTO_KEY_OBJ.as_bytes(),
+            8,
+            &[key_obj],
+        )?;
+        crate::features::activate_on_dataset(self, ds_obj, crate::features::ENCRYPTION)?;
+        if let Some(loc) = keylocation {
+            let props = self.dir(dir_obj)?.props_zapobj;
+            let mut vals: Vec<u64> = loc.bytes().map(|b| b as u64).collect();
+            vals.push(0);
+            ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)?;
+            self.pool.keys.set_wrapping_arc(dir_obj, wrapping);
+        }
+        Ok(self.pool.keys.set_master(dir_obj, mk))
+    }
+
+    /// A clone (`dir_obj`) of a snapshot of encrypted directory
+    /// `origin_dir` shares the origin's key object, as OpenZFS's
+    /// `dsl_crypto_key_clone_sync`: the new directory (made a ZAP) names
+    /// it and its reference count rises. Nothing to do for an unencrypted
+    /// origin, unless the clone's parent `parent_dir` is encrypted:
+    /// refused.
+    pub fn clone_dir_key(&mut self, dir_obj: u64, origin_dir: u64, parent_dir: u64) -> Result<()> {
+        let Some(key) = self.dir_key_obj(origin_dir)? else {
+            if self.dir_key_obj(parent_dir)?.is_some() {
+                return Err(Error::Invalid(
+                    "an unencrypted clone cannot be created under an encrypted parent".into(),
+                ));
+            }
+            return Ok(());
+        };
+        let refs = ozfs_dmu::zap_tx::lookup_u64(&self.mos, key, KEY_REFCOUNT)
+            .map_err(|e| e.context(&format!("DSL crypto key {key}")))?;
+        ozfs_dmu::zap_tx::update(&mut self.mos, key, KEY_REFCOUNT, 8, &[refs + 1])?;
+        crate::features::zapify_dataset(self, dir_obj)?;
+        ozfs_dmu::zap_tx::add(&mut self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes(), 8, &[key])
+    }
+}
+
 /// The key object's count of directories sharing it.
 const KEY_REFCOUNT: &str = "DSL_CRYPTO_REFCOUNT";
 

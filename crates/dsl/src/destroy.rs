@@ -74,6 +74,11 @@ impl PoolWriter {
         zap_tx::remove(&mut self.mos, pdir.child_dir_zapobj, leaf.as_bytes())?;
         crate::features::release_dataset(self, ds.ds_obj)?;
         self.release_dir_key(ds.dir_obj)?;
+        // A directory made a ZAP (an encrypted one) gives back its
+        // `extensible_dataset` count, as `dmu_object_free_zapified`.
+        if self.mos.dnode(ds.dir_obj)?.phys.object_type == ot::ZAP_METADATA_NEW {
+            crate::features::incr(self, crate::features::EXTENSIBLE_DATASET, -1)?;
+        }
         if ds.ds.deadlist_obj != 0 {
             self.deadlist_free(ds.ds.deadlist_obj)?;
         }

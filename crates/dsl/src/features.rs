@@ -648,6 +648,20 @@ pub fn inherit_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
     Ok(())
 }
 
+/// Dataset `to` lists exactly the per-dataset features of `from` (a clone
+/// takes its origin snapshot's, as `dsl_dataset_create_sync_dd`, not those
+/// of the empty objset it was first made with).
+pub fn replace_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Result<()> {
+    let want = dataset_features(w, from)?;
+    for g in dataset_features(w, to)? {
+        if !want.contains(&g) {
+            zap_tx::remove(&mut w.mos, to, g.as_bytes())?;
+            incr(w, &g, -1)?;
+        }
+    }
+    inherit_dataset_features(w, from, to)
+}
+
 /// Active features ozfs writes as their specification asks, so a pool
 /// whose active features are all here is opened read-write:
 /// * `lz4_compress`: lz4 blocks are written and read; `compression=on`

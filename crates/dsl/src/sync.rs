@@ -999,12 +999,13 @@ impl PoolWriter {
     /// Sync one file system's changes and charge them.
     fn sync_fs(&mut self, ds_obj: u64, mut otx: ObjsetTx) -> Result<()> {
         let mut policy = self.fs_policy(ds_obj)?;
-        if otx.os.bp.uses_crypt() {
-            policy.seal = Some(otx.os.key.clone().ok_or_else(|| {
-                Error::Permission(format!(
-                    "dataset object {ds_obj} is encrypted and its key is not loaded"
-                ))
-            })?);
+        // An encrypted objset (opened with its key, or new with one) is
+        // sealed with it; one without its key is never written.
+        policy.seal = otx.os.key.clone();
+        if policy.seal.is_none() && otx.os.bp.uses_crypt() {
+            return Err(Error::Permission(format!(
+                "dataset object {ds_obj} is encrypted and its key is not loaded"
+            )));
         }
         let mut ds = self.dataset(ds_obj)?;
         let mut acct = DsAcct {

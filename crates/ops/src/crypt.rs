@@ -249,3 +249,97 @@ pub fn unload_key(dataset: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// The PBKDF2 iterations of a new passphrase key, and the fewest
+/// accepted (OpenZFS's `DEFAULT_PBKDF2_ITERATIONS`, `MIN_PBKDF2_ITERATIONS`).
+pub const DEFAULT_PBKDF2_ITERS: u64 = 350_000;
+pub const MIN_PBKDF2_ITERS: u64 = 100_000;
+
+/// How new file system `name` is encrypted, from the encryption
+/// properties given to `zfs create` (`encryption`, `keyformat`,
+/// `keylocation`, `pbkdf2iters`), as libzfs's `zfs_crypto_create` decides:
+/// a key format makes a new encryption root (its key read now from
+/// `keylocation`, `prompt` by default; a passphrase stretched over a new
+/// random salt); `encryption` alone asks for an encrypted child of an
+/// encrypted parent; nothing inherits the parent's.
+pub fn new_crypt(name: &str, props: &[&(String, String)]) -> Result<ozfs_dsl::crypt::NewCrypt> {
+    use ozfs_codec::crypt::{Suite, WrappingKey};
+    use ozfs_dsl::crypt::{KeyParams, NewCrypt};
+    let cannot = |m: &str| invalid(format!("cannot create '{name}': {m}"));
+    let get = |k: &str| props.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let suite = match get("encryption") {
+        None => None,
+        Some("off") => {
+            if props.len() > 1 {
+                return Err(cannot(
+                    "Encryption must be turned on to set encryption properties.",
+                ));
+            }
+            return Ok(NewCrypt::Off);
+        }
+        Some("on") => Some(Suite::Aes256Gcm),
+        Some(v) => Some(
+            (3..=8)
+                .filter_map(Suite::from_u64)
+                .find(|s| s.name() == v)
+                .ok_or_else(|| cannot(&format!("invalid encryption value '{v}'")))?,
+        ),
+    };
+    let Some(fmt) = get("keyformat") else {
+        if get("keylocation").is_some() || get("pbkdf2iters").is_some() {
+            return Err(cannot("Keyformat required for new encryption root."));
+        }
+        return Ok(NewCrypt::Inherit { suite });
+    };
+    let format = [KeyFormat::Raw, KeyFormat::Hex, KeyFormat::Passphrase]
+        .into_iter()
+        .find(|f| f.name() == fmt)
+        .ok_or_else(|| cannot(&format!("invalid keyformat '{fmt}'")))?;
+    let iters = match (format, get("pbkdf2iters")) {
+        (KeyFormat::Passphrase, None) => DEFAULT_PBKDF2_ITERS,
+        (KeyFormat::Passphrase, Some(v)) => {
+            let n: u64 = v
+                .parse()
+                .map_err(|_| cannot(&format!("invalid pbkdf2iters '{v}'")))?;
+            if n < MIN_PBKDF2_ITERS {
+                return Err(cannot(&format!(
+                    "minimum pbkdf2 iterations is {MIN_PBKDF2_ITERS}"
+                )));
+            }
+            n
+        }
+        (_, None) => 0,
+        (_, Some(_)) => {
+            return Err(cannot(
+                "Cannot specify pbkdf2iters with a non-passphrase keyformat.",
+            ))
+        }
+    };
+    let keylocation = get("keylocation").unwrap_or("prompt").to_string();
+    if keylocation != "prompt" && !keylocation.starts_with("file:///") {
+        return Err(cannot(&format!("invalid keylocation '{keylocation}'")));
+    }
+    if keylocation == "prompt" && crate::host::in_daemon() {
+        return Err(cannot(
+            "the ozfs daemon holds the pool and cannot prompt; give keylocation=file:///…",
+        ));
+    }
+    let salt = if format == KeyFormat::Passphrase {
+        ozfs_codec::crypt::random_u64()?
+    } else {
+        0
+    };
+    let material = read_key_material(&keylocation, format, name)?;
+    let wrapping = WrappingKey::derive(format, &material.0, salt, iters)
+        .map_err(|e| e.context(&format!("cannot create '{name}'")))?;
+    Ok(NewCrypt::Root {
+        suite: suite.unwrap_or(Suite::Aes256Gcm),
+        params: KeyParams {
+            format,
+            salt,
+            iters,
+        },
+        wrapping,
+        keylocation,
+    })
+}

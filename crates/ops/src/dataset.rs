@@ -28,6 +28,13 @@ fn no_such(name: &str) -> Error {
 pub fn create(name: &str, parents: bool, props: &[(String, String)]) -> Result<Vec<String>> {
     let mut w = writer_for(name)?;
     let mut settings = Vec::new();
+    let (crypt_props, props): (Vec<_>, Vec<_>) = props.iter().partition(|(k, _)| {
+        matches!(
+            k.as_str(),
+            "encryption" | "keyformat" | "keylocation" | "pbkdf2iters"
+        )
+    });
+    let mut crypt = Some(crate::crypt::new_crypt(name, &crypt_props)?);
     for (k, v) in props {
         settings.push((
             k.clone(),
@@ -57,7 +64,14 @@ pub fn create(name: &str, parents: bool, props: &[(String, String)]) -> Result<V
         } else {
             Vec::new()
         };
-        ozfs_dsl::create::create_filesystem(&mut w, n, &p)?;
+        let c = if i + 1 == to_create.len() {
+            crypt
+                .take()
+                .unwrap_or(ozfs_dsl::crypt::NewCrypt::Inherit { suite: None })
+        } else {
+            ozfs_dsl::crypt::NewCrypt::Inherit { suite: None }
+        };
+        ozfs_dsl::create::create_filesystem_crypt(&mut w, n, &p, c)?;
         w.sync()
             .map_err(|e| e.context(&format!("cannot create '{n}'")))?;
     }

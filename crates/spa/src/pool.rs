@@ -171,6 +171,10 @@ impl KeyStore {
     pub fn set_wrapping(&self, root_dir: u64, key: ozfs_codec::crypt::WrappingKey) {
         lock(&self.wrapping).insert(root_dir, Arc::new(key));
     }
+    /// [`Self::set_wrapping`] of a key already shared.
+    pub fn set_wrapping_arc(&self, root_dir: u64, key: Arc<ozfs_codec::crypt::WrappingKey>) {
+        lock(&self.wrapping).insert(root_dir, key);
+    }
     /// Forget encryption root `root_dir`'s wrapping key and every master
     /// key in `dirs` (the directories it unlocked).
     pub fn unload(&self, root_dir: u64, dirs: &[u64]) {
