@@ -645,14 +645,14 @@ impl crate::sync::PoolWriter {
         }
     }
 
-    /// Refuse `what` on an encrypted directory: ozfs does not yet make the
-    /// key objects and encrypted blocks OpenZFS would.
+    /// Refuse `what` on an encrypted directory (promoting an encrypted
+    /// clone: OpenZFS moves key objects and checks encryption roots, which
+    /// ozfs does not do yet).
     pub fn refuse_encrypted(&self, dir_obj: u64, what: &str) -> Result<()> {
         if self.dir_key_obj(dir_obj)?.is_some() {
             return Err(Error::unsupported(
                 what,
-                "the dataset is encrypted (ozfs reads encrypted datasets with their keys; it \
-                 does not write them yet)",
+                "the dataset is encrypted (ozfs does not promote encrypted clones yet)",
             ));
         }
         Ok(())

@@ -689,11 +689,13 @@ pub fn replace_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 ///   `zilsaxattr` (ozfs writes no intent log and no file system whose log
 ///   holds records), `allocation_classes` (new blocks in the normal class
 ///   only);
-/// * `encryption`: an encrypted dataset's objset is never written (ozfs
-///   does not encrypt blocks: `PoolWriter::fs_tx` refuses it, naming the
-///   dataset); its snapshots are made with an IV set guid, and destroying
-///   it destroys its key object as OpenZFS does (`crate::crypt`); the rest
-///   of the pool is written as any other;
+/// * `encryption`: an encrypted dataset's objset is written with its key
+///   loaded, every block sealed (`PoolWriter::fs_tx` opens it keyed and
+///   refuses it without the key, naming the root); new encrypted file
+///   systems get key objects and list the feature; snapshots get an IV set
+///   guid, clones share their origin's key object, and destroying one
+///   releases it as OpenZFS does (`crate::crypt`); promoting an encrypted
+///   clone is refused;
 /// * `block_cloning`: frees of cloned blocks take a reference in the
 ///   block reference tables instead of freeing (`ozfs_spa::brt`,
 ///   `crate::brt`); ozfs makes no clones;
