@@ -671,6 +671,23 @@ impl Daemon {
                 let secs = p.since.elapsed().as_secs_f64();
                 json!({"ok": true, "out": "", "vdevs": list, "secs": secs})
             }
+            "loaded_keys" => {
+                // The encryption roots whose keys this daemon holds, per
+                // pool (`keystatus` as `zfs get` shows it).
+                let inner = lock(&self.inner);
+                let list: Vec<Value> = inner
+                    .pools
+                    .iter()
+                    .flat_map(|(name, p)| {
+                        p.pool
+                            .keys
+                            .loaded_roots()
+                            .into_iter()
+                            .map(move |d| json!([name, d]))
+                    })
+                    .collect();
+                json!({"ok": true, "out": "", "keys": list})
+            }
             "list_mounts" => {
                 let mut inner = lock(&self.inner);
                 Self::prune(&mut inner);

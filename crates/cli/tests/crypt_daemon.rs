@@ -249,7 +249,7 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         "-H",
         "-o",
         "name,property,value",
-        "encryption,keyformat,encryptionroot,pbkdf2iters",
+        "encryption,keyformat,encryptionroot,pbkdf2iters,keystatus",
         &ds("enc"),
         &ds("enc/child"),
         &ds("enc/hex"),
@@ -268,6 +268,10 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         ("enc/hex", "pbkdf2iters", "0"),
         ("enc/cl", "encryption", "aes-256-gcm"),
         ("enc/cl", "encryptionroot", "enc"),
+        // The daemon holds the keys it made.
+        ("enc", "keystatus", "available"),
+        ("enc/hex", "keystatus", "available"),
+        ("enc/cl", "keystatus", "available"),
     ];
     for (rel, p, v) in want {
         let v = if p == "encryptionroot" {

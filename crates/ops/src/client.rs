@@ -252,6 +252,25 @@ pub fn list_mounts() -> Vec<(String, String)> {
         .clone()
 }
 
+/// The encryption roots (pool, root directory object) whose keys the
+/// daemon holds; none without a daemon.
+pub fn loaded_keys() -> Vec<(String, u64)> {
+    if crate::host::in_daemon() {
+        return Vec::new();
+    }
+    let Some(Ok(r)) = call(&serde_json::json!({"cmd": "loaded_keys"})) else {
+        return Vec::new();
+    };
+    r.v["keys"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| Some((k[0].as_str()?.to_string(), k[1].as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Have the daemon (started if needed) take an imported pool and mount its
 /// file systems.
 pub fn daemon_import(name: &str) -> Result<()> {

@@ -55,6 +55,7 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
     let all_recursive = sel.operands.is_empty() && sel.all_recursive;
     let types = sel.types;
     let mounts = crate::client::list_mounts();
+    let keys: std::cell::OnceCell<Vec<(String, u64)>> = std::cell::OnceCell::new();
     let mut out = Vec::new();
     for op in operands {
         let missing = || Error::NotFound(format!("cannot open '{op}': dataset does not exist"));
@@ -115,6 +116,20 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
                         0
                     };
                     props.push(("userrefs".into(), PropValue::Num(refs), PropSource::None));
+                }
+            }
+            // `keystatus` is available where the daemon holds the key.
+            if let Some(root) = props.iter().find_map(|(n, v, _)| match v {
+                PropValue::Text(t) if n == "encryptionroot" => Some(t.clone()),
+                _ => None,
+            }) {
+                let loaded = keys.get_or_init(crate::client::loaded_keys);
+                if let Ok(r) = dsl.lookup(&root) {
+                    if loaded.contains(&(pool_name.clone(), r.dir_obj)) {
+                        if let Some(p) = props.iter_mut().find(|(n, _, _)| n == "keystatus") {
+                            p.1 = PropValue::Text("available".into());
+                        }
+                    }
                 }
             }
             // `mounted` is yes for what the daemon serves.

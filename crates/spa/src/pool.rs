@@ -171,6 +171,12 @@ impl KeyStore {
     pub fn set_wrapping(&self, root_dir: u64, key: ozfs_codec::crypt::WrappingKey) {
         lock(&self.wrapping).insert(root_dir, Arc::new(key));
     }
+    /// The encryption roots whose keys are loaded.
+    pub fn loaded_roots(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = lock(&self.wrapping).keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
     /// [`Self::set_wrapping`] of a key already shared.
     pub fn set_wrapping_arc(&self, root_dir: u64, key: Arc<ozfs_codec::crypt::WrappingKey>) {
         lock(&self.wrapping).insert(root_dir, key);
