@@ -35,7 +35,11 @@ const USAGE: &str = "usage: zfs <command>
 	get [-rHp] [-d max] [-o \"all\" | field[,...]] [-t type[,...]] [-s source[,...]]
 	    <\"all\" | property[,...]> [filesystem|snapshot] ...
 	load-key [-rn] [-L <keylocation>] <-a | filesystem|volume>
-	unload-key [-r] <-a | filesystem|volume>";
+	unload-key [-r] <-a | filesystem|volume>
+	change-key [-l] [-o keyformat=<value>]
+	    [-o keylocation=<value>] [-o pbkdf2iters=<value>]
+	    <filesystem|volume>
+	change-key -i [-l] <filesystem|volume>";
 
 pub fn main(argv: &[String]) -> CmdResult {
     let Some(cmd) = argv.first() else {
@@ -67,9 +71,9 @@ pub fn main(argv: &[String]) -> CmdResult {
         "upgrade" => upgrade(rest),
         "load-key" => load_key(rest),
         "unload-key" => unload_key(rest),
+        "change-key" => change_key(rest),
         "userspace" | "groupspace" | "projectspace" => userspace(cmd, rest),
-        "project" | "bookmark" | "allow" | "unallow" | "change-key"
-        | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
+        "project" | "bookmark" | "allow" | "unallow" | "redact" | "wait" => Err(Fail::Err(format!("zfs {cmd}: not supported yet"))),
         other => Err(Fail::Usage(format!(
             "unrecognized command '{other}'\n{USAGE}"
         ))),
@@ -124,6 +128,41 @@ fn load_key(argv: &[String]) -> CmdResult {
     } else {
         Ok(())
     }
+}
+
+/// `zfs change-key [-l] [-i] [-o keyformat=|keylocation=|pbkdf2iters=] FS`.
+fn change_key(argv: &[String]) -> CmdResult {
+    let a = Args::parse(argv, "li", "o")?;
+    if a.pos.len() != 1 {
+        return Err(Fail::Usage(
+            "usage:\n\tchange-key [-l] [-o keyformat=<value>]\n\t    [-o keylocation=<value>] [-o pbkdf2iters=<value>]\n\t    <filesystem|volume>\n\tchange-key -i [-l] <filesystem|volume>".into(),
+        ));
+    }
+    let mut props = Vec::new();
+    for o in a.opt_all('o') {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
+        if !matches!(k, "keyformat" | "keylocation" | "pbkdf2iters") {
+            return Err(Fail::Err(format!(
+                "cannot change key of '{}': invalid property '{k}' (keyformat, keylocation and pbkdf2iters only)",
+                a.pos[0]
+            )));
+        }
+        props.push((k.to_string(), v.to_string()));
+    }
+    if a.flag('i') && !props.is_empty() {
+        return Err(Fail::Usage(
+            "-i cannot be used with other properties".into(),
+        ));
+    }
+    exec(Request::ChangeKey {
+        dataset: a.pos[0].clone(),
+        load: a.flag('l'),
+        inherit: a.flag('i'),
+        props,
+    })?;
+    Ok(())
 }
 
 /// `zfs unload-key [-r] -a | DATASET`.

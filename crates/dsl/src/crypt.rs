@@ -716,3 +716,123 @@ impl crate::sync::PoolWriter {
         ozfs_dmu::zap_tx::update(&mut self.mos, snap_obj, IVSET_GUID, 8, &[guid])
     }
 }
+
+/// How `zfs change-key` changes an encryption root's key.
+pub enum ChangeKey {
+    /// A new wrapping key (`-o keyformat=…`, a new passphrase…): the
+    /// dataset becomes (or stays) an encryption root with these key
+    /// parameters and `keylocation`.
+    New {
+        params: KeyParams,
+        wrapping: WrappingKey,
+        keylocation: String,
+    },
+    /// `-i`: the encryption root joins its parent's encryption root.
+    Inherit,
+}
+
+impl crate::sync::PoolWriter {
+    /// `zfs change-key` of file system `name` (directory `dir_obj`), as
+    /// OpenZFS's `spa_keystore_change_key_sync`: every key object wrapped
+    /// by the root `dir_obj` belongs to (its own, and its descendants'
+    /// under the same root, clones' shared objects once) is unwrapped
+    /// with the loaded key and wrapped again — a new IV, the same guid and
+    /// master keys — with the new wrapping key (or, `Inherit`, the
+    /// parent's root's), naming its new root and key parameters; the
+    /// root's `keylocation` follows. Data blocks are not touched. The old
+    /// wrapping key must be loaded (`zfs load-key`, `change-key -l`).
+    pub fn change_key(&mut self, name: &str, dir_obj: u64, how: ChangeKey) -> Result<()> {
+        let cannot = format!("cannot change key of '{name}'");
+        let dsl = self.dsl();
+        let c = dsl
+            .dir_crypt(dir_obj)?
+            .ok_or_else(|| Error::Invalid(format!("{cannot}: encryption is not enabled")))?;
+        let old_root = c.root_dir;
+        let old_wk = self.pool.keys.wrapping(old_root).ok_or_else(|| {
+            Error::Permission(format!(
+                "{cannot}: Permission denied: the key of its encryption root is not loaded \
+                 (zfs load-key, or change-key -l)"
+            ))
+        })?;
+        let (new_root, params, wk, keylocation) = match how {
+            ChangeKey::New {
+                params,
+                wrapping,
+                keylocation,
+            } => (dir_obj, params, Arc::new(wrapping), Some(keylocation)),
+            ChangeKey::Inherit => {
+                if old_root != dir_obj {
+                    return Err(Error::Invalid(format!(
+                        "{cannot}: Key inheritting can only be performed on encryption roots."
+                    )));
+                }
+                let parent = self.dir(dir_obj)?.parent_obj;
+                let pc = dsl.dir_crypt(parent)?.ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "{cannot}: Root dataset cannot inherit key from an unencrypted parent."
+                    ))
+                })?;
+                let pwk = self.pool.keys.wrapping(pc.root_dir).ok_or_else(|| {
+                    Error::Permission(format!(
+                        "{cannot}: the key of the parent's encryption root is not loaded"
+                    ))
+                })?;
+                (pc.root_dir, dsl.key_params(pc.root_dir)?, pwk, None)
+            }
+        };
+        // The directories whose keys change: `dir_obj` and its
+        // descendants still under the old root (a child that is its own
+        // root, and what is under it, keeps its key).
+        let head = dsl.lookup(&dsl.dir_name(dir_obj)?)?;
+        let mut key_objs: Vec<(u64, u64)> = Vec::new();
+        for d in dsl.list(&head, false, None)? {
+            let Some(dc) = dsl.dir_crypt(d.dir_obj)? else {
+                continue;
+            };
+            if (d.dir_obj == dir_obj || dc.root_dir == old_root)
+                && !key_objs.iter().any(|&(k, _)| k == dc.key_obj)
+            {
+                key_objs.push((dc.key_obj, d.dir_obj));
+            }
+        }
+        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
+        for &(key_obj, d) in &key_objs {
+            let dc = dsl
+                .dir_crypt(d)?
+                .ok_or_else(|| Error::Invalid(format!("directory {d} lost its key")))?;
+            let mk = dc.wrapped.unwrap_with(&old_wk)?;
+            let w = mk.wrap(&wk, dc.wrapped.guid)?;
+            let entries: [(&str, u8, Vec<u64>); 8] = [
+                ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![new_root]),
+                ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
+                ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
+                ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
+                ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
+                ("keyformat", 8, vec![params.format.value()]),
+                ("pbkdf2salt", 8, vec![params.salt]),
+                ("pbkdf2iters", 8, vec![params.iters]),
+            ];
+            for (k, len, v) in &entries {
+                ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, k, *len, v)?;
+            }
+        }
+        let props = self.dir(dir_obj)?.props_zapobj;
+        match keylocation {
+            Some(loc) => {
+                let mut vals: Vec<u64> = loc.bytes().map(|b| b as u64).collect();
+                vals.push(0);
+                ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)?;
+                self.pool.keys.set_wrapping_arc(dir_obj, wk);
+            }
+            None => {
+                if props != 0 {
+                    ozfs_dmu::zap_tx::remove(&mut self.mos, props, b"keylocation")?;
+                }
+                if old_root == dir_obj {
+                    self.pool.keys.unload(dir_obj, &[]);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -343,3 +343,109 @@ pub fn new_crypt(name: &str, props: &[&(String, String)]) -> Result<ozfs_dsl::cr
         keylocation,
     })
 }
+
+/// `zfs change-key [-l] [-i] [-o keyformat=…] [-o keylocation=…] [-o
+/// pbkdf2iters=…] DATASET`: wrap the keys under `dataset`'s encryption root
+/// with a new key read from the (new) `keylocation` (its format and
+/// iterations kept unless given; a passphrase gets a new salt), or with
+/// its parent's root's (`inherit`). The current key must be loaded in the
+/// process holding the pool (`load`: loaded first from its keylocation).
+pub fn change_key(
+    dataset: &str,
+    load: bool,
+    inherit: bool,
+    props: &[(String, String)],
+) -> Result<()> {
+    use ozfs_codec::crypt::WrappingKey;
+    use ozfs_dsl::crypt::{ChangeKey, KeyParams};
+    let cannot = |m: &str| invalid(format!("cannot change key of '{dataset}': {m}"));
+    let mut w = crate::host::writer_for(dataset)?;
+    let dsl = w.dsl();
+    let ds = dsl
+        .lookup(dataset)
+        .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
+    if ds.is_snapshot {
+        return Err(cannot("snapshots' keys cannot be changed"));
+    }
+    let c = dsl
+        .crypt_props(&ds)?
+        .ok_or_else(|| cannot("encryption is not enabled"))?;
+    if load {
+        load_for(
+            &dsl,
+            &ds,
+            &KeyLoad {
+                load: true,
+                location: None,
+            },
+        )?;
+    }
+    let how = if inherit {
+        ChangeKey::Inherit
+    } else {
+        let get = |k: &str| props.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let format = match get("keyformat") {
+            None => c.params.format,
+            Some(f) => [KeyFormat::Raw, KeyFormat::Hex, KeyFormat::Passphrase]
+                .into_iter()
+                .find(|x| x.name() == f)
+                .ok_or_else(|| cannot(&format!("invalid keyformat '{f}'")))?,
+        };
+        let iters = match (format, get("pbkdf2iters")) {
+            (KeyFormat::Passphrase, Some(v)) => {
+                let n: u64 = v
+                    .parse()
+                    .map_err(|_| cannot(&format!("invalid pbkdf2iters '{v}'")))?;
+                if n < MIN_PBKDF2_ITERS {
+                    return Err(cannot(&format!(
+                        "minimum pbkdf2 iterations is {MIN_PBKDF2_ITERS}"
+                    )));
+                }
+                n
+            }
+            (KeyFormat::Passphrase, None) if c.params.format == KeyFormat::Passphrase => {
+                c.params.iters
+            }
+            (KeyFormat::Passphrase, None) => DEFAULT_PBKDF2_ITERS,
+            (_, None) => 0,
+            (_, Some(_)) => {
+                return Err(cannot(
+                    "Cannot specify pbkdf2iters with a non-passphrase keyformat.",
+                ))
+            }
+        };
+        let keylocation = match get("keylocation") {
+            Some(l) => l.to_string(),
+            None if c.root == ds.name => dsl.keylocation(&ds)?,
+            None => "prompt".to_string(),
+        };
+        if keylocation != "prompt" && !keylocation.starts_with("file:///") {
+            return Err(cannot(&format!("invalid keylocation '{keylocation}'")));
+        }
+        if keylocation == "prompt" && crate::host::in_daemon() {
+            return Err(cannot(
+                "the ozfs daemon holds the pool and cannot prompt; give -o keylocation=file:///…",
+            ));
+        }
+        let salt = if format == KeyFormat::Passphrase {
+            ozfs_codec::crypt::random_u64()?
+        } else {
+            0
+        };
+        let material = read_key_material(&keylocation, format, dataset)?;
+        let wrapping = WrappingKey::derive(format, &material.0, salt, iters)
+            .map_err(|e| e.context(&format!("cannot change key of '{dataset}'")))?;
+        ChangeKey::New {
+            params: KeyParams {
+                format,
+                salt,
+                iters,
+            },
+            wrapping,
+            keylocation,
+        }
+    };
+    w.change_key(dataset, ds.dir_obj, how)?;
+    w.sync()
+        .map_err(|e| e.context(&format!("cannot change key of '{dataset}'")))
+}

@@ -153,6 +153,16 @@ pub enum Request {
     UnloadKey {
         dataset: String,
     },
+    /// `zfs change-key`: a new wrapping key for an encryption root (or,
+    /// `inherit`, its parent's root's).
+    ChangeKey {
+        dataset: String,
+        /// `-l`: load the current key first.
+        load: bool,
+        inherit: bool,
+        /// `keyformat`, `keylocation`, `pbkdf2iters`.
+        props: Vec<(String, String)>,
+    },
     /// Remove a file or tree of a file system.
     Rm {
         dataset: String,
@@ -301,7 +311,8 @@ impl Request {
             | Rm { dataset, .. }
             | RawioWrite { dataset, .. }
             | LoadKey { dataset, .. }
-            | UnloadKey { dataset } => dataset.clone(),
+            | UnloadKey { dataset }
+            | ChangeKey { dataset, .. } => dataset.clone(),
         };
         crate::names::pool_of(&name).to_string()
     }
@@ -501,6 +512,15 @@ impl Request {
             }
             Request::UnloadKey { dataset } => {
                 crate::crypt::unload_key(dataset)?;
+                Response::Done
+            }
+            Request::ChangeKey {
+                dataset,
+                load,
+                inherit,
+                props,
+            } => {
+                crate::crypt::change_key(dataset, *load, *inherit, props)?;
                 Response::Done
             }
             Request::Rm {
