@@ -325,3 +325,139 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         assert!(text.contains("No leaks"), "{text}");
     }
 }
+
+/// `zfs change-key` as OpenZFS: refused without the current key; with
+/// `-l` the root's key (a passphrase) is re-wrapped with a hex key: the
+/// files read with the new key and not the old, `zfs get` shows the new
+/// format and location, and OpenZFS's `zdb -K` opens the data with the
+/// new key. `change-key -i` of a root whose parent is not encrypted is
+/// refused, as OpenZFS refuses it.
+#[test]
+fn change_key_rewraps_as_openzfs() {
+    let oz = common::ozfs();
+    let pool = wcommon::new_devs("ozck", common::Layout::Stripe, 1, 256);
+    let name = pool.name().to_string();
+    let dev_dir = pool.dev_dir().to_string_lossy().into_owned();
+    let work = common::scratch("ozfs-test-crypt-ck-");
+    let root = work.path().canonicalize().unwrap();
+    let pass = root.join("pass.txt");
+    std::fs::write(&pass, "an old passphrase\n").unwrap();
+    let pass2 = root.join("pass2.txt");
+    std::fs::write(&pass2, "the inner root's passphrase\n").unwrap();
+    let hex = root.join("new.hex");
+    let hex_key = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    std::fs::write(&hex, format!("{hex_key}\n")).unwrap();
+    let file = root.join("data.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let loc = |p: &std::path::Path| format!("file://{}", p.display());
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-f",
+        "-m",
+        "none",
+        &name,
+        &pool.devs()[0].to_string_lossy(),
+    ]);
+    let enc = format!("{name}/enc");
+    let inner = format!("{name}/inner");
+    oz.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        "encryption=on",
+        "-o",
+        "keyformat=passphrase",
+        "-o",
+        &format!("keylocation={}", loc(&pass)),
+        &enc,
+    ]);
+    oz.ok(&["cp", "-L", &loc(&pass), &f, &format!("{enc}:/data.bin")]);
+    let change = [
+        "zfs",
+        "change-key",
+        "-o",
+        "keyformat=hex",
+        "-o",
+        &format!("keylocation={}", loc(&hex)),
+        &enc,
+    ];
+    let r = oz.run(&change);
+    assert!(
+        !r.success() && r.stderr.contains("not loaded"),
+        "{}",
+        r.describe()
+    );
+    let mut with_l = change.to_vec();
+    with_l.insert(2, "-l");
+    oz.ok(&with_l);
+    let got = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "property,value",
+        "keyformat,keylocation,pbkdf2iters",
+        &enc,
+    ]);
+    assert_eq!(
+        got,
+        format!(
+            "keyformat\thex\nkeylocation\t{}\npbkdf2iters\t0\n",
+            loc(&hex)
+        )
+    );
+    let out = root.join("out.bin");
+    let r = oz.run(&[
+        "cp",
+        "-L",
+        &loc(&pass),
+        &format!("{enc}:/data.bin"),
+        &out.to_string_lossy(),
+    ]);
+    assert!(
+        !r.success(),
+        "the old key still opens it:\n{}",
+        r.describe()
+    );
+    oz.ok(&[
+        "cp",
+        "-l",
+        &format!("{enc}:/data.bin"),
+        &out.to_string_lossy(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+
+    // A second root, at the top: it has no parent root to join.
+    oz.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        "encryption=aes-128-gcm",
+        "-o",
+        "keyformat=passphrase",
+        "-o",
+        &format!("keylocation={}", loc(&pass2)),
+        &inner,
+    ]);
+    oz.ok(&["cp", "-L", &loc(&pass2), &f, &format!("{inner}:/data.bin")]);
+    let r = oz.run(&["zfs", "change-key", "-i", "-l", &inner]);
+    assert!(
+        !r.success() && r.stderr.contains("unencrypted parent"),
+        "{}",
+        r.describe()
+    );
+    oz.ok(&["zpool", "export", &name]);
+    if let Some(zdb) = common::oracle_zdb() {
+        common::openzfs_verdict(&zdb, &pool.dev_dir(), &name);
+        let zout = root.join("zdb-out");
+        std::process::Command::new(&zdb)
+            .args(["-e", "-p", &dev_dir, "-K", hex_key, "-r", &enc, "data.bin"])
+            .arg(&zout)
+            .output()
+            .expect("run OpenZFS zdb -r");
+        assert_eq!(std::fs::read(&zout).ok(), Some(data.clone()));
+    }
+}
