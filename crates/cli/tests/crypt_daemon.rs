@@ -140,7 +140,8 @@ fn the_daemon_keeps_a_loaded_key_and_writes_encrypted_files() {
 /// encryption root (aes-256-gcm, a passphrase), a child that inherits it
 /// (a key of its own wrapped by the root's), a second root under it
 /// (aes-128-ccm, a hex key) and a clone of the child's snapshot (sharing
-/// the child's key object), each written through its mount. `zfs get`
+/// the child's key object), each written through its mount, and a plain
+/// stream received under the root (encrypted on the way in). `zfs get`
 /// shows OpenZFS's encryption properties; an unencrypted child of an
 /// encrypted parent and a suite without a key format are refused, as
 /// OpenZFS refuses them. OpenZFS's `zdb -K … -r` decrypts every file
@@ -164,6 +165,8 @@ fn new_encrypted_file_systems_are_openzfs_own() {
             mnt.join("enc/child"),
             mnt.join("enc/hex"),
             mnt.join("enc/cl"),
+            mnt.join("enc/recv"),
+            mnt.join("plainsrc"),
         ],
     };
     let pass = root.join("pass.txt");
@@ -234,7 +237,19 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         std::fs::write(m.join("d").join(f), &big).unwrap();
         std::fs::write(m.join("small.txt"), rel.as_bytes()).unwrap();
     }
+    // A plain stream received under an encrypted parent is encrypted.
+    oz.ok(&["zfs", "create", &ds("plainsrc")]);
+    std::fs::write(mnt.join("plainsrc/sent.txt"), b"sent in the clear\n").unwrap();
     oz.ok(&["zfs", "snapshot", "-r", &format!("{name}@s")]);
+    let stream = root.join("plain.stream");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs send {}@s > '{}' && \"$OZFS\" zfs receive {} < '{}'",
+        ds("plainsrc"),
+        stream.display(),
+        ds("enc/recv"),
+        stream.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
     oz.ok(&[
         "zfs",
         "clone",
@@ -254,6 +269,7 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         &ds("enc/child"),
         &ds("enc/hex"),
         &ds("enc/cl"),
+        &ds("enc/recv"),
     ]);
     let want = [
         ("enc", "encryption", "aes-256-gcm"),
@@ -268,6 +284,8 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         ("enc/hex", "pbkdf2iters", "0"),
         ("enc/cl", "encryption", "aes-256-gcm"),
         ("enc/cl", "encryptionroot", "enc"),
+        ("enc/recv", "encryption", "aes-256-gcm"),
+        ("enc/recv", "encryptionroot", "enc"),
         // The daemon holds the keys it made.
         ("enc", "keystatus", "available"),
         ("enc/hex", "keystatus", "available"),
@@ -314,6 +332,10 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         assert_eq!(
             read("enc/cl", pw, "small.txt").as_deref(),
             Some(&b"enc/child"[..])
+        );
+        assert_eq!(
+            read("enc/recv", pw, "sent.txt").as_deref(),
+            Some(&b"sent in the clear\n"[..])
         );
     }
     oz.ok(&["zpool", "import", "-N", "-d", &dev_dir, &name]);

@@ -500,12 +500,16 @@ fn receive_one(
                 crate::create::set_prop_dir(w, dir, k, v)?;
             }
         }
-        // The stream brings every object: start from an empty objset.
-        let fresh = w.fs.remove(&ds).map(|t| t.os.phys.clone());
-        if let Some(mut phys) = fresh {
+        // The stream brings every object: start from an empty objset
+        // (under an encrypted parent, sealed with the new file system's key).
+        let fresh =
+            w.fs.remove(&ds)
+                .map(|t| (t.os.phys.clone(), t.os.key.clone()));
+        if let Some((mut phys, key)) = fresh {
             phys.meta_dnode = crate::create::empty_meta_dnode();
-            let os =
+            let mut os =
                 ozfs_dmu::Objset::from_parts(w.pool.clone(), ozfs_format::BlkPtr::default(), phys);
+            os.key = key;
             let t = w.objset_tx(os)?;
             w.fs.insert(ds, t);
         }

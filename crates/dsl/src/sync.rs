@@ -1002,7 +1002,13 @@ impl PoolWriter {
         // An encrypted objset (opened with its key, or new with one) is
         // sealed with it; one without its key is never written.
         policy.seal = otx.os.key.clone();
-        if policy.seal.is_none() && otx.os.bp.uses_crypt() {
+        // Never plain blocks into an encrypted dataset, however its
+        // objset was opened.
+        let encrypted_dir = {
+            let dir = self.dataset(ds_obj)?.dir_obj;
+            self.dir_key_obj(dir)?.is_some()
+        };
+        if policy.seal.is_none() && (otx.os.bp.uses_crypt() || encrypted_dir) {
             return Err(Error::Permission(format!(
                 "dataset object {ds_obj} is encrypted and its key is not loaded"
             )));
