@@ -158,15 +158,83 @@ fn every_corpus_stream_is_received_exactly() {
         panic!("ozfs's -c -e -L stream received:\n{d}");
     }
 
-    // A raw encrypted stream: refused by name, nothing left behind.
-    let r = receive(&oz, &corpus.join("c7-crypt/gcm-raw.zstream"), "rp/raw");
-    assert_error(&r, Some(1), &["raw encrypted records"]);
-    let all = oz.ok(&["zfs", "list", "-H", "-o", "name", "-t", "all", "-r", "rp"]);
-    assert!(!all.contains("rp/raw"), "{all}");
+    // A raw encrypted stream (`zfs send -w`), received with no key: the
+    // file system is its own encryption root with the sender's wrapped
+    // keys (`keylocation=prompt`), its objset rebuilt exactly — read with
+    // the key (every dnode block's and the objset's MACs checked) it is
+    // OpenZFS's gcm@s1, and sent raw again it is OpenZFS's stream record
+    // for record (FREE records and the BEGIN name aside).
+    let raw_stream = corpus.join("c7-crypt/gcm-raw.zstream");
+    let r = receive(&oz, &raw_stream, "rp/raw");
+    assert!(r.success(), "{}", r.describe());
+    let got = oz.ok(&[
+        "zfs",
+        "get",
+        "-H",
+        "-o",
+        "property,value",
+        "encryption,keyformat,keylocation,encryptionroot,keystatus",
+        "rp/raw",
+    ]);
+    assert_eq!(
+        got,
+        "encryption\taes-256-gcm\nkeyformat\tpassphrase\nkeylocation\tprompt\nencryptionroot\trp/raw\nkeystatus\tunavailable\n"
+    );
+    let key = crypt_key_location(&corpus.join("c7-crypt/keys"), "c7-crypt/gcm").unwrap();
+    let dest = work.path().join("raw-out");
+    oz.ok(&[
+        "cp",
+        "-r",
+        "-L",
+        &key,
+        "rp/raw@s1:/",
+        &dest.to_string_lossy(),
+    ]);
+    let manifest = std::fs::read_to_string(corpus.join("c7-crypt/manifest.txt")).unwrap();
+    let want = theirs(&manifest, "c7-crypt/gcm@s1");
+    let got = ours(&ozfs_testkit::manifest::Manifest::scan(&dest).unwrap());
+    if let Some(d) = differences(&want, &got) {
+        panic!("raw stream received:\n{d}");
+    }
+    let again = work.path().join("raw-again.zstream");
+    let r = oz.sh(&format!(
+        "\"$OZFS\" zfs send -w rp/raw@s1 > '{}'",
+        again.display()
+    ));
+    assert!(r.success(), "{}", r.describe());
+    let theirs_recs = records_but_free(&raw_stream);
+    let mine = records_but_free(&again);
+    assert_eq!(mine.len(), theirs_recs.len(), "records (FREE aside)");
+    for (i, (m, t)) in mine.iter().zip(&theirs_recs).enumerate() {
+        // BEGIN's name (bytes 56..312) is the receiver's.
+        let cut = if i == 0 { 56 } else { m.0.len() };
+        assert!(
+            m.0[..cut] == t.0[..cut] && m.1 == t.1,
+            "record {i} differs: ozfs {:02x?}\nOpenZFS {:02x?}",
+            &m.0[..64],
+            &t.0[..64]
+        );
+    }
 
     oz.ok(&["zpool", "export", "rp"]);
     if let Some(zdb) = oracle_zdb() {
         openzfs_verdict(&zdb, &devs, "rp");
+        // OpenZFS opens the received file system with the key.
+        let material = std::fs::read_to_string(corpus.join("c7-crypt/keys/secret.pass")).unwrap();
+        let out = work.path().join("zdb-out");
+        let r = std::process::Command::new(&zdb)
+            .args(["-e", "-p", &devs.to_string_lossy(), "-K", material.trim()])
+            .args(["-r", "rp/raw", "text.txt"])
+            .arg(&out)
+            .output()
+            .expect("run OpenZFS zdb -r");
+        assert_eq!(
+            std::fs::read(&out).ok(),
+            std::fs::read(dest.join("text.txt")).ok(),
+            "OpenZFS zdb -K -r rp/raw text.txt:\n{}{}",
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        );
     }
 }
 

@@ -741,6 +741,45 @@ impl MasterKey {
     }
 }
 
+/// What seals the blocks of an encrypted objset being written.
+#[derive(Debug)]
+pub enum Sealer {
+    /// Its master key: every block sealed here ([`MasterKey::seal`]).
+    Key(std::sync::Arc<MasterKey>),
+    /// A raw receive (`zfs send -w`), no key: level-0 blocks come sealed
+    /// in the stream (stored as sent, never through here), indirect blocks
+    /// get the MAC of their children ([`indirect_mac`]), and the objset
+    /// block carries the stream's portable MAC as it is.
+    Raw,
+}
+
+impl Sealer {
+    /// Seal one block (see [`MasterKey::seal`]).
+    pub fn seal(
+        &self,
+        object_type: u8,
+        level: u8,
+        logical: &[u8],
+        stored: &mut [u8],
+    ) -> Result<Sealed> {
+        match self {
+            Sealer::Key(k) => k.seal(object_type, level, logical, stored),
+            Sealer::Raw if level > 0 => Ok(Sealed {
+                params: None,
+                mac: Some(indirect_mac(logical)?),
+            }),
+            Sealer::Raw if object_type == ot::OBJSET => Ok(Sealed {
+                params: None,
+                mac: None,
+            }),
+            Sealer::Raw => Err(Error::Invalid(format!(
+                "a level-0 {} block of a raw receive must come sealed from the stream",
+                ozfs_format::types::object_type_name(object_type)
+            ))),
+        }
+    }
+}
+
 /// Offsets of the MACs in an objset block (`os_portable_mac`,
 /// `os_local_mac`, 32 bytes each).
 const OS_PORTABLE_MAC: usize = 720;

@@ -134,6 +134,33 @@ pub struct ObjsetTx {
     /// Lookups fill it too (through `&self`), hence the `RefCell`.
     pub zap_cache:
         std::cell::RefCell<std::collections::HashMap<u64, ozfs_format::zap_write::ZapObject>>,
+    /// A raw receive (`zfs send -w`) into an encrypted objset, without its
+    /// key: level-0 blocks, spill blocks and dnode blocks are stored as the
+    /// stream sealed them ([`RawBlock`]), indirect blocks get the MAC of
+    /// their children, objects keep the shape the stream gives them.
+    pub raw_recv: bool,
+    /// Raw level-0 blocks staged (never also in `data` or `ext`).
+    pub raw: BTreeMap<(u64, u64), RawBlock>,
+    /// Raw spill blocks staged (replacing any in `spills`).
+    pub raw_spills: BTreeMap<u64, RawBlock>,
+    /// The sealing of dnode blocks (by block id of the meta-dnode) as a
+    /// raw stream's OBJECT_RANGE records give it.
+    pub raw_dnode_blocks: BTreeMap<u64, ozfs_codec::crypt::Sealed>,
+    /// Objects' `maxblkid` as a raw stream gives it (kept whatever the
+    /// blocks written: it is part of the dnode's MAC).
+    pub raw_maxblkid: BTreeMap<u64, u64>,
+}
+
+/// A block received raw: stored as the sender stored it.
+#[derive(Debug, Clone)]
+pub struct RawBlock {
+    /// The stored bytes (PSIZE, compressed and encrypted as sent).
+    pub data: Vec<u8>,
+    pub compress: u8,
+    pub lsize: u64,
+    /// The checksum function of its pointer.
+    pub checksum: u8,
+    pub sealed: ozfs_codec::crypt::Sealed,
 }
 
 impl ObjsetTx {
@@ -160,7 +187,19 @@ impl ObjsetTx {
             accounting: None,
             zap_cache: Default::default(),
             obj_next: std::cell::Cell::new(1),
+            raw_recv: false,
+            raw: BTreeMap::new(),
+            raw_spills: BTreeMap::new(),
+            raw_dnode_blocks: BTreeMap::new(),
+            raw_maxblkid: BTreeMap::new(),
         }
+    }
+
+    /// Stage a raw block (a raw receive's WRITE).
+    pub fn write_raw(&mut self, obj: u64, blkid: u64, b: RawBlock) {
+        self.data.remove(&(obj, blkid));
+        self.ext.remove(&(obj, blkid));
+        self.raw.insert((obj, blkid), b);
     }
 
     pub fn pool(&self) -> &Arc<Pool> {
@@ -174,6 +213,8 @@ impl ObjsetTx {
             || !self.ext.is_empty()
             || !self.free_trees.is_empty()
             || !self.spills.is_empty()
+            || !self.raw.is_empty()
+            || !self.raw_spills.is_empty()
     }
 
     /// Keep user, group (and, as `a` says, object and project) accounting
@@ -379,6 +420,7 @@ impl ObjsetTx {
     /// Replace block `blkid` of `obj` (length must be the object's block size).
     pub fn write_block(&mut self, obj: u64, blkid: u64, data: Vec<u8>) {
         self.ext.remove(&(obj, blkid));
+        self.raw.remove(&(obj, blkid));
         self.data.insert((obj, blkid), Some(data));
     }
 
@@ -586,6 +628,7 @@ impl ObjsetTx {
     /// Make block `blkid` of `obj` a hole.
     pub fn punch_block(&mut self, obj: u64, blkid: u64) {
         self.ext.remove(&(obj, blkid));
+        self.raw.remove(&(obj, blkid));
         self.data.insert((obj, blkid), None);
     }
 
@@ -1025,6 +1068,11 @@ impl ObjsetTx {
                 .range((obj, 0)..=(obj, u64::MAX))
                 .map(|((_, b), e)| (*b, Staged::External(e.clone()))),
         );
+        blocks.extend(
+            self.raw
+                .range((obj, 0)..=(obj, u64::MAX))
+                .map(|((_, b), r)| (*b, Staged::Raw(r.clone()))),
+        );
         blocks.sort_by_key(|(b, _)| *b);
         blocks
     }
@@ -1106,6 +1154,8 @@ impl ObjsetTx {
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
         self.zap_cache.get_mut().remove(&obj);
         self.spills.remove(&obj);
+        self.raw_spills.remove(&obj);
+        self.raw_maxblkid.remove(&obj);
         let committed = match self.os.dnode(obj) {
             Ok(d) => Some(d.phys),
             Err(Error::NotFound(_)) => None,
@@ -1122,6 +1172,7 @@ impl ObjsetTx {
         }
         self.data.retain(|(o, _), _| *o != obj);
         self.ext.retain(|(o, _), _| *o != obj);
+        self.raw.retain(|(o, _), _| *o != obj);
         // Every slot of the dnode becomes free (and is zeroed at sync).
         for s in obj..=obj + extra as u64 {
             self.dnodes.insert(s, DnodePhys::default());
@@ -1163,12 +1214,14 @@ impl ObjsetTx {
             .data
             .keys()
             .chain(self.ext.keys())
+            .chain(self.raw.keys())
             .map(|(o, _)| *o)
             .filter(|o| *o != 0)
             .collect();
         objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
         objs.retain(|o| !is_accounting_object(*o));
         let spills = std::mem::take(&mut self.spills);
+        let raw_spills = std::mem::take(&mut self.raw_spills);
         let accounting = self.accounting;
         let mut charges = Charges::default();
         let mut meta = self.dnode_meta();
@@ -1216,7 +1269,42 @@ impl ObjsetTx {
                     &|_| 1,
                 )?;
             }
-            if let Some(staged) = spills.get(&obj).filter(|_| dn.object_type != 0) {
+            if let Some(&m) = self.raw_maxblkid.get(&obj) {
+                // A raw receive keeps the sender's maxblkid (its MAC covers it).
+                dn.maxblkid = m;
+            }
+            if let Some(r) = raw_spills.get(&obj).filter(|_| dn.object_type != 0) {
+                let old = match self.os.dnode(obj) {
+                    Ok(d) if d.phys.object_type != 0 && !frees.contains_key(&obj) => {
+                        d.phys.spill.unwrap_or_default()
+                    }
+                    Ok(_) | Err(Error::NotFound(_)) => BlkPtr::default(),
+                    Err(e) => return Err(e),
+                };
+                let mut used = dn.used_bytes() as i64;
+                if !old.is_hole() {
+                    used -= pool.dsize(&old, true) as i64;
+                    acct.killed(&pool, alloc, &old, txg)?;
+                }
+                let p = BlockProps {
+                    checksum: r.checksum,
+                    ..policy.props(ot::SA, 0)
+                };
+                let enc = ozfs_spa::write::encode_sealed(
+                    r.data.clone(),
+                    r.compress,
+                    r.lsize,
+                    &p,
+                    r.sealed,
+                )?;
+                let bp = pool.write_encoded(alloc, txg, enc, &p, 1)?;
+                acct.born(&bp);
+                used += pool.dsize(&bp, true) as i64;
+                dn.spill = Some(bp);
+                dn.flags |= DNODE_FLAG_SPILL_BLKPTR;
+                dn.used = used.max(0) as u64;
+                dn.flags |= DNODE_FLAG_USED_BYTES;
+            } else if let Some(staged) = spills.get(&obj).filter(|_| dn.object_type != 0) {
                 // A freed-and-reused slot's old spill block went with its
                 // tree in step 1.
                 let old = if frees.contains_key(&obj) {
@@ -1317,10 +1405,40 @@ impl ObjsetTx {
             }
         }
         // 4. The meta-dnode itself.
-        let meta_blocks: Vec<(u64, Staged)> = meta_dirty
-            .into_iter()
-            .map(|(b, d)| (b, Staged::Data(d)))
-            .collect();
+        let meta_blocks: Vec<(u64, Staged)> = if self.raw_recv {
+            // Dnode blocks as the raw stream sealed them (OBJECT_RANGE);
+            // one left without dnodes is a hole.
+            let checksum = policy.props(ot::DNODE, 0).checksum;
+            let mut v = Vec::with_capacity(meta_dirty.len());
+            for (b, d) in meta_dirty {
+                if d.iter().all(|&x| x == 0) {
+                    v.push((b, Staged::Hole));
+                    continue;
+                }
+                let sealed = *self.raw_dnode_blocks.get(&b).ok_or_else(|| {
+                    Error::corrupt(
+                        format!("dnode block {b} of a raw receive"),
+                        "no OBJECT_RANGE record gave its encryption parameters",
+                    )
+                })?;
+                v.push((
+                    b,
+                    Staged::Raw(RawBlock {
+                        lsize: d.len() as u64,
+                        data: d,
+                        compress: comp::OFF,
+                        checksum,
+                        sealed,
+                    }),
+                ));
+            }
+            v
+        } else {
+            meta_dirty
+                .into_iter()
+                .map(|(b, d)| (b, Staged::Data(d)))
+                .collect()
+        };
         if !meta_blocks.is_empty() {
             // Allocated dnodes, each counted once however many slots.
             let fill = |b: &[u8]| -> u64 { block_dnode_starts(b).count() as u64 };
@@ -1335,6 +1453,9 @@ impl ObjsetTx {
                 meta_blocks,
                 &fill,
             )?;
+        }
+        if let Some(&m) = self.raw_maxblkid.get(&0) {
+            meta.maxblkid = m;
         }
         // 5. The objset block.
         phys.meta_dnode = meta.clone();
@@ -1363,6 +1484,10 @@ impl ObjsetTx {
         self.dnodes.clear();
         self.data.clear();
         self.ext.clear();
+        self.raw.clear();
+        self.raw_spills.clear();
+        // `raw_dnode_blocks` and `raw_maxblkid` stay for the whole raw
+        // receive: a dnode block may change again in a later txg.
         Ok(bp)
     }
 }
@@ -1488,6 +1613,7 @@ enum Staged {
     Hole,
     Data(Vec<u8>),
     External(ExtBlock),
+    Raw(RawBlock),
 }
 
 /// Levels needed so that `nblkptr × epb^(nlevels-1) > maxblkid`.
@@ -1719,6 +1845,29 @@ fn sync_tree(
                     sealed: None,
                 };
                 let bp = pool.write_encoded(alloc, txg, enc, &pe, 1)?;
+                acct.born(&bp);
+                bp
+            }
+            Staged::Raw(r) => {
+                // Stored as the raw stream sealed it: never recompressed,
+                // re-encrypted or rewritten in place.
+                let pe = BlockProps {
+                    checksum: r.checksum,
+                    ..p.clone()
+                };
+                let fill = if dn.object_type == ot::DNODE {
+                    l0_fill(&r.data)
+                } else {
+                    1
+                };
+                let enc = ozfs_spa::write::encode_sealed(
+                    r.data.clone(),
+                    r.compress,
+                    r.lsize,
+                    &pe,
+                    r.sealed,
+                )?;
+                let bp = pool.write_encoded(alloc, txg, enc, &pe, fill)?;
                 acct.born(&bp);
                 bp
             }

@@ -836,3 +836,171 @@ impl crate::sync::PoolWriter {
         Ok(())
     }
 }
+
+/// What a raw stream's BEGIN payload (`crypt_keydata`) says about the
+/// encrypted dataset it carries: its wrapped keys and key parameters, the
+/// portable MAC of its objset, the shape of its meta-dnode (which that MAC
+/// covers) and its IV set guids. Every field is checked before use.
+#[derive(Debug, Clone)]
+pub struct RawKeyData {
+    pub wrapped: WrappedKey,
+    pub params: KeyParams,
+    pub portable_mac: [u8; 32],
+    /// The meta-dnode: checksum, compress, nlevels, block size, indirect
+    /// block shift, block pointers, maxblkid.
+    pub mdn_checksum: u8,
+    pub mdn_compress: u8,
+    pub mdn_nlevels: u8,
+    pub mdn_blksz: u64,
+    pub mdn_indblkshift: u8,
+    pub mdn_nblkptr: u8,
+    pub mdn_maxblkid: u64,
+    pub to_ivset_guid: u64,
+    pub from_ivset_guid: u64,
+}
+
+impl RawKeyData {
+    /// Read and check `crypt_keydata`.
+    pub fn parse(nv: &ozfs_format::NvList) -> Result<RawKeyData> {
+        let what = "raw stream crypt_keydata";
+        let u = |k: &str| -> Result<u64> {
+            nv.get_u64(k)
+                .ok_or_else(|| Error::corrupt(what, format!("no integer {k}")))
+        };
+        let bytes = |k: &str, len: usize| -> Result<Vec<u8>> {
+            match nv.get(k) {
+                Some(ozfs_format::NvValue::Uint8Array(v)) if v.len() == len => Ok(v.clone()),
+                _ => Err(Error::corrupt(what, format!("{k} is not {len} bytes"))),
+            }
+        };
+        let arr = |k: &str, len: usize| -> Result<Vec<u8>> { bytes(k, len) };
+        let suite_v = u("DSL_CRYPTO_SUITE")?;
+        let suite = Suite::from_u64(suite_v)
+            .ok_or_else(|| Error::corrupt(what, format!("encryption suite {suite_v}")))?;
+        let version = u("DSL_CRYPTO_VERSION")?;
+        if version != 1 {
+            return Err(Error::unsupported(what, format!("key version {version}")));
+        }
+        let fmt_v = u("keyformat")?;
+        let format = KeyFormat::from_u64(fmt_v)
+            .ok_or_else(|| Error::corrupt(what, format!("keyformat {fmt_v}")))?;
+        let mut iv = [0u8; 12];
+        iv.copy_from_slice(&arr("DSL_CRYPTO_IV", 12)?);
+        let mut mac = [0u8; 16];
+        mac.copy_from_slice(&arr("DSL_CRYPTO_MAC", 16)?);
+        let mut portable_mac = [0u8; 32];
+        portable_mac.copy_from_slice(&arr("portable_mac", 32)?);
+        let small = |k: &str, max: u64| -> Result<u8> {
+            let v = u(k)?;
+            if v > max {
+                return Err(Error::corrupt(what, format!("{k} {v}")));
+            }
+            Ok(v as u8)
+        };
+        let mdn_blksz = u("mdn_blksz")?;
+        if !(512..=(128 << 10)).contains(&mdn_blksz) || !mdn_blksz.is_power_of_two() {
+            return Err(Error::corrupt(what, format!("mdn_blksz {mdn_blksz}")));
+        }
+        let mdn_indblkshift = small("mdn_indblkshift", 17)?;
+        if mdn_indblkshift < 10 {
+            return Err(Error::corrupt(
+                what,
+                format!("mdn_indblkshift {mdn_indblkshift}"),
+            ));
+        }
+        let mdn_nblkptr = small("mdn_nblkptr", 3)?;
+        let mdn_nlevels = small("mdn_nlevels", 12)?;
+        if mdn_nblkptr == 0 || mdn_nlevels == 0 {
+            return Err(Error::corrupt(
+                what,
+                "a meta-dnode without levels or block pointers",
+            ));
+        }
+        Ok(RawKeyData {
+            wrapped: WrappedKey {
+                suite,
+                guid: u("DSL_CRYPTO_GUID")?,
+                version,
+                master: arr("DSL_CRYPTO_MASTER_KEY_1", 32)?,
+                hmac: arr("DSL_CRYPTO_HMAC_KEY_1", 64)?,
+                iv,
+                mac,
+            },
+            params: KeyParams {
+                format,
+                salt: u("pbkdf2salt")?,
+                iters: u("pbkdf2iters")?,
+            },
+            portable_mac,
+            mdn_checksum: small("mdn_checksum", 15)?,
+            mdn_compress: small("mdn_compress", 63)?,
+            mdn_nlevels,
+            mdn_blksz,
+            mdn_indblkshift,
+            mdn_nblkptr,
+            mdn_maxblkid: u("mdn_maxblkid")?,
+            to_ivset_guid: u("to_ivset_guid")?,
+            from_ivset_guid: nv.get_u64("from_ivset_guid").unwrap_or(0),
+        })
+    }
+}
+
+impl crate::sync::PoolWriter {
+    /// The key object of a file system received raw (directory `dir_obj`,
+    /// head dataset `ds_obj`): the stream's wrapped keys as they are, the
+    /// received file system its own encryption root with `keylocation`
+    /// `prompt`, as OpenZFS's `dsl_crypto_recv_raw_key_sync` makes it. No
+    /// key is needed or loaded.
+    pub fn raw_recv_key(&mut self, dir_obj: u64, ds_obj: u64, k: &RawKeyData) -> Result<()> {
+        for f in [crate::features::ENCRYPTION, "com.datto:bookmark_v2"] {
+            if crate::features::refcount(self, f)?.is_none() {
+                return Err(Error::unsupported(
+                    "raw receive",
+                    format!(
+                        "pool '{}' does not have feature {f} enabled",
+                        self.pool.name
+                    ),
+                ));
+            }
+        }
+        let w = &k.wrapped;
+        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
+        let key_obj = self.mos.create_zap(
+            ozfs_format::types::ot::ZAP_METADATA_NEW,
+            0,
+            Vec::new(),
+            0,
+            1,
+        )?;
+        let entries: [(&str, u8, Vec<u64>); 12] = [
+            ("DSL_CRYPTO_SUITE", 8, vec![w.suite.value()]),
+            ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![dir_obj]),
+            ("DSL_CRYPTO_GUID", 8, vec![w.guid]),
+            ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
+            ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
+            ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
+            ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
+            ("keyformat", 8, vec![k.params.format.value()]),
+            ("pbkdf2salt", 8, vec![k.params.salt]),
+            ("pbkdf2iters", 8, vec![k.params.iters]),
+            (KEY_REFCOUNT, 8, vec![1]),
+            ("DSL_CRYPTO_VERSION", 8, vec![w.version]),
+        ];
+        for (name, len, v) in &entries {
+            ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, name, *len, v)?;
+        }
+        crate::features::zapify_dataset(self, dir_obj)?;
+        ozfs_dmu::zap_tx::add(
+            &mut self.mos,
+            dir_obj,
+            CRYPTO_KEY_OBJ.as_bytes(),
+            8,
+            &[key_obj],
+        )?;
+        crate::features::activate_on_dataset(self, ds_obj, crate::features::ENCRYPTION)?;
+        let props = self.dir(dir_obj)?.props_zapobj;
+        let mut vals: Vec<u64> = b"prompt".iter().map(|&b| b as u64).collect();
+        vals.push(0);
+        ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)
+    }
+}

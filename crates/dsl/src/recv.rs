@@ -309,13 +309,14 @@ fn receive_one(
     if hdrtype != stream::DMU_SUBSTREAM {
         return Err(bad(16, format!("stream header type {hdrtype}")));
     }
-    if features & !RECEIVED_FEATURES != 0 {
+    let raw = features & stream::FEATURE_RAW != 0;
+    if features & !(RECEIVED_FEATURES | stream::FEATURE_RAW) != 0 {
         return Err(Error::unsupported(
             "send stream",
             format!(
                 "stream features {:#x} ({})",
-                features & !RECEIVED_FEATURES,
-                unreceived_features(features & !RECEIVED_FEATURES)
+                features & !(RECEIVED_FEATURES | stream::FEATURE_RAW),
+                unreceived_features(features & !(RECEIVED_FEATURES | stream::FEATURE_RAW))
             ),
         ));
     }
@@ -330,9 +331,28 @@ fn receive_one(
             ),
         ));
     }
-    if payload != 0 {
-        return Err(bad(4, "a BEGIN payload in a plain stream"));
-    }
+    // A raw stream (`zfs send -w`) carries its dataset's wrapped keys and
+    // objset MAC in the BEGIN payload; a plain one carries none.
+    let raw_keys = if raw {
+        if payload == 0 || payload > stream::MAX_BEGIN_PAYLOAD {
+            return Err(bad(
+                4,
+                format!("a raw stream's BEGIN payload of {payload} bytes"),
+            ));
+        }
+        let bytes = s.payload(payload)?;
+        let nv = ozfs_format::nvnative::unpack(&bytes)
+            .map_err(|e| e.context("raw stream BEGIN payload"))?;
+        let keys = nv
+            .get_nvlist("crypt_keydata")
+            .ok_or_else(|| Error::corrupt("raw stream BEGIN payload", "no crypt_keydata"))?;
+        Some(crate::crypt::RawKeyData::parse(keys)?)
+    } else {
+        if payload != 0 {
+            return Err(bad(4, "a BEGIN payload in a plain stream"));
+        }
+        None
+    };
     if begin.objset_type != stream::DMU_OST_ZFS {
         return Err(Error::unsupported(
             "send stream",
@@ -375,6 +395,18 @@ fn receive_one(
     let incremental = begin.fromguid != 0;
     let dsl = w.dsl();
     let existing = dsl.lookup(&fs).ok();
+    if raw_keys.is_some() && incremental {
+        return Err(Error::unsupported(
+            "send stream",
+            "incremental raw streams (zfs send -w -i): only full raw streams are received",
+        ));
+    }
+    if raw_keys.is_some() && existing.is_some() {
+        return Err(Error::Exists(format!(
+            "cannot receive new filesystem stream: destination '{fs}' exists (a raw stream \
+             makes a new file system)"
+        )));
+    }
     let ds_obj = if incremental {
         let head = existing.ok_or_else(|| {
             Error::not_found(format!(
@@ -493,7 +525,20 @@ fn receive_one(
             w.destroy_filesystem(&fs)?;
             w.sync()?;
         }
-        let ds = crate::create::create_filesystem(w, &fs, &[])?;
+        let ds = match &raw_keys {
+            Some(k) => {
+                let ds = crate::create::create_filesystem_crypt(
+                    w,
+                    &fs,
+                    &[],
+                    crate::crypt::NewCrypt::Later,
+                )?;
+                let dir = w.dataset(ds)?.dir_obj;
+                w.raw_recv_key(dir, ds, k)?;
+                ds
+            }
+            None => crate::create::create_filesystem(w, &fs, &[])?,
+        };
         if !keep.is_empty() {
             let dir = w.dataset(ds)?.dir_obj;
             for (k, v) in &keep {
@@ -507,10 +552,45 @@ fn receive_one(
                 .map(|t| (t.os.phys.clone(), t.os.key.clone()));
         if let Some((mut phys, key)) = fresh {
             phys.meta_dnode = crate::create::empty_meta_dnode();
-            let mut os =
-                ozfs_dmu::Objset::from_parts(w.pool.clone(), ozfs_format::BlkPtr::default(), phys);
-            os.key = key;
-            let t = w.objset_tx(os)?;
+            let t = match &raw_keys {
+                // Raw: the sender's meta-dnode shape and portable MAC, no
+                // accounting (OpenZFS rebuilds it once the key is loaded).
+                Some(k) => {
+                    let md = &mut phys.meta_dnode;
+                    md.checksum = k.mdn_checksum;
+                    md.compress = k.mdn_compress;
+                    md.nlevels = k.mdn_nlevels;
+                    md.datablkszsec = (k.mdn_blksz / 512) as u16;
+                    md.indblkshift = k.mdn_indblkshift;
+                    md.nblkptr = k.mdn_nblkptr;
+                    md.blkptr = vec![ozfs_format::BlkPtr::default(); k.mdn_nblkptr as usize];
+                    md.maxblkid = k.mdn_maxblkid;
+                    phys.flags = 0;
+                    phys.portable_mac = k.portable_mac;
+                    phys.local_mac = [0; 32];
+                    phys.userused_dnode = Default::default();
+                    phys.groupused_dnode = Default::default();
+                    phys.projectused_dnode = Default::default();
+                    let os = ozfs_dmu::Objset::from_parts(
+                        w.pool.clone(),
+                        ozfs_format::BlkPtr::default(),
+                        phys,
+                    );
+                    let mut t = ozfs_dmu::tx::ObjsetTx::new(os);
+                    t.raw_recv = true;
+                    t.raw_maxblkid.insert(0, k.mdn_maxblkid);
+                    t
+                }
+                None => {
+                    let mut os = ozfs_dmu::Objset::from_parts(
+                        w.pool.clone(),
+                        ozfs_format::BlkPtr::default(),
+                        phys,
+                    );
+                    os.key = key;
+                    w.objset_tx(os)?
+                }
+            };
             w.fs.insert(ds, t);
         }
         // Committed empty, so that a failure can destroy it again (the
@@ -521,7 +601,25 @@ fn receive_one(
     let r = replay(w, ds_obj, s, toguid, features, begin.flags, progress);
     let r = r.and_then(|()| {
         w.sync()?;
-        w.snapshot_as(&format!("{fs}@{snap}"), Some((toguid, begin.creation_time)))
+        // A raw receive's objset is not written again without its key.
+        if raw_keys.is_some() {
+            w.fs.remove(&ds_obj);
+        }
+        let snap_obj =
+            w.snapshot_as(&format!("{fs}@{snap}"), Some((toguid, begin.creation_time)))?;
+        // The snapshot keeps the sender's IV set guid (a raw incremental
+        // stream names it).
+        if let Some(k) = &raw_keys {
+            crate::features::zapify_dataset(w, snap_obj)?;
+            ozfs_dmu::zap_tx::update(
+                &mut w.mos,
+                snap_obj,
+                crate::crypt::IVSET_GUID,
+                8,
+                &[k.to_ivset_guid],
+            )?;
+        }
+        Ok(snap_obj)
     });
     match r {
         Ok(_) => Ok(Received {
@@ -561,6 +659,7 @@ fn replay(
 ) -> Result<()> {
     let mut dirty = 0u64;
     let mut reported = s.bytes;
+    let raw_stream = features & stream::FEATURE_RAW != 0;
     loop {
         let at = s.bytes;
         let before = s.cksum;
@@ -593,8 +692,12 @@ fn replay(
             Record::Object(o) => {
                 guid_ok(o.toguid)?;
                 let payload = s.payload(plen)?;
-                apply_object(w, ds_obj, &o, &payload, features, begin_flags)
-                    .map_err(|e| e.context(&format!("byte {at}")))?;
+                if raw_stream {
+                    apply_object_raw(w, ds_obj, &o, &payload)
+                } else {
+                    apply_object(w, ds_obj, &o, &payload, features, begin_flags)
+                }
+                .map_err(|e| e.context(&format!("byte {at}")))?;
                 dirty += 1024;
             }
             Record::FreeObjects {
@@ -611,6 +714,13 @@ fn replay(
                     tx.free_object(obj)?;
                 }
                 dirty += 512;
+            }
+            Record::Write(wr) if raw_stream => {
+                guid_ok(wr.toguid)?;
+                let payload = s.payload(plen)?;
+                dirty += payload.len() as u64;
+                apply_write_raw(w, ds_obj, &wr, payload)
+                    .map_err(|e| e.context(&format!("byte {at}")))?;
             }
             Record::Write(wr) => {
                 guid_ok(wr.toguid)?;
@@ -634,6 +744,12 @@ fn replay(
                 // Memory held: whole blocks, however small the write.
                 dirty += apply_write(w, ds_obj, wr.object, wr.offset, data)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
+            }
+            Record::WriteEmbedded(_) if raw_stream => {
+                return Err(bad(
+                    at,
+                    "a WRITE_EMBEDDED record in a raw stream (encrypted blocks are never embedded)",
+                ));
             }
             Record::WriteEmbedded(e) => {
                 guid_ok(e.toguid)?;
@@ -672,6 +788,13 @@ fn replay(
                 dirty += apply_free(w, ds_obj, object, offset, length)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
+            Record::Spill(sp) if raw_stream => {
+                guid_ok(sp.toguid)?;
+                let payload = s.payload(plen)?;
+                dirty += payload.len() as u64;
+                apply_spill_raw(w, ds_obj, &sp, payload)
+                    .map_err(|e| e.context(&format!("byte {at}")))?;
+            }
             Record::Spill(sp) => {
                 let object = sp.object;
                 guid_ok(sp.toguid)?;
@@ -686,10 +809,14 @@ fn replay(
                 apply_spill(w, ds_obj, object, payload)
                     .map_err(|e| e.context(&format!("byte {at}")))?;
             }
+            Record::ObjectRange(r) if raw_stream => {
+                guid_ok(r.toguid)?;
+                apply_object_range(w, ds_obj, &r).map_err(|e| e.context(&format!("byte {at}")))?;
+            }
             Record::ObjectRange(_) => {
-                return Err(Error::unsupported(
-                    "send stream",
-                    "raw encrypted records (zfs send -w)",
+                return Err(bad(
+                    at,
+                    "an OBJECT_RANGE record in a stream that is not raw",
                 ))
             }
             Record::Other { kind } => {
@@ -1008,4 +1135,240 @@ fn apply_free(w: &mut PoolWriter, ds_obj: u64, obj: u64, offset: u64, length: u6
         b = blk + 1;
     }
     Ok(touched)
+}
+
+/// The sealing a raw stream gives a block of type `object_type`: salt and
+/// IV for an encrypted type, the MAC always.
+fn raw_sealed(object_type: u8, c: &stream::RawCrypt) -> ozfs_codec::crypt::Sealed {
+    ozfs_codec::crypt::Sealed {
+        params: ozfs_format::types::object_type_is_encrypted(object_type).then_some((c.salt, c.iv)),
+        mac: Some(c.mac),
+    }
+}
+
+/// A raw OBJECT record: the dnode made exactly as the sender's (its dnode
+/// block is authenticated as a whole): type, shape, checksum and
+/// compression, `maxblkid`, and the bonus area as stored (encrypted).
+fn apply_object_raw(
+    w: &mut PoolWriter,
+    ds_obj: u64,
+    o: &stream::ObjectRec,
+    payload: &[u8],
+) -> Result<()> {
+    let obj = o.object;
+    let what = format!("raw OBJECT {obj}");
+    if obj == 0 || obj >= 1 << 48 {
+        return Err(Error::corrupt(&what, "object number out of range"));
+    }
+    if o.object_type == 0 || o.object_type > 255 || o.bonustype > 255 {
+        return Err(Error::corrupt(
+            &what,
+            format!("type {} bonus type {}", o.object_type, o.bonustype),
+        ));
+    }
+    let slots = o.dn_slots.max(1);
+    let bs = o.blksz as u64;
+    if !(512..=MAX_WRITTEN_BLOCK).contains(&bs) || !bs.is_multiple_of(512) {
+        return Err(Error::corrupt(&what, format!("block size {bs}")));
+    }
+    if slots > DNODE_MAX_SLOTS
+        || !(1..=3).contains(&o.nblkptr)
+        || !(10..=17).contains(&o.indblkshift)
+        || o.nlevels == 0
+        || o.nlevels > 12
+    {
+        return Err(Error::corrupt(
+            &what,
+            format!(
+                "{slots} slots, {} block pointers, indirect shift {}, {} levels",
+                o.nblkptr, o.indblkshift, o.nlevels
+            ),
+        ));
+    }
+    let spill = o.flags & stream::DRR_OBJECT_SPILL != 0;
+    // The bonus area: what follows the block pointers, less a spill
+    // pointer's room.
+    let area = (slots as usize * 512)
+        .saturating_sub(64 + 128 * o.nblkptr as usize + if spill { 128 } else { 0 });
+    let raw_len = if o.raw_bonuslen != 0 {
+        o.raw_bonuslen
+    } else {
+        o.bonuslen
+    } as usize;
+    if o.bonuslen as usize > area || raw_len > area || raw_len > payload.len() {
+        return Err(Error::corrupt(
+            &what,
+            format!(
+                "bonus of {} ({raw_len} stored) bytes in an area of {area}",
+                o.bonuslen
+            ),
+        ));
+    }
+    if slots > 1 && crate::features::refcount(w, crate::features::LARGE_DNODE)?.is_none() {
+        return Err(Error::unsupported(
+            &what,
+            format!(
+                "a dnode of {slots} slots into pool '{}', which does not have feature large_dnode enabled",
+                w.pool.name
+            ),
+        ));
+    }
+    let tx = w.fs_tx(ds_obj)?;
+    if live_dnode(tx, obj, &what)?.is_some() {
+        tx.free_object(obj)?;
+    }
+    tx.claim_object(
+        obj,
+        o.object_type as u8,
+        bs,
+        o.bonustype as u8,
+        Vec::new(),
+        slots,
+    )?;
+    let mut dn = tx.dnode(obj)?.phys;
+    dn.nblkptr = o.nblkptr;
+    dn.blkptr = vec![ozfs_format::BlkPtr::default(); o.nblkptr as usize];
+    dn.indblkshift = o.indblkshift;
+    dn.nlevels = o.nlevels;
+    dn.maxblkid = o.maxblkid;
+    dn.checksum = o.checksum;
+    dn.compress = o.compress;
+    dn.bonuslen = o.bonuslen as u16;
+    dn.bonus = payload[..raw_len].to_vec();
+    tx.set_dnode(obj, dn);
+    tx.raw_maxblkid.insert(obj, o.maxblkid);
+    if slots > 1 {
+        crate::features::activate_on_dataset(w, ds_obj, crate::features::LARGE_DNODE)
+            .map_err(|e| e.context(&what))?;
+    }
+    Ok(())
+}
+
+/// A raw WRITE: the block stored as sent (compressed, encrypted, sealed).
+fn apply_write_raw(
+    w: &mut PoolWriter,
+    ds_obj: u64,
+    wr: &stream::WriteRec,
+    payload: Vec<u8>,
+) -> Result<()> {
+    let what = format!("raw WRITE to object {} at {}", wr.object, wr.offset);
+    if wr.checksum_flags & stream::DRR_RAW_BYTESWAP != 0 {
+        return Err(Error::unsupported(&what, "blocks of the other byte order"));
+    }
+    let tx = w.fs_tx(ds_obj)?;
+    let dn = live_dnode(tx, wr.object, &what)?
+        .ok_or_else(|| Error::corrupt(&what, "the object does not exist"))?;
+    let bs = dn.phys.datablksz();
+    if bs == 0 || !wr.offset.is_multiple_of(bs) || wr.length != bs || wr.offset / bs >= MAX_BLKID {
+        return Err(Error::corrupt(
+            &what,
+            format!("{} bytes, block size {bs}", wr.length),
+        ));
+    }
+    let psize = if wr.compressed_size != 0 {
+        wr.compressed_size
+    } else {
+        wr.length
+    };
+    if payload.len() as u64 != psize || !psize.is_multiple_of(512) || psize > bs {
+        return Err(Error::corrupt(
+            &what,
+            format!("{} bytes stored for {psize}", payload.len()),
+        ));
+    }
+    if wr.object_type != dn.phys.object_type as u32 {
+        return Err(Error::corrupt(
+            &what,
+            format!(
+                "block type {} in an object of type {}",
+                wr.object_type, dn.phys.object_type
+            ),
+        ));
+    }
+    tx.write_raw(
+        wr.object,
+        wr.offset / bs,
+        ozfs_dmu::tx::RawBlock {
+            data: payload,
+            compress: wr.compression,
+            lsize: bs,
+            checksum: wr.checksum_type,
+            sealed: raw_sealed(dn.phys.object_type, &wr.crypt),
+        },
+    );
+    Ok(())
+}
+
+/// A raw SPILL: the object's spill block stored as sent.
+fn apply_spill_raw(
+    w: &mut PoolWriter,
+    ds_obj: u64,
+    sp: &stream::SpillRec,
+    payload: Vec<u8>,
+) -> Result<()> {
+    let what = format!("raw SPILL of object {}", sp.object);
+    if sp.flags & stream::DRR_RAW_BYTESWAP != 0 {
+        return Err(Error::unsupported(&what, "blocks of the other byte order"));
+    }
+    let psize = if sp.compressed_size != 0 {
+        sp.compressed_size
+    } else {
+        sp.length
+    };
+    if payload.len() as u64 != psize
+        || !psize.is_multiple_of(512)
+        || !(512..=MAX_WRITTEN_BLOCK).contains(&sp.length)
+        || psize > sp.length
+    {
+        return Err(Error::corrupt(
+            &what,
+            format!(
+                "{} bytes stored for {psize} of {}",
+                payload.len(),
+                sp.length
+            ),
+        ));
+    }
+    let tx = w.fs_tx(ds_obj)?;
+    let dn = live_dnode(tx, sp.object, &what)?
+        .ok_or_else(|| Error::corrupt(&what, "the object does not exist"))?;
+    if dn.phys.bonustype != ozfs_format::types::ot::SA {
+        return Err(Error::corrupt(&what, "the object has no system attributes"));
+    }
+    tx.spills.remove(&sp.object);
+    tx.raw_spills.insert(
+        sp.object,
+        ozfs_dmu::tx::RawBlock {
+            data: payload,
+            compress: sp.compression,
+            lsize: sp.length,
+            checksum: ozfs_format::types::cksum::FLETCHER4,
+            sealed: raw_sealed(ozfs_format::types::ot::SA, &sp.crypt),
+        },
+    );
+    Ok(())
+}
+
+/// A raw OBJECT_RANGE: the sealing of the dnode block holding its objects.
+fn apply_object_range(w: &mut PoolWriter, ds_obj: u64, r: &stream::ObjectRangeRec) -> Result<()> {
+    let what = format!("OBJECT_RANGE {}+{}", r.first, r.numslots);
+    let tx = w.fs_tx(ds_obj)?;
+    let per = tx.os.phys.meta_dnode.datablksz() / 512;
+    if per == 0 || !r.first.is_multiple_of(per) || r.numslots != per || r.first >= 1 << 48 {
+        return Err(Error::corrupt(
+            &what,
+            format!("not one dnode block of {per} dnodes"),
+        ));
+    }
+    if r.flags & stream::DRR_RAW_BYTESWAP != 0 {
+        return Err(Error::unsupported(
+            &what,
+            "dnode blocks of the other byte order",
+        ));
+    }
+    tx.raw_dnode_blocks.insert(
+        r.first / per,
+        raw_sealed(ozfs_format::types::ot::DNODE, &r.crypt),
+    );
+    Ok(())
 }

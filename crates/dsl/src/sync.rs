@@ -97,8 +97,8 @@ pub struct FsPolicy {
     pub copies: usize,
     /// The pool's checksum salt (salted checksums of data blocks).
     pub salt: Option<ozfs_codec::checksum::Salt>,
-    /// An encrypted dataset's master key: every block is sealed with it.
-    pub seal: Option<std::sync::Arc<ozfs_codec::crypt::MasterKey>>,
+    /// An encrypted dataset's sealer (its master key, or a raw receive).
+    pub seal: Option<std::sync::Arc<ozfs_codec::crypt::Sealer>>,
 }
 
 impl WritePolicy for FsPolicy {
@@ -1001,7 +1001,14 @@ impl PoolWriter {
         let mut policy = self.fs_policy(ds_obj)?;
         // An encrypted objset (opened with its key, or new with one) is
         // sealed with it; one without its key is never written.
-        policy.seal = otx.os.key.clone();
+        policy.seal = if otx.raw_recv {
+            Some(Arc::new(ozfs_codec::crypt::Sealer::Raw))
+        } else {
+            otx.os
+                .key
+                .clone()
+                .map(|k| Arc::new(ozfs_codec::crypt::Sealer::Key(k)))
+        };
         // Never plain blocks into an encrypted dataset, however its
         // objset was opened.
         let encrypted_dir = {

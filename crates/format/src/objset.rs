@@ -41,6 +41,10 @@ pub struct ObjsetPhys {
     pub groupused_dnode: DnodePhys,
     /// Present when the block is >= 4 K.
     pub projectused_dnode: DnodePhys,
+    /// `os_portable_mac` and `os_local_mac` of an encrypted objset (zeros
+    /// elsewhere), kept as read; a writer with the key recomputes them.
+    pub portable_mac: [u8; 32],
+    pub local_mac: [u8; 32],
 }
 
 impl ObjsetPhys {
@@ -59,6 +63,12 @@ impl ObjsetPhys {
                 None => Ok(DnodePhys::default()),
             }
         };
+        // The buffer is at least 1 K (checked above).
+        let mac_at = |off: usize| -> [u8; 32] {
+            let mut m = [0u8; 32];
+            m.copy_from_slice(&buf[off..off + 32]);
+            m
+        };
         Ok(ObjsetPhys {
             meta_dnode: DnodePhys::parse(&buf[..DNODE_SIZE], swap)
                 .map_err(|e| e.context("objset meta-dnode"))?,
@@ -68,6 +78,8 @@ impl ObjsetPhys {
             userused_dnode: special(1024, "objset userused dnode")?,
             groupused_dnode: special(1536, "objset groupused dnode")?,
             projectused_dnode: special(2048, "objset projectused dnode")?,
+            portable_mac: mac_at(720),
+            local_mac: mac_at(752),
         })
     }
     /// Encode into `size` (1024/2048/4096) bytes, host order.
@@ -86,6 +98,8 @@ impl ObjsetPhys {
         out[512..512 + z].copy_from_slice(&self.zil_header[..z]);
         out[704..712].copy_from_slice(&self.os_type.to_ne_bytes());
         out[712..720].copy_from_slice(&self.flags.to_ne_bytes());
+        out[720..752].copy_from_slice(&self.portable_mac);
+        out[752..784].copy_from_slice(&self.local_mac);
         if size >= OBJSET_PHYS_SIZE_V2 {
             put_dnode(&mut out, 1024, &self.userused_dnode);
             put_dnode(&mut out, 1536, &self.groupused_dnode);

@@ -16,7 +16,7 @@
 
 use crate::metaslab::Allocator;
 use crate::pool::Pool;
-use ozfs_codec::crypt::{MasterKey, Sealed};
+use ozfs_codec::crypt::{Sealed, Sealer};
 use ozfs_codec::{checksum, compress};
 use ozfs_format::blkptr::Dva;
 use ozfs_format::bytes::HOST_LITTLE_ENDIAN;
@@ -38,10 +38,11 @@ pub struct BlockProps {
     /// The pool's checksum salt, which keys skein, edon-r and blake3
     /// (None: the pool has none, and those checksums cannot be written).
     pub salt: Option<checksum::Salt>,
-    /// The master key of the encrypted objset the block belongs to: the
-    /// block is sealed ([`MasterKey::seal`]) after compression and before
-    /// its checksum. None: not an encrypted objset.
-    pub seal: Option<Arc<MasterKey>>,
+    /// What seals the blocks of the encrypted objset the block belongs to
+    /// (its master key, or a raw receive's MACs): the block is sealed
+    /// after compression and before its checksum. None: not an encrypted
+    /// objset.
+    pub seal: Option<Arc<Sealer>>,
 }
 
 impl BlockProps {
@@ -124,10 +125,28 @@ fn with_cksum(
         Some(k) => Some(k.seal(p.object_type, p.level, logical, &mut data)?),
         None => None,
     };
+    let cksum = sealed_cksum(&data, p, sealed.as_ref())?;
+    Ok(Encoded {
+        data,
+        compress,
+        lsize,
+        cksum,
+        sealed,
+    })
+}
+
+/// The checksum a block's pointer carries: of its stored bytes under
+/// `p.checksum`; a sealed block's words 2–3 are its MAC and words 0–1 a
+/// truncated checksum, folded for a checksum not strong enough for dedup.
+fn sealed_cksum(
+    data: &[u8],
+    p: &BlockProps,
+    sealed: Option<&Sealed>,
+) -> Result<ozfs_format::Cksum> {
     let mut cksum = if p.checksum == ck::OFF {
         Default::default()
     } else {
-        checksum::compute_salted(p.checksum, &data, false, p.salt.as_ref())?
+        checksum::compute_salted(p.checksum, data, false, p.salt.as_ref())?
     };
     if let Some(mac) = sealed.and_then(|s| s.mac) {
         if !checksum::dedup_capable(p.checksum) {
@@ -137,12 +156,32 @@ fn with_cksum(
         cksum.0[2] = u64::from_le_bytes(mac[..8].try_into().unwrap_or([0; 8]));
         cksum.0[3] = u64::from_le_bytes(mac[8..].try_into().unwrap_or([0; 8]));
     }
+    Ok(cksum)
+}
+
+/// The physical form of a block of an encrypted objset received raw:
+/// `data` as stored by the sender (compressed with `compress`, sealed as
+/// `sealed` says), its checksum computed under `p.checksum`.
+pub fn encode_sealed(
+    data: Vec<u8>,
+    compress: u8,
+    lsize: u64,
+    p: &BlockProps,
+    sealed: Sealed,
+) -> Result<Encoded> {
+    if data.is_empty() || !data.len().is_multiple_of(512) || lsize == 0 {
+        return Err(Error::Invalid(format!(
+            "raw block of {} bytes ({lsize} logical)",
+            data.len()
+        )));
+    }
+    let cksum = sealed_cksum(&data, p, Some(&sealed))?;
     Ok(Encoded {
         data,
         compress,
         lsize,
         cksum,
-        sealed,
+        sealed: Some(sealed),
     })
 }
 
