@@ -132,7 +132,11 @@ fn the_daemon_keeps_a_loaded_key_and_writes_encrypted_files() {
             .arg(&out)
             .output()
             .expect("run OpenZFS zdb -r");
-        assert!(!out.exists(), "{}", String::from_utf8_lossy(&r.stderr));
+        let text = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            !out.exists() && text.contains("path=/tiny.txt: No such file or directory"),
+            "{text}"
+        );
     }
 }
 
@@ -348,11 +352,11 @@ fn new_encrypted_file_systems_are_openzfs_own() {
     }
 }
 
-/// `zfs change-key` as OpenZFS: refused without the current key; with
-/// `-l` the root's key (a passphrase) is re-wrapped with a hex key: the
-/// files read with the new key and not the old, `zfs get` shows the new
-/// format and location, and OpenZFS's `zdb -K` opens the data with the
-/// new key. `change-key -i` of a root whose parent is not encrypted is
+/// `zfs change-key` as OpenZFS: with `-l` the root's passphrase is
+/// replaced by a new one (the old is then "incorrect", the iterations
+/// kept); refused without the current key; then re-wrapped with a hex
+/// key: the files read with it, `zfs get` shows the new format and
+/// location, and OpenZFS's `zdb -K` opens the data with the new key. `change-key -i` of a root whose parent is not encrypted is
 /// refused, as OpenZFS refuses it.
 #[test]
 fn change_key_rewraps_as_openzfs() {
@@ -397,6 +401,40 @@ fn change_key_rewraps_as_openzfs() {
         &enc,
     ]);
     oz.ok(&["cp", "-L", &loc(&pass), &f, &format!("{enc}:/data.bin")]);
+    // A new passphrase first: the old one is then an incorrect key.
+    let newpass = root.join("newpass.txt");
+    std::fs::write(&newpass, "a brand new passphrase\n").unwrap();
+    oz.ok(&[
+        "zfs",
+        "change-key",
+        "-l",
+        "-o",
+        &format!("keylocation={}", loc(&newpass)),
+        &enc,
+    ]);
+    let out0 = root.join("out0.bin");
+    let r = oz.run(&[
+        "cp",
+        "-L",
+        &loc(&pass),
+        &format!("{enc}:/data.bin"),
+        &out0.to_string_lossy(),
+    ]);
+    assert!(
+        !r.success() && r.stderr.contains("incorrect key"),
+        "the old passphrase: {}",
+        r.describe()
+    );
+    oz.ok(&[
+        "cp",
+        "-l",
+        &format!("{enc}:/data.bin"),
+        &out0.to_string_lossy(),
+    ]);
+    assert_eq!(std::fs::read(&out0).unwrap(), data);
+    assert!(oz
+        .ok(&["zfs", "get", "-H", "-o", "value", "pbkdf2iters", &enc])
+        .starts_with("350000"));
     let change = [
         "zfs",
         "change-key",

@@ -340,17 +340,19 @@ impl MasterKey {
         let mut buf = [0u8; 32 + HMAC_KEY_LEN];
         buf[..kl].copy_from_slice(&self.master[..kl]);
         buf[kl..kl + HMAC_KEY_LEN].copy_from_slice(&self.hmac);
+        // Version 0 authenticated the guid alone (as `unwrap_with` reads it).
         let mut aad = [0u8; 24];
         aad[..8].copy_from_slice(&guid.to_le_bytes());
         aad[8..16].copy_from_slice(&suite_value(self.suite).to_le_bytes());
         aad[16..24].copy_from_slice(&self.version.to_le_bytes());
+        let aad_len = if self.version == 0 { 8 } else { 24 };
         let mut iv = [0u8; 12];
         random_fill(&mut iv)?;
         let tag = aead_seal(
             self.suite.with_key_len(WRAPPING_KEY_LEN),
             &wk.0,
             &iv,
-            &aad,
+            &aad[..aad_len],
             &mut buf[..kl + HMAC_KEY_LEN],
         )
         .map_err(|()| Error::Invalid("wrapping a dataset key failed".into()))?;
@@ -490,6 +492,11 @@ impl MasterKey {
     /// The suite this key is for.
     pub fn suite(&self) -> Suite {
         self.suite
+    }
+
+    /// The key object's version (0: written before OpenZFS's errata fix).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The per-block key for `salt`: HKDF-SHA512 of the master key with
@@ -638,8 +645,8 @@ impl MasterKey {
     ///   authenticated forms ([`indirect_mac`]), no key involved;
     /// * the objset block: its portable and local MACs written into it
     ///   (it must be stored uncompressed); no MAC in its pointer;
-    /// * other unencrypted types (accounting ZAPs): HMAC-SHA512 of the
-    ///   stored bytes, 16 bytes kept;
+    /// * unencrypted types (the master node, a volume's properties):
+    ///   HMAC-SHA512 of the stored bytes, 16 bytes kept;
     /// * dnode blocks: the encrypted types' bonus areas encrypted, all the
     ///   rest authenticated (the mirror of the read side);
     /// * every other block: encrypted whole under a fresh salt and IV.

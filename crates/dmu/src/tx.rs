@@ -447,6 +447,12 @@ impl ObjsetTx {
 
     /// Pre-compressed records may be staged: the pool has the feature.
     pub fn check_external_active(&self) -> Result<()> {
+        if self.os.key.is_some() || self.raw_recv {
+            return Err(Error::unsupported(
+                "pre-compressed record",
+                "an encrypted dataset does not take pre-compressed records",
+            ));
+        }
         if self.os.pool.external_active() {
             return Ok(());
         }

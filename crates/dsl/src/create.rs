@@ -923,9 +923,10 @@ pub fn create_filesystem_crypt(
     // Encrypted: its first objset is sealed with its new key.
     if let Some(plan) = crypt {
         let key = w.encrypt_new_dir(dir, ds, plan)?;
-        if let Some(t) = w.fs.get_mut(&ds) {
-            t.os.key = Some(key);
-        }
+        w.fs.get_mut(&ds)
+            .ok_or_else(|| Error::Invalid(format!("cannot create '{name}': no new objset")))?
+            .os
+            .key = Some(key);
     }
     Ok(ds)
 }
@@ -950,27 +951,12 @@ pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<
             "cannot create '{name}': source and target pools differ"
         )));
     }
-    // Checked before anything is made: an unencrypted clone cannot live
-    // under an encrypted parent (an encrypted one shares its origin's key).
-    if let Some((parent_name, _)) = name.rsplit_once('/') {
-        if let Ok(p) = dsl.lookup(parent_name) {
-            if w.dir_key_obj(snap.dir_obj)?.is_none() && w.dir_key_obj(p.dir_obj)?.is_some() {
-                return Err(Error::Invalid(format!(
-                    "cannot create '{name}': an unencrypted clone cannot be created under an \
-                     encrypted parent"
-                )));
-            }
-        }
-    }
     let ds = create_filesystem_crypt(w, name, &[], crate::crypt::NewCrypt::Later)?;
     // Not the fresh ZPL objset: the snapshot's.
     w.fs.remove(&ds);
     // An encrypted origin's key object is shared.
-    let (clone_dir, parent_dir) = {
-        let cd = w.dataset(ds)?.dir_obj;
-        (cd, w.dir(cd)?.parent_obj)
-    };
-    w.clone_dir_key(clone_dir, snap.dir_obj, parent_dir)
+    let clone_dir = w.dataset(ds)?.dir_obj;
+    w.clone_dir_key(clone_dir, snap.dir_obj)
         .map_err(|e| e.context(&format!("cannot create '{name}'")))?;
     let empty_origin = {
         let d = w.dataset(ds)?;

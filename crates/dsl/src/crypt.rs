@@ -554,7 +554,77 @@ impl crate::sync::PoolWriter {
         let mk = MasterKey::generate(suite)?;
         let guid = ozfs_codec::crypt::random_u64()?;
         let w = mk.wrap(&wrapping, guid)?;
-        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
+        self.make_key_object(
+            dir_obj,
+            ds_obj,
+            &w,
+            root_dir,
+            &params,
+            keylocation.as_deref(),
+        )?;
+        if keylocation.is_some() {
+            self.pool.keys.set_wrapping_arc(dir_obj, wrapping);
+        }
+        Ok(self.pool.keys.set_master(dir_obj, mk))
+    }
+
+    /// A clone (`dir_obj`) of a snapshot of encrypted directory
+    /// `origin_dir` shares the origin's key object, as OpenZFS's
+    /// `dsl_crypto_key_clone_sync`: the new directory (made a ZAP) names
+    /// it and its reference count rises. Nothing to do for an unencrypted
+    /// origin.
+    pub fn clone_dir_key(&mut self, dir_obj: u64, origin_dir: u64) -> Result<()> {
+        let Some(key) = self.dir_key_obj(origin_dir)? else {
+            return Ok(());
+        };
+        let refs = ozfs_dmu::zap_tx::lookup_u64(&self.mos, key, KEY_REFCOUNT)
+            .map_err(|e| e.context(&format!("DSL crypto key {key}")))?;
+        let refs = refs.checked_add(1).ok_or_else(|| {
+            Error::corrupt(format!("DSL crypto key {key}"), "reference count overflows")
+        })?;
+        ozfs_dmu::zap_tx::update(&mut self.mos, key, KEY_REFCOUNT, 8, &[refs])?;
+        crate::features::zapify_dataset(self, dir_obj)?;
+        ozfs_dmu::zap_tx::add(&mut self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes(), 8, &[key])
+    }
+}
+
+/// The key object's entries written for wrapped key `w` of encryption
+/// root `root_dir` with key parameters `params` (all but the reference
+/// count), as OpenZFS's `dsl_crypto_key_sync_impl` writes them.
+fn key_entries(
+    w: &WrappedKey,
+    root_dir: u64,
+    params: &KeyParams,
+) -> Vec<(&'static str, u8, Vec<u64>)> {
+    let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
+    vec![
+        ("DSL_CRYPTO_SUITE", 8, vec![w.suite.value()]),
+        ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![root_dir]),
+        ("DSL_CRYPTO_GUID", 8, vec![w.guid]),
+        ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
+        ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
+        ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
+        ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
+        ("keyformat", 8, vec![params.format.value()]),
+        ("pbkdf2salt", 8, vec![params.salt]),
+        ("pbkdf2iters", 8, vec![params.iters]),
+        ("DSL_CRYPTO_VERSION", 8, vec![w.version]),
+    ]
+}
+
+impl crate::sync::PoolWriter {
+    /// A new key object for directory `dir_obj` (head dataset `ds_obj`)
+    /// holding `w`, named by the directory (made a ZAP), the dataset
+    /// listing `encryption`, reference count 1; `keylocation` on a root.
+    fn make_key_object(
+        &mut self,
+        dir_obj: u64,
+        ds_obj: u64,
+        w: &WrappedKey,
+        root_dir: u64,
+        params: &KeyParams,
+        keylocation: Option<&str>,
+    ) -> Result<u64> {
         let key_obj = self.mos.create_zap(
             ozfs_format::types::ot::ZAP_METADATA_NEW,
             0,
@@ -562,23 +632,10 @@ impl crate::sync::PoolWriter {
             0,
             1,
         )?;
-        let entries: [(&str, u8, Vec<u64>); 12] = [
-            ("DSL_CRYPTO_SUITE", 8, vec![suite.value()]),
-            ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![root_dir]),
-            ("DSL_CRYPTO_GUID", 8, vec![guid]),
-            ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
-            ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
-            ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
-            ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
-            ("keyformat", 8, vec![params.format.value()]),
-            ("pbkdf2salt", 8, vec![params.salt]),
-            ("pbkdf2iters", 8, vec![params.iters]),
-            (KEY_REFCOUNT, 8, vec![1]),
-            ("DSL_CRYPTO_VERSION", 8, vec![w.version]),
-        ];
-        for (k, len, v) in &entries {
-            ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, k, *len, v)?;
+        for (k, len, v) in key_entries(w, root_dir, params) {
+            ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, k, len, &v)?;
         }
+        ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, KEY_REFCOUNT, 8, &[1])?;
         crate::features::zapify_dataset(self, dir_obj)?;
         ozfs_dmu::zap_tx::add(
             &mut self.mos,
@@ -589,35 +646,39 @@ impl crate::sync::PoolWriter {
         )?;
         crate::features::activate_on_dataset(self, ds_obj, crate::features::ENCRYPTION)?;
         if let Some(loc) = keylocation {
-            let props = self.dir(dir_obj)?.props_zapobj;
-            let mut vals: Vec<u64> = loc.bytes().map(|b| b as u64).collect();
-            vals.push(0);
-            ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)?;
-            self.pool.keys.set_wrapping_arc(dir_obj, wrapping);
+            self.set_keylocation(dir_obj, Some(loc))?;
         }
-        Ok(self.pool.keys.set_master(dir_obj, mk))
+        Ok(key_obj)
     }
 
-    /// A clone (`dir_obj`) of a snapshot of encrypted directory
-    /// `origin_dir` shares the origin's key object, as OpenZFS's
-    /// `dsl_crypto_key_clone_sync`: the new directory (made a ZAP) names
-    /// it and its reference count rises. Nothing to do for an unencrypted
-    /// origin, unless the clone's parent `parent_dir` is encrypted:
-    /// refused.
-    pub fn clone_dir_key(&mut self, dir_obj: u64, origin_dir: u64, parent_dir: u64) -> Result<()> {
-        let Some(key) = self.dir_key_obj(origin_dir)? else {
-            if self.dir_key_obj(parent_dir)?.is_some() {
-                return Err(Error::Invalid(
-                    "an unencrypted clone cannot be created under an encrypted parent".into(),
-                ));
-            }
+    /// Set (or, None, remove) directory `dir_obj`'s `keylocation`.
+    fn set_keylocation(&mut self, dir_obj: u64, loc: Option<&str>) -> Result<()> {
+        let props = self.dir(dir_obj)?.props_zapobj;
+        if props == 0 {
             return Ok(());
-        };
-        let refs = ozfs_dmu::zap_tx::lookup_u64(&self.mos, key, KEY_REFCOUNT)
-            .map_err(|e| e.context(&format!("DSL crypto key {key}")))?;
-        ozfs_dmu::zap_tx::update(&mut self.mos, key, KEY_REFCOUNT, 8, &[refs + 1])?;
-        crate::features::zapify_dataset(self, dir_obj)?;
-        ozfs_dmu::zap_tx::add(&mut self.mos, dir_obj, CRYPTO_KEY_OBJ.as_bytes(), 8, &[key])
+        }
+        match loc {
+            Some(l) => {
+                let mut vals: Vec<u64> = l.bytes().map(|b| b as u64).collect();
+                vals.push(0);
+                ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)
+            }
+            None => ozfs_dmu::zap_tx::remove(&mut self.mos, props, b"keylocation").map(|_| ()),
+        }
+    }
+
+    /// Whether directory `dir_obj` is a clone's (its origin a real
+    /// snapshot, not the pool's `$ORIGIN`).
+    fn is_clone_dir(&self, dir_obj: u64) -> Result<bool> {
+        let origin = self.dir(dir_obj)?.origin_obj;
+        if origin == 0 {
+            return Ok(false);
+        }
+        let odir = self.dataset(origin)?.dir_obj;
+        let root = self.dir(self.root_dir_obj)?;
+        let origin_dir = ozfs_dmu::zap_tx::lookup(&self.mos, root.child_dir_zapobj, b"$ORIGIN")?
+            .and_then(|e| e.as_u64());
+        Ok(origin_dir != Some(odir))
     }
 }
 
@@ -780,58 +841,43 @@ impl crate::sync::PoolWriter {
                 (pc.root_dir, dsl.key_params(pc.root_dir)?, pwk, None)
             }
         };
+        if self.is_clone_dir(dir_obj)? {
+            return Err(Error::Invalid(format!(
+                "{cannot}: Keys cannot be changed on clones (a clone always uses its origin's key)."
+            )));
+        }
         // The directories whose keys change: `dir_obj` and its
         // descendants still under the old root (a child that is its own
-        // root, and what is under it, keeps its key).
+        // root, and what is under it, keeps its key). A clone shares its
+        // origin's key object: re-wrapped with the origin, never on its own.
         let head = dsl.lookup(&dsl.dir_name(dir_obj)?)?;
-        let mut key_objs: Vec<(u64, u64)> = Vec::new();
+        let mut todo: Vec<(u64, WrappedKey)> = Vec::new();
         for d in dsl.list(&head, false, None)? {
+            if d.dir_obj != dir_obj && self.is_clone_dir(d.dir_obj)? {
+                continue;
+            }
             let Some(dc) = dsl.dir_crypt(d.dir_obj)? else {
                 continue;
             };
             if (d.dir_obj == dir_obj || dc.root_dir == old_root)
-                && !key_objs.iter().any(|&(k, _)| k == dc.key_obj)
+                && !todo.iter().any(|(k, _)| *k == dc.key_obj)
             {
-                key_objs.push((dc.key_obj, d.dir_obj));
+                // Every key is re-wrapped before any is written: a failure
+                // leaves the open txg untouched.
+                let mk = dc.wrapped.unwrap_with(&old_wk)?;
+                todo.push((dc.key_obj, mk.wrap(&wk, dc.wrapped.guid)?));
             }
         }
-        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
-        for &(key_obj, d) in &key_objs {
-            let dc = dsl
-                .dir_crypt(d)?
-                .ok_or_else(|| Error::Invalid(format!("directory {d} lost its key")))?;
-            let mk = dc.wrapped.unwrap_with(&old_wk)?;
-            let w = mk.wrap(&wk, dc.wrapped.guid)?;
-            let entries: [(&str, u8, Vec<u64>); 8] = [
-                ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![new_root]),
-                ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
-                ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
-                ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
-                ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
-                ("keyformat", 8, vec![params.format.value()]),
-                ("pbkdf2salt", 8, vec![params.salt]),
-                ("pbkdf2iters", 8, vec![params.iters]),
-            ];
-            for (k, len, v) in &entries {
-                ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, k, *len, v)?;
+        for (key_obj, w) in &todo {
+            for (k, len, v) in key_entries(w, new_root, &params) {
+                ozfs_dmu::zap_tx::update(&mut self.mos, *key_obj, k, len, &v)?;
             }
         }
-        let props = self.dir(dir_obj)?.props_zapobj;
+        self.set_keylocation(dir_obj, keylocation.as_deref())?;
         match keylocation {
-            Some(loc) => {
-                let mut vals: Vec<u64> = loc.bytes().map(|b| b as u64).collect();
-                vals.push(0);
-                ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)?;
-                self.pool.keys.set_wrapping_arc(dir_obj, wk);
-            }
-            None => {
-                if props != 0 {
-                    ozfs_dmu::zap_tx::remove(&mut self.mos, props, b"keylocation")?;
-                }
-                if old_root == dir_obj {
-                    self.pool.keys.unload(dir_obj, &[]);
-                }
-            }
+            Some(_) => self.pool.keys.set_wrapping_arc(dir_obj, wk),
+            None if old_root == dir_obj => self.pool.keys.unload(dir_obj, &[]),
+            None => {}
         }
         Ok(())
     }
@@ -963,44 +1009,14 @@ impl crate::sync::PoolWriter {
                 ));
             }
         }
-        let w = &k.wrapped;
-        let bytes = |b: &[u8]| -> Vec<u64> { b.iter().map(|&x| x as u64).collect() };
-        let key_obj = self.mos.create_zap(
-            ozfs_format::types::ot::ZAP_METADATA_NEW,
-            0,
-            Vec::new(),
-            0,
-            1,
-        )?;
-        let entries: [(&str, u8, Vec<u64>); 12] = [
-            ("DSL_CRYPTO_SUITE", 8, vec![w.suite.value()]),
-            ("DSL_CRYPTO_ROOT_DDOBJ", 8, vec![dir_obj]),
-            ("DSL_CRYPTO_GUID", 8, vec![w.guid]),
-            ("DSL_CRYPTO_IV", 1, bytes(&w.iv)),
-            ("DSL_CRYPTO_MAC", 1, bytes(&w.mac)),
-            ("DSL_CRYPTO_MASTER_KEY_1", 1, bytes(&w.master)),
-            ("DSL_CRYPTO_HMAC_KEY_1", 1, bytes(&w.hmac)),
-            ("keyformat", 8, vec![k.params.format.value()]),
-            ("pbkdf2salt", 8, vec![k.params.salt]),
-            ("pbkdf2iters", 8, vec![k.params.iters]),
-            (KEY_REFCOUNT, 8, vec![1]),
-            ("DSL_CRYPTO_VERSION", 8, vec![w.version]),
-        ];
-        for (name, len, v) in &entries {
-            ozfs_dmu::zap_tx::update(&mut self.mos, key_obj, name, *len, v)?;
-        }
-        crate::features::zapify_dataset(self, dir_obj)?;
-        ozfs_dmu::zap_tx::add(
-            &mut self.mos,
+        self.make_key_object(
             dir_obj,
-            CRYPTO_KEY_OBJ.as_bytes(),
-            8,
-            &[key_obj],
-        )?;
-        crate::features::activate_on_dataset(self, ds_obj, crate::features::ENCRYPTION)?;
-        let props = self.dir(dir_obj)?.props_zapobj;
-        let mut vals: Vec<u64> = b"prompt".iter().map(|&b| b as u64).collect();
-        vals.push(0);
-        ozfs_dmu::zap_tx::update(&mut self.mos, props, "keylocation", 1, &vals)
+            ds_obj,
+            &k.wrapped,
+            dir_obj,
+            &k.params,
+            Some("prompt"),
+        )
+        .map(|_| ())
     }
 }

@@ -755,7 +755,17 @@ impl PoolWriter {
                 let name = dsl
                     .dir_name(ds.dir_obj)
                     .unwrap_or_else(|_| format!("dataset object {ds_obj}"));
-                Some(dsl.dir_master_key(ds.dir_obj, &name)?)
+                let key = dsl.dir_master_key(ds.dir_obj, &name)?;
+                // As OpenZFS (`dsl_dir_incompatible_encryption_version`):
+                // a version-0 key's datasets are read, never written.
+                if key.version() == 0 {
+                    return Err(Error::unsupported(
+                        format!("dataset '{name}'"),
+                        "its encryption key is of version 0 (OpenZFS's errata #4): it is read, \
+                         not written; send it raw and receive it to upgrade",
+                    ));
+                }
+                Some(key)
             } else {
                 None
             };

@@ -104,8 +104,9 @@ fn prompt(format: KeyFormat, root: &str) -> Result<Vec<u8>> {
     }
     eprintln!();
     r.map_err(|e| Error::io("terminal", e))?;
-    buf.extend_from_slice(line.as_bytes());
-    line.clear();
+    let mut bytes = std::mem::take(&mut line).into_bytes();
+    buf.extend_from_slice(&bytes);
+    ozfs_codec::crypt::wipe(&mut bytes);
     Ok(buf)
 }
 
@@ -141,8 +142,26 @@ pub fn load_for(dsl: &DslPool, ds: &DatasetInfo, keys: &KeyLoad) -> Result<()> {
             c.root
         )));
     }
+    if location == "prompt" && crate::host::in_daemon() {
+        return Err(invalid(format!(
+            "cannot load key for '{}': the ozfs daemon holds the pool and cannot prompt; \
+             give the key's location with -L file:///… (or zfs load-key it first)",
+            c.root
+        )));
+    }
     let material = read_key_material(&location, c.params.format, &c.root)?;
     dsl.load_key(&root, &material.0, false)
+}
+
+/// The pool's writer when this process is the daemon holding it (keys
+/// loaded there stay), and a DSL view over the same pool either way.
+fn held_dsl(dataset: &str) -> Result<(Option<ozfs_dsl::shared::Writer>, DslPool)> {
+    if crate::host::in_daemon() {
+        let w = crate::host::writer_for(dataset)?;
+        let dsl = w.dsl();
+        return Ok((Some(w), dsl));
+    }
+    Ok((None, DslPool::open(crate::host::open_imported(dataset)?.1)?))
 }
 
 /// `zfs load-key [-n] [-L keylocation] DATASET`: read the key of
@@ -151,15 +170,7 @@ pub fn load_for(dsl: &DslPool, ds: &DatasetInfo, keys: &KeyLoad) -> Result<()> {
 /// and mounts the root's file systems; elsewhere a proven key is reported
 /// as not kept (an error unless `dry_run`).
 pub fn load_key(dataset: &str, location: Option<&str>, dry_run: bool) -> Result<()> {
-    let held = if crate::host::in_daemon() {
-        Some(crate::host::writer_for(dataset)?)
-    } else {
-        None
-    };
-    let dsl = match &held {
-        Some(w) => w.dsl(),
-        None => DslPool::open(crate::host::open_imported(dataset)?.1)?,
-    };
+    let (held, dsl) = held_dsl(dataset)?;
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
@@ -230,15 +241,7 @@ pub fn encryption_roots(name: Option<&str>, recursive: bool) -> Result<Vec<Strin
 /// key is never loaded: refused as OpenZFS refuses an unloaded key (after
 /// checking `dataset` is an encryption root).
 pub fn unload_key(dataset: &str) -> Result<()> {
-    let held = if crate::host::in_daemon() {
-        Some(crate::host::writer_for(dataset)?)
-    } else {
-        None
-    };
-    let dsl = match &held {
-        Some(w) => w.dsl(),
-        None => DslPool::open(crate::host::open_imported(dataset)?.1)?,
-    };
+    let (held, dsl) = held_dsl(dataset)?;
     let ds = dsl
         .lookup(dataset)
         .map_err(|_| Error::NotFound(format!("cannot open '{dataset}': dataset does not exist")))?;
@@ -255,6 +258,80 @@ pub fn unload_key(dataset: &str) -> Result<()> {
 pub const DEFAULT_PBKDF2_ITERS: u64 = 350_000;
 pub const MIN_PBKDF2_ITERS: u64 = 100_000;
 
+/// A new key as `zfs create` / `zfs change-key` properties give it:
+/// its format (`keyformat`, else `default_format`), PBKDF2 iterations
+/// (`pbkdf2iters`; passphrases only, at least [`MIN_PBKDF2_ITERS`], else
+/// `default_iters` or [`DEFAULT_PBKDF2_ITERS`]), `keylocation` (else
+/// `default_location`), a new random salt for a passphrase, and the
+/// wrapping key derived from the key read there now.
+fn new_key(
+    what: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+    default_format: Option<KeyFormat>,
+    default_iters: Option<u64>,
+    default_location: String,
+) -> Result<(
+    ozfs_dsl::crypt::KeyParams,
+    ozfs_codec::crypt::WrappingKey,
+    String,
+)> {
+    let cannot = |m: &str| invalid(format!("{what}: {m}"));
+    let format = match get("keyformat") {
+        None => default_format.ok_or_else(|| cannot("keyformat required"))?,
+        Some(f) => [KeyFormat::Raw, KeyFormat::Hex, KeyFormat::Passphrase]
+            .into_iter()
+            .find(|x| x.name() == f)
+            .ok_or_else(|| cannot(&format!("invalid keyformat '{f}'")))?,
+    };
+    let iters = match (format, get("pbkdf2iters")) {
+        (KeyFormat::Passphrase, Some(v)) => {
+            let n: u64 = v
+                .parse()
+                .map_err(|_| cannot(&format!("invalid pbkdf2iters '{v}'")))?;
+            if n < MIN_PBKDF2_ITERS || n > u32::MAX as u64 {
+                return Err(cannot(&format!(
+                    "pbkdf2iters must be between {MIN_PBKDF2_ITERS} and {}",
+                    u32::MAX
+                )));
+            }
+            n
+        }
+        (KeyFormat::Passphrase, None) => default_iters.unwrap_or(DEFAULT_PBKDF2_ITERS),
+        (_, None) => 0,
+        (_, Some(_)) => {
+            return Err(cannot(
+                "Cannot specify pbkdf2iters with a non-passphrase keyformat.",
+            ))
+        }
+    };
+    let keylocation = get("keylocation").unwrap_or(default_location);
+    if keylocation != "prompt" && !keylocation.starts_with("file:///") {
+        return Err(cannot(&format!("invalid keylocation '{keylocation}'")));
+    }
+    if keylocation == "prompt" && crate::host::in_daemon() {
+        return Err(cannot(
+            "the ozfs daemon holds the pool and cannot prompt; give keylocation=file:///…",
+        ));
+    }
+    let salt = if format == KeyFormat::Passphrase {
+        ozfs_codec::crypt::random_u64()?
+    } else {
+        0
+    };
+    let material = read_key_material(&keylocation, format, what)?;
+    let wrapping = ozfs_codec::crypt::WrappingKey::derive(format, &material.0, salt, iters)
+        .map_err(|e| e.context(what))?;
+    Ok((
+        ozfs_dsl::crypt::KeyParams {
+            format,
+            salt,
+            iters,
+        },
+        wrapping,
+        keylocation,
+    ))
+}
+
 /// How new file system `name` is encrypted, from the encryption
 /// properties given to `zfs create` (`encryption`, `keyformat`,
 /// `keylocation`, `pbkdf2iters`), as libzfs's `zfs_crypto_create` decides:
@@ -263,8 +340,8 @@ pub const MIN_PBKDF2_ITERS: u64 = 100_000;
 /// random salt); `encryption` alone asks for an encrypted child of an
 /// encrypted parent; nothing inherits the parent's.
 pub fn new_crypt(name: &str, props: &[&(String, String)]) -> Result<ozfs_dsl::crypt::NewCrypt> {
-    use ozfs_codec::crypt::{Suite, WrappingKey};
-    use ozfs_dsl::crypt::{KeyParams, NewCrypt};
+    use ozfs_codec::crypt::Suite;
+    use ozfs_dsl::crypt::NewCrypt;
     let cannot = |m: &str| invalid(format!("cannot create '{name}': {m}"));
     let get = |k: &str| props.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let suite = match get("encryption") {
@@ -285,60 +362,22 @@ pub fn new_crypt(name: &str, props: &[&(String, String)]) -> Result<ozfs_dsl::cr
                 .ok_or_else(|| cannot(&format!("invalid encryption value '{v}'")))?,
         ),
     };
-    let Some(fmt) = get("keyformat") else {
+    if get("keyformat").is_none() {
         if get("keylocation").is_some() || get("pbkdf2iters").is_some() {
             return Err(cannot("Keyformat required for new encryption root."));
         }
         return Ok(NewCrypt::Inherit { suite });
-    };
-    let format = [KeyFormat::Raw, KeyFormat::Hex, KeyFormat::Passphrase]
-        .into_iter()
-        .find(|f| f.name() == fmt)
-        .ok_or_else(|| cannot(&format!("invalid keyformat '{fmt}'")))?;
-    let iters = match (format, get("pbkdf2iters")) {
-        (KeyFormat::Passphrase, None) => DEFAULT_PBKDF2_ITERS,
-        (KeyFormat::Passphrase, Some(v)) => {
-            let n: u64 = v
-                .parse()
-                .map_err(|_| cannot(&format!("invalid pbkdf2iters '{v}'")))?;
-            if n < MIN_PBKDF2_ITERS {
-                return Err(cannot(&format!(
-                    "minimum pbkdf2 iterations is {MIN_PBKDF2_ITERS}"
-                )));
-            }
-            n
-        }
-        (_, None) => 0,
-        (_, Some(_)) => {
-            return Err(cannot(
-                "Cannot specify pbkdf2iters with a non-passphrase keyformat.",
-            ))
-        }
-    };
-    let keylocation = get("keylocation").unwrap_or("prompt").to_string();
-    if keylocation != "prompt" && !keylocation.starts_with("file:///") {
-        return Err(cannot(&format!("invalid keylocation '{keylocation}'")));
     }
-    if keylocation == "prompt" && crate::host::in_daemon() {
-        return Err(cannot(
-            "the ozfs daemon holds the pool and cannot prompt; give keylocation=file:///…",
-        ));
-    }
-    let salt = if format == KeyFormat::Passphrase {
-        ozfs_codec::crypt::random_u64()?
-    } else {
-        0
-    };
-    let material = read_key_material(&keylocation, format, name)?;
-    let wrapping = WrappingKey::derive(format, &material.0, salt, iters)
-        .map_err(|e| e.context(&format!("cannot create '{name}'")))?;
+    let (params, wrapping, keylocation) = new_key(
+        &format!("cannot create '{name}'"),
+        &|k| get(k).map(str::to_string),
+        None,
+        None,
+        "prompt".to_string(),
+    )?;
     Ok(NewCrypt::Root {
         suite: suite.unwrap_or(Suite::Aes256Gcm),
-        params: KeyParams {
-            format,
-            salt,
-            iters,
-        },
+        params,
         wrapping,
         keylocation,
     })
@@ -356,8 +395,7 @@ pub fn change_key(
     inherit: bool,
     props: &[(String, String)],
 ) -> Result<()> {
-    use ozfs_codec::crypt::WrappingKey;
-    use ozfs_dsl::crypt::{ChangeKey, KeyParams};
+    use ozfs_dsl::crypt::ChangeKey;
     let cannot = |m: &str| invalid(format!("cannot change key of '{dataset}': {m}"));
     let mut w = crate::host::writer_for(dataset)?;
     let dsl = w.dsl();
@@ -383,64 +421,28 @@ pub fn change_key(
     let how = if inherit {
         ChangeKey::Inherit
     } else {
-        let get = |k: &str| props.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        let format = match get("keyformat") {
-            None => c.params.format,
-            Some(f) => [KeyFormat::Raw, KeyFormat::Hex, KeyFormat::Passphrase]
-                .into_iter()
-                .find(|x| x.name() == f)
-                .ok_or_else(|| cannot(&format!("invalid keyformat '{f}'")))?,
+        let get = |k: &str| {
+            props
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.to_string())
         };
-        let iters = match (format, get("pbkdf2iters")) {
-            (KeyFormat::Passphrase, Some(v)) => {
-                let n: u64 = v
-                    .parse()
-                    .map_err(|_| cannot(&format!("invalid pbkdf2iters '{v}'")))?;
-                if n < MIN_PBKDF2_ITERS {
-                    return Err(cannot(&format!(
-                        "minimum pbkdf2 iterations is {MIN_PBKDF2_ITERS}"
-                    )));
-                }
-                n
-            }
-            (KeyFormat::Passphrase, None) if c.params.format == KeyFormat::Passphrase => {
-                c.params.iters
-            }
-            (KeyFormat::Passphrase, None) => DEFAULT_PBKDF2_ITERS,
-            (_, None) => 0,
-            (_, Some(_)) => {
-                return Err(cannot(
-                    "Cannot specify pbkdf2iters with a non-passphrase keyformat.",
-                ))
-            }
-        };
-        let keylocation = match get("keylocation") {
-            Some(l) => l.to_string(),
-            None if c.root == ds.name => dsl.keylocation(&ds)?,
-            None => "prompt".to_string(),
-        };
-        if keylocation != "prompt" && !keylocation.starts_with("file:///") {
-            return Err(cannot(&format!("invalid keylocation '{keylocation}'")));
-        }
-        if keylocation == "prompt" && crate::host::in_daemon() {
-            return Err(cannot(
-                "the ozfs daemon holds the pool and cannot prompt; give -o keylocation=file:///…",
-            ));
-        }
-        let salt = if format == KeyFormat::Passphrase {
-            ozfs_codec::crypt::random_u64()?
+        let same_passphrase = c.params.format == KeyFormat::Passphrase
+            && get("keyformat").is_none_or(|f| f == "passphrase");
+        let location = if c.root == ds.name {
+            dsl.keylocation(&ds)?
         } else {
-            0
+            "prompt".to_string()
         };
-        let material = read_key_material(&keylocation, format, dataset)?;
-        let wrapping = WrappingKey::derive(format, &material.0, salt, iters)
-            .map_err(|e| e.context(&format!("cannot change key of '{dataset}'")))?;
+        let (params, wrapping, keylocation) = new_key(
+            &format!("cannot change key of '{dataset}'"),
+            &get,
+            Some(c.params.format),
+            same_passphrase.then_some(c.params.iters),
+            location,
+        )?;
         ChangeKey::New {
-            params: KeyParams {
-                format,
-                salt,
-                iters,
-            },
+            params,
             wrapping,
             keylocation,
         }

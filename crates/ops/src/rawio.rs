@@ -120,6 +120,17 @@ pub fn store_record(
     if record.checked_mul(rec.lsize).is_none_or(|o| o >= 1 << 62) {
         return Err(format!("record {record} is beyond any file"));
     }
+    // Never into an encrypted file system: the record would be stored in
+    // the clear (refused before anything changes).
+    if w.dir_key_obj(ds.dir_obj)
+        .map_err(|e| e.to_string())?
+        .is_some()
+    {
+        return Err(format!(
+            "'{}' is encrypted: pre-compressed records are not stored in encrypted file systems",
+            ds.name
+        ));
+    }
     w.reserve(built.image.len() as u64)
         .map_err(|e| e.to_string())?;
     if !w.pool.external_active() {

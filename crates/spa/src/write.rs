@@ -50,7 +50,11 @@ impl BlockProps {
     /// salt and IV where the third would be.
     pub fn dva_count(&self, sealed: Option<&Sealed>) -> usize {
         let n = self.copies.clamp(1, 3);
-        if sealed.is_some_and(|s| s.params.is_some()) {
+        // As OpenZFS's write policy: every block of an encrypted type in
+        // an encrypted objset (indirect ones too) has at most two.
+        if sealed.is_some_and(|s| s.params.is_some())
+            || (sealed.is_some() && ozfs_format::types::object_type_is_encrypted(self.object_type))
+        {
             n.min(2)
         } else {
             n
@@ -86,7 +90,11 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
             || p.object_type == ozfs_format::types::ot::OBJSET)
     {
         // Sealed dnode and objset blocks are stored uncompressed, as
-        // OpenZFS's write policy keeps them (their MACs cover their bytes).
+        // OpenZFS's write policy keeps them (ZIO_COMPRESS_EMPTY: only an
+        // all-zero dnode block is not written, a hole).
+        if p.object_type == ozfs_format::types::ot::DNODE && data.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
         c = comp::OFF;
     }
     if c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY {
