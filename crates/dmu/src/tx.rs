@@ -149,6 +149,8 @@ pub struct ObjsetTx {
     /// Objects' `maxblkid` as a raw stream gives it (kept whatever the
     /// blocks written: it is part of the dnode's MAC).
     pub raw_maxblkid: BTreeMap<u64, u64>,
+    /// Objects' `nlevels` as a raw stream gives it: their trees grow to it.
+    pub raw_nlevels: BTreeMap<u64, u8>,
 }
 
 /// A block received raw: stored as the sender stored it.
@@ -192,6 +194,7 @@ impl ObjsetTx {
             raw_spills: BTreeMap::new(),
             raw_dnode_blocks: BTreeMap::new(),
             raw_maxblkid: BTreeMap::new(),
+            raw_nlevels: BTreeMap::new(),
         }
     }
 
@@ -263,7 +266,31 @@ impl ObjsetTx {
         if self.free_trees.contains_key(&obj) {
             return Err(Error::not_found(format!("object {obj}")));
         }
-        self.os.dnode(obj)
+        self.committed_dnode(obj)
+    }
+
+    /// The committed dnode of `obj`. In a raw receive its bonus is the
+    /// whole bonus area as stored (encrypted: its bytes past `bonuslen`
+    /// are ciphertext the dnode block's MAC covers), so that writing the
+    /// dnode again keeps them.
+    fn committed_dnode(&self, obj: u64) -> Result<Dnode> {
+        let mut d = self.os.dnode(obj)?;
+        if self.raw_recv && d.phys.object_type != 0 {
+            if let Some(sb) = self.os.dnode_block_of(obj)? {
+                let span = d.phys.size();
+                let spill = if d.phys.spill.is_some() {
+                    BLKPTR_SIZE
+                } else {
+                    0
+                };
+                let from = sb.at + 64 + BLKPTR_SIZE * d.phys.nblkptr as usize;
+                let to = (sb.at + span).saturating_sub(spill);
+                if let Some(area) = sb.bytes.get(from..to) {
+                    d.phys.bonus = area.to_vec();
+                }
+            }
+        }
+        Ok(d)
     }
 
     /// Change a dnode (bonus, block size, type...).
@@ -1162,6 +1189,7 @@ impl ObjsetTx {
         self.spills.remove(&obj);
         self.raw_spills.remove(&obj);
         self.raw_maxblkid.remove(&obj);
+        self.raw_nlevels.remove(&obj);
         let committed = match self.os.dnode(obj) {
             Ok(d) => Some(d.phys),
             Err(Error::NotFound(_)) => None,
@@ -1242,7 +1270,7 @@ impl ObjsetTx {
             let (mut dn, dn_swap) = match self.dnodes.get(&obj) {
                 Some(d) => (d.clone(), false),
                 None => {
-                    let d = self.os.dnode(obj)?;
+                    let d = self.committed_dnode(obj)?;
                     (d.phys, d.swap)
                 }
             };
@@ -1273,6 +1301,7 @@ impl ObjsetTx {
                     &mut dn,
                     blocks,
                     &|_| 1,
+                    self.raw_nlevels.get(&obj).copied().unwrap_or(0),
                 )?;
             }
             if let Some(&m) = self.raw_maxblkid.get(&obj) {
@@ -1401,6 +1430,7 @@ impl ObjsetTx {
                         &mut dn,
                         blocks,
                         &|_| 1,
+                        0,
                     )?;
                 }
                 match obj {
@@ -1458,6 +1488,7 @@ impl ObjsetTx {
                 &mut meta,
                 meta_blocks,
                 &fill,
+                0,
             )?;
         }
         if let Some(&m) = self.raw_maxblkid.get(&0) {
@@ -1664,6 +1695,7 @@ fn sync_tree(
     dn: &mut DnodePhys,
     blocks: Vec<(u64, Staged)>,
     l0_fill: &dyn Fn(&[u8]) -> u64,
+    min_levels: u8,
 ) -> Result<()> {
     let nblkptr = dn.nblkptr.max(1) as u64;
     if dn.blkptr.len() < nblkptr as usize {
@@ -1687,7 +1719,7 @@ fn sync_tree(
     // Grow the tree if a new block lies beyond what it can address.
     let mut nlevels = dn.nlevels.max(1);
     if let Some(m) = max_dirty {
-        let need = levels_for(m.max(dn.maxblkid), nblkptr, epbs);
+        let need = levels_for(m.max(dn.maxblkid), nblkptr, epbs).max(min_levels);
         while nlevels < need {
             let mut b = vec![0u8; ibs];
             for (i, bp) in dn.blkptr.iter().enumerate() {

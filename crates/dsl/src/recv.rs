@@ -395,13 +395,7 @@ fn receive_one(
     let incremental = begin.fromguid != 0;
     let dsl = w.dsl();
     let existing = dsl.lookup(&fs).ok();
-    if raw_keys.is_some() && incremental {
-        return Err(Error::unsupported(
-            "send stream",
-            "incremental raw streams (zfs send -w -i): only full raw streams are received",
-        ));
-    }
-    if raw_keys.is_some() && existing.is_some() {
+    if raw_keys.is_some() && existing.is_some() && !incremental {
         return Err(Error::Exists(format!(
             "cannot receive new filesystem stream: destination '{fs}' exists (a raw stream \
              makes a new file system)"
@@ -598,6 +592,9 @@ fn receive_one(
         w.sync()?;
         ds
     };
+    if let (Some(k), true) = (&raw_keys, incremental) {
+        raw_incremental_setup(w, &fs, ds_obj, k)?;
+    }
     let r = replay(w, ds_obj, s, toguid, features, begin.flags, progress);
     let r = r.and_then(|()| {
         w.sync()?;
@@ -1214,22 +1211,48 @@ fn apply_object_raw(
         ));
     }
     let tx = w.fs_tx(ds_obj)?;
-    if live_dnode(tx, obj, &what)?.is_some() {
-        tx.free_object(obj)?;
+    // An object of the same shape keeps its blocks (an incremental stream
+    // sends those that changed); any other is made anew.
+    let kept = match live_dnode(tx, obj, &what)? {
+        Some(d) => {
+            let p = &d.phys;
+            let same = p.datablksz() == bs
+                && p.extra_slots as u64 + 1 == slots as u64
+                && p.nblkptr == o.nblkptr
+                && p.indblkshift == o.indblkshift
+                && p.nlevels <= o.nlevels;
+            if !same {
+                tx.free_object(obj)?;
+            }
+            same
+        }
+        None => false,
+    };
+    if !kept {
+        tx.claim_object(
+            obj,
+            o.object_type as u8,
+            bs,
+            o.bonustype as u8,
+            Vec::new(),
+            slots,
+        )?;
     }
-    tx.claim_object(
-        obj,
-        o.object_type as u8,
-        bs,
-        o.bonustype as u8,
-        Vec::new(),
-        slots,
-    )?;
     let mut dn = tx.dnode(obj)?.phys;
-    dn.nblkptr = o.nblkptr;
-    dn.blkptr = vec![ozfs_format::BlkPtr::default(); o.nblkptr as usize];
-    dn.indblkshift = o.indblkshift;
-    dn.nlevels = o.nlevels;
+    if kept && !spill && dn.spill.is_some() {
+        tx.set_spill(obj, None)?;
+        dn = tx.dnode(obj)?.phys;
+    }
+    dn.object_type = o.object_type as u8;
+    dn.bonustype = o.bonustype as u8;
+    if !kept {
+        dn.nblkptr = o.nblkptr;
+        dn.blkptr = vec![ozfs_format::BlkPtr::default(); o.nblkptr as usize];
+        dn.indblkshift = o.indblkshift;
+        dn.nlevels = o.nlevels;
+    }
+    // A kept tree grows to the sender's levels when it is synced.
+    tx.raw_nlevels.insert(obj, o.nlevels);
     dn.maxblkid = o.maxblkid;
     dn.checksum = o.checksum;
     dn.compress = o.compress;
@@ -1370,5 +1393,59 @@ fn apply_object_range(w: &mut PoolWriter, ds_obj: u64, r: &stream::ObjectRangeRe
         r.first / per,
         raw_sealed(ozfs_format::types::ot::DNODE, &r.crypt),
     );
+    Ok(())
+}
+
+/// An incremental raw stream goes onto a file system holding the same key
+/// (its key object's guid the stream's) whose latest snapshot has the
+/// stream's source IV set guid; its objset is then changed without a key,
+/// as a raw receive changes it (`ObjsetTx::raw_recv`), ending with the
+/// stream's portable MAC and meta-dnode size.
+fn raw_incremental_setup(
+    w: &mut PoolWriter,
+    fs: &str,
+    ds_obj: u64,
+    k: &crate::crypt::RawKeyData,
+) -> Result<()> {
+    let cannot = |m: &str| {
+        Error::Invalid(format!(
+            "cannot receive raw incremental stream into '{fs}': {m}"
+        ))
+    };
+    let ds = w.dataset(ds_obj)?;
+    let key_obj = w
+        .dir_key_obj(ds.dir_obj)?
+        .ok_or_else(|| cannot("it is not encrypted"))?;
+    let guid = ozfs_dmu::zap_tx::lookup_u64(&w.mos, key_obj, "DSL_CRYPTO_GUID")?;
+    if guid != k.wrapped.guid {
+        return Err(cannot("its key is not the stream's"));
+    }
+    if ds.prev_snap_obj != 0 && k.from_ivset_guid != 0 {
+        let prev = ds.prev_snap_obj;
+        let have =
+            if w.mos.dnode(prev)?.phys.object_type == ozfs_format::types::ot::ZAP_METADATA_NEW {
+                ozfs_dmu::zap_tx::lookup(&w.mos, prev, crate::crypt::IVSET_GUID.as_bytes())?
+                    .and_then(|e| e.as_u64())
+            } else {
+                None
+            };
+        if have != Some(k.from_ivset_guid) {
+            return Err(cannot(
+                "IV set guid mismatch (the stream is not from this snapshot)",
+            ));
+        }
+    }
+    let os = ozfs_dmu::Objset::open(w.pool.clone(), &ds.bp)?;
+    if os.phys.meta_dnode.nlevels != k.mdn_nlevels
+        || os.phys.meta_dnode.datablksz() != k.mdn_blksz
+        || os.phys.meta_dnode.nblkptr != k.mdn_nblkptr
+    {
+        return Err(cannot("its meta-dnode has another shape than the stream's"));
+    }
+    let mut t = ozfs_dmu::tx::ObjsetTx::new(os);
+    t.raw_recv = true;
+    t.os.phys.portable_mac = k.portable_mac;
+    t.raw_maxblkid.insert(0, k.mdn_maxblkid);
+    w.fs.insert(ds_obj, t);
     Ok(())
 }
