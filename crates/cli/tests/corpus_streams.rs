@@ -354,7 +354,8 @@ fn raw_send_is_openzfs_own_stream() {
 /// raw again it is the same stream record for record (the BEGIN name
 /// aside); OpenZFS's `zdb -bcc` finds the pool clean and its `zdb -K`
 /// reads the new file. A full raw stream onto an existing file system is
-/// refused.
+/// refused. OpenZFS's own incremental raw stream of the same source is
+/// received onto another copy and holds exactly the files OpenZFS listed.
 #[test]
 fn raw_incremental_streams_are_received_exactly() {
     let oz = ozfs();
@@ -454,6 +455,37 @@ fn raw_incremental_streams_are_received_exactly() {
         let cut = if i == 0 { 56 } else { x.0.len() };
         assert!(x.0[..cut] == y.0[..cut] && x.1 == y.1, "record {i} differs");
     }
+    // OpenZFS's own incremental raw stream (made by the kernel module in
+    // the VM, `scripts/oracle/make-raw-incremental.sh`: files in, a file
+    // out, one appended, an xattr) onto a second raw copy: every file of
+    // the new snapshot has the sha256 OpenZFS listed.
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let oz_inc = work.path().join("oz-inc.zstream");
+    let gz = std::fs::read(fixture.join("gcm-inc-openzfs-2.3.zstream.gz")).unwrap();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut bytes).unwrap();
+    std::fs::write(&oz_inc, bytes).unwrap();
+    assert!(receive(&oz, &full, "ri/oz").success());
+    let r = receive(&oz, &oz_inc, "ri/oz");
+    assert!(r.success(), "{}", r.describe());
+    let oz_dir = work.path().join("oz-s3");
+    oz.ok(&[
+        "cp",
+        "-r",
+        "-L",
+        &key,
+        "ri/oz@s3:/",
+        &oz_dir.to_string_lossy(),
+    ]);
+    let want_sums = std::fs::read_to_string(fixture.join("gcm-inc-openzfs-2.3.sha256")).unwrap();
+    let mut n = 0;
+    for line in want_sums.lines() {
+        let (sum, path) = line.split_once("  ").unwrap();
+        let got = ozfs_testkit::manifest::sha256_file(&oz_dir.join(path)).unwrap();
+        assert_eq!(got, sum, "{path}");
+        n += 1;
+    }
+    assert_eq!(n, 49, "files in OpenZFS's @s3");
     oz.ok(&["zpool", "export", "ri"]);
     if let Some(zdb) = oracle_zdb() {
         openzfs_verdict(&zdb, &devs, "ri");
