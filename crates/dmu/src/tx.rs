@@ -160,8 +160,6 @@ pub struct RawBlock {
     pub data: Vec<u8>,
     pub compress: u8,
     pub lsize: u64,
-    /// The checksum function of its pointer.
-    pub checksum: u8,
     pub sealed: ozfs_codec::crypt::Sealed,
 }
 
@@ -1308,6 +1306,19 @@ impl ObjsetTx {
                 // A raw receive keeps the sender's maxblkid (its MAC covers it).
                 dn.maxblkid = m;
             }
+            if let Some(&nl) = self.raw_nlevels.get(&obj) {
+                // Grown only along blocks written; a deeper tree with none
+                // to write cannot be made here (its dnode's MAC needs it).
+                if dn.object_type != 0 && dn.nlevels < nl {
+                    return Err(Error::unsupported(
+                        format!("raw OBJECT {obj}"),
+                        format!(
+                            "a tree of {nl} levels over {} without blocks written to grow it",
+                            dn.nlevels
+                        ),
+                    ));
+                }
+            }
             if let Some(r) = raw_spills.get(&obj).filter(|_| dn.object_type != 0) {
                 let old = match self.os.dnode(obj) {
                     Ok(d) if d.phys.object_type != 0 && !frees.contains_key(&obj) => {
@@ -1321,10 +1332,7 @@ impl ObjsetTx {
                     used -= pool.dsize(&old, true) as i64;
                     acct.killed(&pool, alloc, &old, txg)?;
                 }
-                let p = BlockProps {
-                    checksum: r.checksum,
-                    ..policy.props(ot::SA, 0)
-                };
+                let p = policy.props(ot::SA, 0);
                 let enc = ozfs_spa::write::encode_sealed(
                     r.data.clone(),
                     r.compress,
@@ -1444,7 +1452,6 @@ impl ObjsetTx {
         let meta_blocks: Vec<(u64, Staged)> = if self.raw_recv {
             // Dnode blocks as the raw stream sealed them (OBJECT_RANGE);
             // one left without dnodes is a hole.
-            let checksum = policy.props(ot::DNODE, 0).checksum;
             let mut v = Vec::with_capacity(meta_dirty.len());
             for (b, d) in meta_dirty {
                 if d.iter().all(|&x| x == 0) {
@@ -1463,7 +1470,6 @@ impl ObjsetTx {
                         lsize: d.len() as u64,
                         data: d,
                         compress: comp::OFF,
-                        checksum,
                         sealed,
                     }),
                 ));
@@ -1888,11 +1894,9 @@ fn sync_tree(
             }
             Staged::Raw(r) => {
                 // Stored as the raw stream sealed it: never recompressed,
-                // re-encrypted or rewritten in place.
-                let pe = BlockProps {
-                    checksum: r.checksum,
-                    ..p.clone()
-                };
+                // re-encrypted or rewritten in place; checksummed as the
+                // dataset's policy says (as OpenZFS's receiver does).
+                let pe = p.clone();
                 let fill = if dn.object_type == ot::DNODE {
                     l0_fill(&r.data)
                 } else {

@@ -919,7 +919,7 @@ impl RawKeyData {
                 _ => Err(Error::corrupt(what, format!("{k} is not {len} bytes"))),
             }
         };
-        let arr = |k: &str, len: usize| -> Result<Vec<u8>> { bytes(k, len) };
+
         let suite_v = u("DSL_CRYPTO_SUITE")?;
         let suite = Suite::from_u64(suite_v)
             .ok_or_else(|| Error::corrupt(what, format!("encryption suite {suite_v}")))?;
@@ -931,11 +931,11 @@ impl RawKeyData {
         let format = KeyFormat::from_u64(fmt_v)
             .ok_or_else(|| Error::corrupt(what, format!("keyformat {fmt_v}")))?;
         let mut iv = [0u8; 12];
-        iv.copy_from_slice(&arr("DSL_CRYPTO_IV", 12)?);
+        iv.copy_from_slice(&bytes("DSL_CRYPTO_IV", 12)?);
         let mut mac = [0u8; 16];
-        mac.copy_from_slice(&arr("DSL_CRYPTO_MAC", 16)?);
+        mac.copy_from_slice(&bytes("DSL_CRYPTO_MAC", 16)?);
         let mut portable_mac = [0u8; 32];
-        portable_mac.copy_from_slice(&arr("portable_mac", 32)?);
+        portable_mac.copy_from_slice(&bytes("portable_mac", 32)?);
         let small = |k: &str, max: u64| -> Result<u8> {
             let v = u(k)?;
             if v > max {
@@ -956,10 +956,34 @@ impl RawKeyData {
         }
         let mdn_nblkptr = small("mdn_nblkptr", 3)?;
         let mdn_nlevels = small("mdn_nlevels", 12)?;
-        if mdn_nblkptr == 0 || mdn_nlevels == 0 {
+        // OpenZFS's meta-dnodes: three block pointers, indirect blocks of
+        // at least 4 KiB.
+        if mdn_nblkptr != 3 || mdn_nlevels == 0 || mdn_indblkshift < 12 {
             return Err(Error::corrupt(
                 what,
-                "a meta-dnode without levels or block pointers",
+                format!(
+                    "meta-dnode of {mdn_nblkptr} block pointers, {mdn_nlevels} levels, \
+                     indirect shift {mdn_indblkshift}"
+                ),
+            ));
+        }
+        let mdn_maxblkid = u("mdn_maxblkid")?;
+        let shape = ozfs_format::dnode::DnodePhys {
+            object_type: ozfs_format::types::ot::DNODE,
+            nblkptr: mdn_nblkptr,
+            indblkshift: mdn_indblkshift,
+            nlevels: mdn_nlevels,
+            datablkszsec: (mdn_blksz / 512) as u16,
+            ..Default::default()
+        };
+        if mdn_maxblkid > shape.max_blkid_limit() {
+            return Err(Error::corrupt(what, format!("mdn_maxblkid {mdn_maxblkid}")));
+        }
+        let (iters, salt) = (u("pbkdf2iters")?, u("pbkdf2salt")?);
+        if (format == KeyFormat::Passphrase) != (iters != 0) {
+            return Err(Error::corrupt(
+                what,
+                format!("keyformat {} with pbkdf2iters {iters}", format.name()),
             ));
         }
         Ok(RawKeyData {
@@ -967,24 +991,24 @@ impl RawKeyData {
                 suite,
                 guid: u("DSL_CRYPTO_GUID")?,
                 version,
-                master: arr("DSL_CRYPTO_MASTER_KEY_1", 32)?,
-                hmac: arr("DSL_CRYPTO_HMAC_KEY_1", 64)?,
+                master: bytes("DSL_CRYPTO_MASTER_KEY_1", 32)?,
+                hmac: bytes("DSL_CRYPTO_HMAC_KEY_1", 64)?,
                 iv,
                 mac,
             },
             params: KeyParams {
                 format,
-                salt: u("pbkdf2salt")?,
-                iters: u("pbkdf2iters")?,
+                salt,
+                iters,
             },
             portable_mac,
-            mdn_checksum: small("mdn_checksum", 15)?,
-            mdn_compress: small("mdn_compress", 63)?,
+            mdn_checksum: small("mdn_checksum", 8)?,
+            mdn_compress: small("mdn_compress", 14)?,
             mdn_nlevels,
             mdn_blksz,
             mdn_indblkshift,
             mdn_nblkptr,
-            mdn_maxblkid: u("mdn_maxblkid")?,
+            mdn_maxblkid,
             to_ivset_guid: u("to_ivset_guid")?,
             from_ivset_guid: nv.get_u64("from_ivset_guid").unwrap_or(0),
         })
@@ -992,12 +1016,9 @@ impl RawKeyData {
 }
 
 impl crate::sync::PoolWriter {
-    /// The key object of a file system received raw (directory `dir_obj`,
-    /// head dataset `ds_obj`): the stream's wrapped keys as they are, the
-    /// received file system its own encryption root with `keylocation`
-    /// `prompt`, as OpenZFS's `dsl_crypto_recv_raw_key_sync` makes it. No
-    /// key is needed or loaded.
-    pub fn raw_recv_key(&mut self, dir_obj: u64, ds_obj: u64, k: &RawKeyData) -> Result<()> {
+    /// A raw stream needs the pool's `encryption` and `bookmark_v2`
+    /// features enabled (checked before anything is made).
+    pub fn check_raw_recv(&self) -> Result<()> {
         for f in [crate::features::ENCRYPTION, "com.datto:bookmark_v2"] {
             if crate::features::refcount(self, f)?.is_none() {
                 return Err(Error::unsupported(
@@ -1009,6 +1030,16 @@ impl crate::sync::PoolWriter {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The key object of a file system received raw (directory `dir_obj`,
+    /// head dataset `ds_obj`): the stream's wrapped keys as they are, the
+    /// received file system its own encryption root with `keylocation`
+    /// `prompt`, as OpenZFS's `dsl_crypto_recv_raw_key_sync` makes it. No
+    /// key is needed or loaded.
+    pub fn raw_recv_key(&mut self, dir_obj: u64, ds_obj: u64, k: &RawKeyData) -> Result<()> {
+        self.check_raw_recv()?;
         self.make_key_object(
             dir_obj,
             ds_obj,

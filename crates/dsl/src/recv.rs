@@ -346,7 +346,21 @@ fn receive_one(
         let keys = nv
             .get_nvlist("crypt_keydata")
             .ok_or_else(|| Error::corrupt("raw stream BEGIN payload", "no crypt_keydata"))?;
-        Some(crate::crypt::RawKeyData::parse(keys)?)
+        if features & stream::FEATURE_EMBED_DATA != 0 {
+            return Err(bad(
+                16,
+                "a raw stream with embedded blocks (never encrypted)",
+            ));
+        }
+        w.check_raw_recv()?;
+        let k = crate::crypt::RawKeyData::parse(keys)?;
+        if begin.fromguid != 0 && (k.from_ivset_guid == 0 || k.to_ivset_guid == 0) {
+            return Err(Error::Invalid(
+                "cannot receive raw incremental stream: it names no IV set guid of its source"
+                    .into(),
+            ));
+        }
+        Some(k)
     } else {
         if payload != 0 {
             return Err(bad(4, "a BEGIN payload in a plain stream"));
@@ -422,6 +436,10 @@ fn receive_one(
                 "cannot receive incremental stream: destination '{fs}' has no snapshots"
             )));
         };
+        // A raw stream's key is checked before `-F` changes anything.
+        if let Some(k) = &raw_keys {
+            raw_incremental_check(w, &fs, head.ds_obj, k)?;
+        }
         // Snapshots newer than the stream's source: `-F` destroys them (as
         // ZFS does), newest first; without it the receive is refused.
         let (head, latest) = if latest.guid != begin.fromguid {
@@ -1157,16 +1175,35 @@ fn apply_object_raw(
     if obj == 0 || obj >= 1 << 48 {
         return Err(Error::corrupt(&what, "object number out of range"));
     }
-    if o.object_type == 0 || o.object_type > 255 || o.bonustype > 255 {
+    let valid = |t: u32| u8::try_from(t).is_ok_and(ozfs_format::types::object_type_is_valid);
+    if o.object_type == 0 || !valid(o.object_type) || !valid(o.bonustype) {
         return Err(Error::corrupt(
             &what,
             format!("type {} bonus type {}", o.object_type, o.bonustype),
         ));
     }
+    // A dnode's own checksum and compression (usually inherit): values
+    // OpenZFS's tables hold.
+    if o.checksum as usize >= ozfs_format::types::CHECKSUM_FUNCTIONS
+        || o.compress as usize >= ozfs_format::types::COMPRESS_FUNCTIONS
+    {
+        return Err(Error::corrupt(
+            &what,
+            format!("checksum {} compression {}", o.checksum, o.compress),
+        ));
+    }
     let slots = o.dn_slots.max(1);
     let bs = o.blksz as u64;
-    if !(512..=MAX_WRITTEN_BLOCK).contains(&bs) || !bs.is_multiple_of(512) {
+    if !bs.is_multiple_of(512) || bs < 512 || bs > stream::MAX_BLOCK {
         return Err(Error::corrupt(&what, format!("block size {bs}")));
+    }
+    // A raw block cannot be split: blocks over what ozfs writes are not
+    // received raw.
+    if bs > MAX_WRITTEN_BLOCK {
+        return Err(Error::unsupported(
+            &what,
+            format!("a raw stream with {bs}-byte blocks (ozfs writes blocks up to 128 KiB)"),
+        ));
     }
     if slots > DNODE_MAX_SLOTS
         || !(1..=3).contains(&o.nblkptr)
@@ -1211,6 +1248,26 @@ fn apply_object_raw(
         ));
     }
     let tx = w.fs_tx(ds_obj)?;
+    // Its maxblkid within what its tree can address (a dnode that could
+    // not be read back would make the file system impossible to destroy).
+    let shape = ozfs_format::dnode::DnodePhys {
+        object_type: o.object_type as u8,
+        nblkptr: o.nblkptr,
+        indblkshift: o.indblkshift,
+        nlevels: o.nlevels,
+        datablkszsec: (bs / 512) as u16,
+        extra_slots: slots - 1,
+        ..Default::default()
+    };
+    if o.maxblkid > shape.max_blkid_limit() {
+        return Err(Error::corrupt(
+            &what,
+            format!(
+                "maxblkid {} past what {} levels address",
+                o.maxblkid, o.nlevels
+            ),
+        ));
+    }
     // An object of the same shape keeps its blocks (an incremental stream
     // sends those that changed); any other is made anew.
     let kept = match live_dnode(tx, obj, &what)? {
@@ -1228,7 +1285,19 @@ fn apply_object_raw(
         }
         None => false,
     };
-    if !kept {
+    if kept {
+        // Blocks past the sent end go (a file shortened since the source
+        // snapshot: the stream's FREE stops at its new maxblkid).
+        if o.maxblkid < tx.dnode(obj)?.phys.maxblkid {
+            tx.punch_from(obj, o.maxblkid + 1)?;
+        }
+    } else {
+        // Objects in the new dnode's extra slots are freed, as OpenZFS does.
+        for s in obj + 1..obj + slots as u64 {
+            if tx.owner_of_slot(s)?.is_none() && tx.slot_head(s)?.0 != 0 {
+                tx.free_object(s)?;
+            }
+        }
         tx.claim_object(
             obj,
             o.object_type as u8,
@@ -1282,7 +1351,11 @@ fn apply_write_raw(
     let dn = live_dnode(tx, wr.object, &what)?
         .ok_or_else(|| Error::corrupt(&what, "the object does not exist"))?;
     let bs = dn.phys.datablksz();
-    if bs == 0 || !wr.offset.is_multiple_of(bs) || wr.length != bs || wr.offset / bs >= MAX_BLKID {
+    if bs == 0
+        || !wr.offset.is_multiple_of(bs)
+        || wr.length != bs
+        || wr.offset / bs > dn.phys.maxblkid
+    {
         return Err(Error::corrupt(
             &what,
             format!("{} bytes, block size {bs}", wr.length),
@@ -1308,6 +1381,7 @@ fn apply_write_raw(
             ),
         ));
     }
+    stored_compression(wr.compression, &what)?;
     tx.write_raw(
         wr.object,
         wr.offset / bs,
@@ -1315,7 +1389,6 @@ fn apply_write_raw(
             data: payload,
             compress: wr.compression,
             lsize: bs,
-            checksum: wr.checksum_type,
             sealed: raw_sealed(dn.phys.object_type, &wr.crypt),
         },
     );
@@ -1333,13 +1406,15 @@ fn apply_spill_raw(
     if sp.flags & stream::DRR_RAW_BYTESWAP != 0 {
         return Err(Error::unsupported(&what, "blocks of the other byte order"));
     }
-    let psize = if sp.compressed_size != 0 {
-        sp.compressed_size
-    } else {
-        sp.length
-    };
+    // An unmodified spill block stays as it is.
+    if sp.flags & stream::DRR_SPILL_UNMODIFIED != 0 {
+        return Ok(());
+    }
+    let psize = sp.compressed_size;
     if payload.len() as u64 != psize
+        || psize == 0
         || !psize.is_multiple_of(512)
+        || !sp.length.is_multiple_of(512)
         || !(512..=MAX_WRITTEN_BLOCK).contains(&sp.length)
         || psize > sp.length
     {
@@ -1358,6 +1433,7 @@ fn apply_spill_raw(
     if dn.phys.bonustype != ozfs_format::types::ot::SA {
         return Err(Error::corrupt(&what, "the object has no system attributes"));
     }
+    stored_compression(sp.compression, &what)?;
     tx.spills.remove(&sp.object);
     tx.raw_spills.insert(
         sp.object,
@@ -1365,7 +1441,6 @@ fn apply_spill_raw(
             data: payload,
             compress: sp.compression,
             lsize: sp.length,
-            checksum: ozfs_format::types::cksum::FLETCHER4,
             sealed: raw_sealed(ozfs_format::types::ot::SA, &sp.crypt),
         },
     );
@@ -1401,8 +1476,10 @@ fn apply_object_range(w: &mut PoolWriter, ds_obj: u64, r: &stream::ObjectRangeRe
 /// stream's source IV set guid; its objset is then changed without a key,
 /// as a raw receive changes it (`ObjsetTx::raw_recv`), ending with the
 /// stream's portable MAC and meta-dnode size.
-fn raw_incremental_setup(
-    w: &mut PoolWriter,
+/// The checks of an incremental raw stream that need no change: the
+/// target is encrypted with the stream's key (its key object's guid).
+fn raw_incremental_check(
+    w: &PoolWriter,
     fs: &str,
     ds_obj: u64,
     k: &crate::crypt::RawKeyData,
@@ -1420,7 +1497,23 @@ fn raw_incremental_setup(
     if guid != k.wrapped.guid {
         return Err(cannot("its key is not the stream's"));
     }
-    if ds.prev_snap_obj != 0 && k.from_ivset_guid != 0 {
+    Ok(())
+}
+
+fn raw_incremental_setup(
+    w: &mut PoolWriter,
+    fs: &str,
+    ds_obj: u64,
+    k: &crate::crypt::RawKeyData,
+) -> Result<()> {
+    raw_incremental_check(w, fs, ds_obj, k)?;
+    let cannot = |m: &str| {
+        Error::Invalid(format!(
+            "cannot receive raw incremental stream into '{fs}': {m}"
+        ))
+    };
+    let ds = w.dataset(ds_obj)?;
+    if ds.prev_snap_obj != 0 {
         let prev = ds.prev_snap_obj;
         let have =
             if w.mos.dnode(prev)?.phys.object_type == ozfs_format::types::ot::ZAP_METADATA_NEW {
@@ -1448,4 +1541,21 @@ fn raw_incremental_setup(
     t.raw_maxblkid.insert(0, k.mdn_maxblkid);
     w.fs.insert(ds_obj, t);
     Ok(())
+}
+
+/// A compression function a stored block may name (not inherit, on or
+/// empty, nor ozfs's own pre-compressed tag).
+fn stored_compression(c: u8, what: &str) -> Result<()> {
+    use ozfs_format::types::comp;
+    if matches!(
+        c,
+        comp::OFF | comp::LZJB | comp::GZIP_1..=comp::GZIP_9 | comp::ZLE | comp::LZ4 | comp::ZSTD
+    ) {
+        Ok(())
+    } else {
+        Err(Error::corrupt(
+            what,
+            format!("stored with compression function {c}"),
+        ))
+    }
 }

@@ -99,6 +99,8 @@ pub const DRR_CHECKSUM_DEDUP: u8 = 1;
 /// Raw record flag (OBJECT, WRITE, SPILL, OBJECT_RANGE): the block was
 /// written in the other byte order than the host's.
 pub const DRR_RAW_BYTESWAP: u8 = 2;
+/// SPILL flag: the spill block did not change (an incremental stream).
+pub const DRR_SPILL_UNMODIFIED: u8 = 4;
 /// Objset type of a file system.
 pub const DMU_OST_ZFS: u32 = 2;
 /// Largest block a stream may carry (16 MiB, OpenZFS's maximum).
