@@ -1194,7 +1194,7 @@ fn apply_object_raw(
     }
     let slots = o.dn_slots.max(1);
     let bs = o.blksz as u64;
-    if !bs.is_multiple_of(512) || bs < 512 || bs > stream::MAX_BLOCK {
+    if !bs.is_multiple_of(512) || !(512..=stream::MAX_BLOCK).contains(&bs) {
         return Err(Error::corrupt(&what, format!("block size {bs}")));
     }
     // A raw block cannot be split: blocks over what ozfs writes are not
