@@ -221,20 +221,8 @@ fn every_corpus_stream_is_received_exactly() {
         openzfs_verdict(&zdb, &devs, "rp");
         // OpenZFS opens the received file system with the key.
         let material = std::fs::read_to_string(corpus.join("c7-crypt/keys/secret.pass")).unwrap();
-        let out = work.path().join("zdb-out");
-        let r = std::process::Command::new(&zdb)
-            .args(["-e", "-p", &devs.to_string_lossy(), "-K", material.trim()])
-            .args(["-r", "rp/raw", "text.txt"])
-            .arg(&out)
-            .output()
-            .expect("run OpenZFS zdb -r");
-        assert_eq!(
-            std::fs::read(&out).ok(),
-            std::fs::read(dest.join("text.txt")).ok(),
-            "OpenZFS zdb -K -r rp/raw text.txt:\n{}{}",
-            String::from_utf8_lossy(&r.stdout),
-            String::from_utf8_lossy(&r.stderr)
-        );
+        let (got, text) = openzfs_read_encrypted(&zdb, &devs, &material, "rp/raw", "text.txt");
+        assert_eq!(got, std::fs::read(dest.join("text.txt")).ok(), "{text}");
     }
 }
 
@@ -490,19 +478,8 @@ fn raw_incremental_streams_are_received_exactly() {
     if let Some(zdb) = oracle_zdb() {
         openzfs_verdict(&zdb, &devs, "ri");
         let material = std::fs::read_to_string(corpus.join("c7-crypt/keys/secret.pass")).unwrap();
-        let out = work.path().join("zdb-out");
-        let r = std::process::Command::new(&zdb)
-            .args(["-e", "-p", &devs.to_string_lossy(), "-K", material.trim()])
-            .args(["-r", "ri/raw", "new.bin"])
-            .arg(&out)
-            .output()
-            .expect("run OpenZFS zdb -r");
-        assert_eq!(
-            std::fs::read(&out).ok(),
-            Some(data),
-            "{}",
-            String::from_utf8_lossy(&r.stderr)
-        );
+        let (got, text) = openzfs_read_encrypted(&zdb, &devs, &material, "ri/raw", "new.bin");
+        assert_eq!(got, Some(data), "{text}");
     }
 }
 

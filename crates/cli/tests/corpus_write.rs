@@ -395,19 +395,11 @@ fn an_encrypted_pool_is_written_inside_and_around_its_encrypted_datasets() {
             ("c7-crypt/ccm", "ccm.hex", "tree/big.bin", &big[..]),
         ] {
             let material = std::fs::read_to_string(keys.join(key)).unwrap();
-            let out = work.path().join("zdb-out");
-            let _ = std::fs::remove_file(&out);
-            let r = std::process::Command::new(&zdb)
-                .args(["-e", "-p", &d, "-K", material.trim(), "-r", ds, path])
-                .arg(&out)
-                .output()
-                .expect("run OpenZFS zdb -r");
+            let (got, text) = openzfs_read_encrypted(&zdb, &devs, &material, ds, path);
             assert_eq!(
-                std::fs::read(&out).ok().as_deref(),
+                got.as_deref(),
                 Some(want),
-                "OpenZFS zdb -K -r {ds} {path}:\n{}{}",
-                String::from_utf8_lossy(&r.stdout),
-                String::from_utf8_lossy(&r.stderr)
+                "OpenZFS zdb -K -r {ds} {path}:\n{text}"
             );
         }
     }

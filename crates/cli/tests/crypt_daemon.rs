@@ -92,49 +92,19 @@ fn the_daemon_keeps_a_loaded_key_and_writes_encrypted_files() {
             ("newdir/fuse.bin", &fuse_bytes[..]),
             ("viacp.txt", b"copied in through the daemon\n"),
         ] {
-            let out = work.path().join("zdb-out");
-            let _ = std::fs::remove_file(&out);
-            let r = std::process::Command::new(&zdb)
-                .args([
-                    "-e",
-                    "-p",
-                    &d,
-                    "-K",
-                    material.trim(),
-                    "-r",
-                    "c7-crypt/gcm",
-                    path,
-                ])
-                .arg(&out)
-                .output()
-                .expect("run OpenZFS zdb -r");
+            let (got, text) =
+                common::openzfs_read_encrypted(&zdb, &devs, &material, "c7-crypt/gcm", path);
             assert_eq!(
-                std::fs::read(&out).ok().as_deref(),
+                got.as_deref(),
                 Some(want),
-                "OpenZFS zdb -K -r {path}:\n{}{}",
-                String::from_utf8_lossy(&r.stdout),
-                String::from_utf8_lossy(&r.stderr)
+                "OpenZFS zdb -K -r {path}:\n{text}"
             );
         }
         // The removed file is gone for OpenZFS too.
-        let out = work.path().join("zdb-gone");
-        let r = std::process::Command::new(&zdb)
-            .args([
-                "-e",
-                "-p",
-                &d,
-                "-K",
-                material.trim(),
-                "-r",
-                "c7-crypt/gcm",
-                "tiny.txt",
-            ])
-            .arg(&out)
-            .output()
-            .expect("run OpenZFS zdb -r");
-        let text = String::from_utf8_lossy(&r.stderr);
+        let (got, text) =
+            common::openzfs_read_encrypted(&zdb, &devs, &material, "c7-crypt/gcm", "tiny.txt");
         assert!(
-            !out.exists() && text.contains("path=/tiny.txt: No such file or directory"),
+            got.is_none() && text.contains("path=/tiny.txt: No such file or directory"),
             "{text}"
         );
     }
@@ -310,14 +280,7 @@ fn new_encrypted_file_systems_are_openzfs_own() {
         let devs = pool.dev_dir();
         common::openzfs_verdict(&zdb, &devs, &name);
         let read = |rel: &str, key: &str, path: &str| -> Option<Vec<u8>> {
-            let out = root.join("zdb-out");
-            let _ = std::fs::remove_file(&out);
-            std::process::Command::new(&zdb)
-                .args(["-e", "-p", &dev_dir, "-K", key, "-r", &ds(rel), path])
-                .arg(&out)
-                .output()
-                .expect("run OpenZFS zdb -r");
-            std::fs::read(&out).ok()
+            common::openzfs_read_encrypted(&zdb, &devs, key, &ds(rel), path).0
         };
         let pw = "correct horse battery staple";
         assert_eq!(read("enc", pw, "d/big.bin").as_deref(), Some(&big[..]));
@@ -363,7 +326,6 @@ fn change_key_rewraps_as_openzfs() {
     let oz = common::ozfs();
     let pool = wcommon::new_devs("ozck", common::Layout::Stripe, 1, 256);
     let name = pool.name().to_string();
-    let dev_dir = pool.dev_dir().to_string_lossy().into_owned();
     let work = common::scratch("ozfs-test-crypt-ck-");
     let root = work.path().canonicalize().unwrap();
     let pass = root.join("pass.txt");
@@ -512,12 +474,8 @@ fn change_key_rewraps_as_openzfs() {
     oz.ok(&["zpool", "export", &name]);
     if let Some(zdb) = common::oracle_zdb() {
         common::openzfs_verdict(&zdb, &pool.dev_dir(), &name);
-        let zout = root.join("zdb-out");
-        std::process::Command::new(&zdb)
-            .args(["-e", "-p", &dev_dir, "-K", hex_key, "-r", &enc, "data.bin"])
-            .arg(&zout)
-            .output()
-            .expect("run OpenZFS zdb -r");
-        assert_eq!(std::fs::read(&zout).ok(), Some(data.clone()));
+        let (got, text) =
+            common::openzfs_read_encrypted(&zdb, &pool.dev_dir(), hex_key, &enc, "data.bin");
+        assert_eq!(got, Some(data.clone()), "{text}");
     }
 }

@@ -408,6 +408,27 @@ fn suite_value(s: Suite) -> u64 {
     }
 }
 
+/// Run `$body` with `$c` bound to the AEAD of `$suite` keyed with `$key`
+/// (a wrong key length is an error, `()`).
+macro_rules! with_aead {
+    ($suite:expr, $key:expr, $c:ident => $body:expr) => {{
+        macro_rules! run {
+            ($t:ty) => {{
+                let $c = <$t>::new_from_slice($key).map_err(|_| ())?;
+                $body
+            }};
+        }
+        match $suite {
+            Suite::Aes128Ccm => run!(Ccm<Aes128, U16, U12>),
+            Suite::Aes192Ccm => run!(Ccm<Aes192, U16, U12>),
+            Suite::Aes256Ccm => run!(Ccm<Aes256, U16, U12>),
+            Suite::Aes128Gcm => run!(AesGcm<Aes128, U12>),
+            Suite::Aes192Gcm => run!(AesGcm<Aes192, U12>),
+            Suite::Aes256Gcm => run!(AesGcm<Aes256, U12>),
+        }
+    }};
+}
+
 /// Seal (encrypt) `buf` in place, returning the tag.
 fn aead_seal(
     suite: Suite,
@@ -416,22 +437,10 @@ fn aead_seal(
     aad: &[u8],
     buf: &mut [u8],
 ) -> std::result::Result<[u8; 16], ()> {
-    macro_rules! seal {
-        ($t:ty) => {{
-            let c = <$t>::new_from_slice(key).map_err(|_| ())?;
-            c.encrypt_in_place_detached(iv.into(), aad, buf)
-                .map(|t| t.into())
-                .map_err(|_| ())
-        }};
-    }
-    match suite {
-        Suite::Aes128Ccm => seal!(Ccm<Aes128, U16, U12>),
-        Suite::Aes192Ccm => seal!(Ccm<Aes192, U16, U12>),
-        Suite::Aes256Ccm => seal!(Ccm<Aes256, U16, U12>),
-        Suite::Aes128Gcm => seal!(AesGcm<Aes128, U12>),
-        Suite::Aes192Gcm => seal!(AesGcm<Aes192, U12>),
-        Suite::Aes256Gcm => seal!(AesGcm<Aes256, U12>),
-    }
+    with_aead!(suite, key, c => c
+        .encrypt_in_place_detached(iv.into(), aad, buf)
+        .map(|t| t.into())
+        .map_err(|_| ()))
 }
 
 /// Open (decrypt and verify) `buf` in place; the tag is checked before
@@ -444,21 +453,9 @@ fn aead_open(
     buf: &mut [u8],
     tag: &[u8; 16],
 ) -> std::result::Result<(), ()> {
-    macro_rules! open {
-        ($t:ty) => {{
-            let c = <$t>::new_from_slice(key).map_err(|_| ())?;
-            c.decrypt_in_place_detached(iv.into(), aad, buf, tag.into())
-                .map_err(|_| ())
-        }};
-    }
-    match suite {
-        Suite::Aes128Ccm => open!(Ccm<Aes128, U16, U12>),
-        Suite::Aes192Ccm => open!(Ccm<Aes192, U16, U12>),
-        Suite::Aes256Ccm => open!(Ccm<Aes256, U16, U12>),
-        Suite::Aes128Gcm => open!(AesGcm<Aes128, U12>),
-        Suite::Aes192Gcm => open!(AesGcm<Aes192, U12>),
-        Suite::Aes256Gcm => open!(AesGcm<Aes256, U12>),
-    }
+    with_aead!(suite, key, c => c
+        .decrypt_in_place_detached(iv.into(), aad, buf, tag.into())
+        .map_err(|_| ()))
 }
 
 /// A dataset's unwrapped keys, zeroed when dropped. Held only in the

@@ -1332,15 +1332,7 @@ impl ObjsetTx {
                     used -= pool.dsize(&old, true) as i64;
                     acct.killed(&pool, alloc, &old, txg)?;
                 }
-                let p = policy.props(ot::SA, 0);
-                let enc = ozfs_spa::write::encode_sealed(
-                    r.data.clone(),
-                    r.compress,
-                    r.lsize,
-                    &p,
-                    r.sealed,
-                )?;
-                let bp = pool.write_encoded(alloc, txg, enc, &p, 1)?;
+                let bp = write_raw_block(&pool, alloc, txg, r, &policy.props(ot::SA, 0), 1)?;
                 acct.born(&bp);
                 used += pool.dsize(&bp, true) as i64;
                 dn.spill = Some(bp);
@@ -1902,14 +1894,7 @@ fn sync_tree(
                 } else {
                     1
                 };
-                let enc = ozfs_spa::write::encode_sealed(
-                    r.data.clone(),
-                    r.compress,
-                    r.lsize,
-                    &pe,
-                    r.sealed,
-                )?;
-                let bp = pool.write_encoded(alloc, txg, enc, &pe, fill)?;
+                let bp = write_raw_block(pool, alloc, txg, r, &pe, fill)?;
                 acct.born(&bp);
                 bp
             }
@@ -2043,6 +2028,19 @@ fn sync_tree(
     dn.used = used.max(0) as u64;
     dn.flags |= DNODE_FLAG_USED_BYTES;
     Ok(())
+}
+
+/// Write a raw-received block as it was sealed ([`RawBlock`]).
+fn write_raw_block(
+    pool: &Pool,
+    alloc: &mut Allocator,
+    txg: u64,
+    r: &RawBlock,
+    p: &BlockProps,
+    fill: u64,
+) -> Result<BlkPtr> {
+    let enc = ozfs_spa::write::encode_sealed(r.data.clone(), r.compress, r.lsize, p, r.sealed)?;
+    pool.write_encoded(alloc, txg, enc, p, fill)
 }
 
 fn set_bp(

@@ -430,3 +430,33 @@ pub fn scratch(prefix: &str) -> tempfile::TempDir {
         .tempdir_in(ozfs_testkit::pool::test_tmp_root())
         .expect("temp dir")
 }
+
+/// OpenZFS's `zdb -e -p DEVS -K KEY -r DATASET PATH`: the file of an
+/// encrypted dataset of the exported pool in `devs`, decrypted by OpenZFS
+/// (None when zdb copied nothing), and what zdb printed.
+pub fn openzfs_read_encrypted(
+    zdb: &Path,
+    devs: &Path,
+    key: &str,
+    dataset: &str,
+    path: &str,
+) -> (Option<Vec<u8>>, String) {
+    let out = devs.join(".zdb-read-out");
+    let _ = std::fs::remove_file(&out);
+    let r = std::process::Command::new(zdb)
+        .arg("-e")
+        .arg("-p")
+        .arg(devs)
+        .args(["-K", key.trim(), "-r", dataset, path])
+        .arg(&out)
+        .output()
+        .expect("run OpenZFS zdb -r");
+    let got = std::fs::read(&out).ok();
+    let _ = std::fs::remove_file(&out);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    (got, text)
+}
