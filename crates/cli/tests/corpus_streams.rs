@@ -391,20 +391,7 @@ fn raw_incremental_streams_are_received_exactly() {
     ]);
     oz.ok(&["zpool", "export", "c7-crypt"]);
 
-    let devs = work.path().join("devs");
-    std::fs::create_dir_all(&devs).unwrap();
-    let img = devs.join("d0.img");
-    std::fs::File::create(&img)
-        .and_then(|f| f.set_len(512 << 20))
-        .unwrap();
-    oz.ok(&[
-        "zpool",
-        "create",
-        "-m",
-        "none",
-        "ri",
-        &img.to_string_lossy(),
-    ]);
+    let devs = new_pool(&oz, work.path(), "ri");
     let full = corpus.join("c7-crypt/gcm-raw.zstream");
     let r = receive(&oz, &full, "ri/raw");
     assert!(r.success(), "{}", r.describe());
@@ -494,20 +481,7 @@ fn damaged_raw_streams_are_refused_cleanly() {
     let oz = ozfs();
     let corpus = corpus_dir();
     let work = scratch("ozfs-test-rawfuzz-");
-    let devs = work.path().join("devs");
-    std::fs::create_dir_all(&devs).unwrap();
-    let img = devs.join("d0.img");
-    std::fs::File::create(&img)
-        .and_then(|f| f.set_len(512 << 20))
-        .unwrap();
-    oz.ok(&[
-        "zpool",
-        "create",
-        "-m",
-        "none",
-        "rf",
-        &img.to_string_lossy(),
-    ]);
+    let devs = new_pool(&oz, work.path(), "rf");
     let clean = std::fs::read(corpus.join("c7-crypt/gcm-raw.zstream")).unwrap();
     // Where the record headers are (BEGIN's payload skipped).
     let mut heads = Vec::new();
@@ -568,4 +542,24 @@ fn damaged_raw_streams_are_refused_cleanly() {
     if let Some(zdb) = oracle_zdb() {
         openzfs_verdict(&zdb, &devs, "rf");
     }
+}
+
+/// A new unmounted pool `name` on a 512 MiB image in `<work>/devs`, which
+/// is returned.
+fn new_pool(oz: &Ozfs, work: &Path, name: &str) -> std::path::PathBuf {
+    let devs = work.join("devs");
+    std::fs::create_dir_all(&devs).unwrap();
+    let img = devs.join("d0.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(512 << 20))
+        .unwrap();
+    oz.ok(&[
+        "zpool",
+        "create",
+        "-m",
+        "none",
+        name,
+        &img.to_string_lossy(),
+    ]);
+    devs
 }

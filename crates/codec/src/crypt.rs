@@ -655,10 +655,7 @@ impl MasterKey {
         stored: &mut [u8],
     ) -> Result<Sealed> {
         if level > 0 {
-            return Ok(Sealed {
-                params: None,
-                mac: Some(indirect_mac(logical)?),
-            });
+            return Sealed::indirect(logical);
         }
         if object_type == ot::OBJSET {
             let (portable, local) = self.objset_macs(stored)?;
@@ -768,10 +765,7 @@ impl Sealer {
     ) -> Result<Sealed> {
         match self {
             Sealer::Key(k) => k.seal(object_type, level, logical, stored),
-            Sealer::Raw if level > 0 => Ok(Sealed {
-                params: None,
-                mac: Some(indirect_mac(logical)?),
-            }),
+            Sealer::Raw if level > 0 => Sealed::indirect(logical),
             Sealer::Raw if object_type == ot::OBJSET => Ok(Sealed {
                 params: None,
                 mac: None,
@@ -798,6 +792,17 @@ pub struct Sealed {
     /// The MAC for checksum words 2–3; None for an objset block (its
     /// MACs are inside it and its checksum is whole).
     pub mac: Option<[u8; 16]>,
+}
+
+impl Sealed {
+    /// An indirect block's sealing: the MAC of its children
+    /// ([`indirect_mac`] of its uncompressed contents), no key involved.
+    pub fn indirect(logical: &[u8]) -> Result<Sealed> {
+        Ok(Sealed {
+            params: None,
+            mac: Some(indirect_mac(logical)?),
+        })
+    }
 }
 
 /// The MAC of an indirect block of an encrypted objset (its
