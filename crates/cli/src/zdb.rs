@@ -843,12 +843,16 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
         for id in 0..count as usize {
             let sm = ozfs_format::bytes::u64_at(&data, id * 8, adn.swap, "metaslab array")
                 .map_err(|e| Fail::Err(e.to_string()))?;
-            let ms_size = 1u64 << ms_shift;
+            let (ms_start, ms_size) = ozfs_spa::metaslab::Geometry::of(top).metaslab_range(
+                top.ashift as u32,
+                ms_shift as u32,
+                id as u64,
+            );
             if sm == 0 {
                 if level >= 2 {
                     println!(
                         "\tmetaslab {id:6}\toffset {:12x}\tspacemap      0\tfree {}",
-                        (id as u64) << ms_shift,
+                        ms_start,
                         nicenum(ms_size)
                     );
                 }
@@ -859,7 +863,7 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
                 .map_err(|e| Fail::Err(e.to_string()))?;
             println!(
                 "\tmetaslab {id:6}\toffset {:12x}\tspacemap {sm:6}\tfree {}",
-                (id as u64) << ms_shift,
+                ms_start,
                 nicenum(ms_size.saturating_sub(hdr.alloc.max(0) as u64))
             );
             if level >= 3 {
@@ -877,14 +881,14 @@ fn dump_metaslabs(pool: &Arc<Pool>, level: usize) -> CmdResult {
                     match e {
                         SmEntry::Alloc { offset, len } => println!(
                             "\t    [{i:4}]    A  range: {:010x}-{:010x}  size: {:06x}",
-                            offset + ((id as u64) << ms_shift),
-                            offset + len + ((id as u64) << ms_shift),
+                            offset + ms_start,
+                            offset + len + ms_start,
                             len
                         ),
                         SmEntry::Free { offset, len } => println!(
                             "\t    [{i:4}]    F  range: {:010x}-{:010x}  size: {:06x}",
-                            offset + ((id as u64) << ms_shift),
-                            offset + len + ((id as u64) << ms_shift),
+                            offset + ms_start,
+                            offset + len + ms_start,
                             len
                         ),
                         SmEntry::Debug { action, pass, txg } => println!(

@@ -145,7 +145,8 @@ fn an_openzfs_pool_is_changed_and_stays_clean() {
 /// gzip-6 with sha256 and copies=2 with lzjb; `c4-raidz13`: a raidz1 and
 /// a raidz3 side by side; `c9-expand`: a raidz1 expanded from 3 to 4
 /// disks, whose blocks from before the expansion are freed and new ones
-/// written at the new width), changed in one file system — a tree in, files
+/// written at the new width; `c8-draid`: a dRAID vdev, `draid1:3d:5c:1s`,
+/// written in whole stripes with zero skip sectors), changed in one file system — a tree in, files
 /// and a directory out, a file overwritten, a snapshot made and destroyed
 /// — while another stays as OpenZFS left it: OpenZFS's zdb finds them
 /// clean, the untouched file system equals OpenZFS's manifest and the
@@ -169,6 +170,7 @@ fn raidz_pools_openzfs_made_are_changed_and_stay_clean() {
         ("c3-raidz2", "c3-raidz2/c2", Some("c3-raidz2/g")),
         ("c4-raidz13", "c4-raidz13/off", Some("c4-raidz13")),
         ("c9-expand", "c9-expand", None),
+        ("c8-draid", "c8-draid", None),
     ] {
         let devs = work.path().join(pool);
         unpack_corpus(&corpus.join(pool), &devs);

@@ -174,7 +174,11 @@ impl TestPool {
     /// An allocator over the first 16 MiB (below the hand-made blocks).
     pub fn allocator(&self) -> ozfs_spa::metaslab::Allocator {
         ozfs_spa::metaslab::Allocator::new(vec![ozfs_spa::metaslab::MetaslabGroup::new(
-            0, 9, ALLOC_SIZE, 22, None,
+            0,
+            9,
+            ALLOC_SIZE,
+            22,
+            ozfs_spa::metaslab::Geometry::Plain,
         )])
     }
 

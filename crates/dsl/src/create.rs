@@ -26,9 +26,9 @@ use ozfs_format::types::ot;
 use ozfs_format::znode::{ZplAttrs, S_IFDIR};
 use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
-use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, MetaslabGroup};
+use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, Geometry, MetaslabGroup};
 use ozfs_spa::pool::{Pool, SPA_VERSION_FEATURES};
-use ozfs_vdev::{open_path, BlockDevice, Vdev, VdevKind};
+use ozfs_vdev::{open_path, BlockDevice, Vdev};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -188,10 +188,7 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
         .children
         .get(id as usize)
         .ok_or_else(|| Error::Invalid("the new vdev is not in the tree".into()))?;
-    let raidz = match top.kind {
-        ozfs_vdev::VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
-        _ => None,
-    };
+    let raidz = Geometry::of(top);
     w.alloc.groups.push(MetaslabGroup::new(
         id,
         ashift as u32,
@@ -375,10 +372,7 @@ pub fn create_pool(
     let pool = Arc::new(pool);
     let mut groups = Vec::new();
     for top in &pool.root.children {
-        let raidz = match top.kind {
-            VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
-            _ => None,
-        };
+        let raidz = Geometry::of(top);
         let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(17) as u32;
         groups.push(MetaslabGroup::new(
             top.id,

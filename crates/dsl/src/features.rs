@@ -707,7 +707,11 @@ pub fn replace_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 ///   removed vdev; a free of a block still addressed on one frees its copy
 ///   through the mapping and appends the range to the vdev's obsolete
 ///   space map (`crate::obsolete`); removals, condenses and remaps
-///   OpenZFS left unfinished keep the pool read-only.
+///   OpenZFS left unfinished keep the pool read-only;
+/// * `draid`: a dRAID vdev is written in whole stripes with zero skip
+///   sectors, its metaslabs trimmed to whole stripes as OpenZFS trims them
+///   (`ozfs_spa::metaslab::Geometry`, `Vdev::draid_write`); a distributed
+///   spare's space is written through the spare in use.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -738,6 +742,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     ozfs_spa::pool::RAIDZ_EXPANSION,
     "com.delphix:device_removal",
     crate::obsolete::OBSOLETE_COUNTS,
+    ozfs_spa::pool::DRAID,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

@@ -8,6 +8,7 @@ use ozfs_format::indirect::{IndirectMapping, MappingPhys, MAPPING_ENTRY_SIZE};
 use ozfs_format::names::check_component;
 use ozfs_format::types::ot;
 use ozfs_format::{Error, NvList, Result};
+use ozfs_spa::metaslab::Geometry;
 use ozfs_spa::Pool;
 use ozfs_vdev::VdevKind;
 use std::sync::Arc;
@@ -678,14 +679,10 @@ impl DslPool {
             let vsize = match &top.kind {
                 // Each metaslab of a dRAID vdev starts on a stripe boundary
                 // and holds whole stripes only (OpenZFS trims it so).
-                VdevKind::Draid { layout } => {
-                    let stripe = (layout.width() as u64) << top.ashift;
+                VdevKind::Draid { .. } => {
+                    let g = Geometry::of(top);
                     (0..ms_count.min(1 << 24))
-                        .map(|i| {
-                            let start = i << ms_shift;
-                            let lost = start.next_multiple_of(stripe).saturating_sub(start);
-                            (1u64 << ms_shift).saturating_sub(lost) / stripe * stripe
-                        })
+                        .map(|i| g.metaslab_range(top.ashift as u32, ms_shift as u32, i).1)
                         .sum()
                 }
                 _ => ms_count << ms_shift,

@@ -40,7 +40,7 @@ use ozfs_format::label::Uberblock;
 use ozfs_format::types::{cksum, comp, ot};
 use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
-use ozfs_spa::metaslab::{Allocator, MetaslabGroup};
+use ozfs_spa::metaslab::{Allocator, Geometry, MetaslabGroup};
 use ozfs_spa::spacemap::{self, SmEntry, SpaceMapHeader};
 use ozfs_spa::write::BlockProps;
 use ozfs_spa::Pool;
@@ -326,7 +326,7 @@ pub(crate) fn load_metaslabs_and_logs(
         // A removed (indirect) vdev has no metaslabs: nothing is allocated
         // on it; its group only keeps the ids aligned.
         if matches!(top.kind, VdevKind::Indirect { .. }) {
-            let mut g = MetaslabGroup::new(top.id, top.ashift as u32, 0, 17, None);
+            let mut g = MetaslabGroup::new(top.id, top.ashift as u32, 0, 17, Geometry::Plain);
             g.allocatable = false;
             groups.push(g);
             ms_arrays.push(0);
@@ -344,10 +344,7 @@ pub(crate) fn load_metaslabs_and_logs(
                 format!("metaslab_shift {ms_shift}"),
             ));
         }
-        let raidz = match top.kind {
-            VdevKind::Raidz { nparity } => Some((top.children.len(), nparity)),
-            _ => None,
-        };
+        let raidz = Geometry::of(top);
         let mut g =
             MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
         // Allocation classes: a log device (`is_log`), or a special or
@@ -534,7 +531,14 @@ fn unflushed_log_entries(
             if txg < unflushed_txg {
                 continue;
             }
-            let rel = offset - (ms << ms_shift);
+            let (start, _) =
+                Geometry::of(top).metaslab_range(top.ashift as u32, ms_shift as u32, ms);
+            let Some(rel) = offset.checked_sub(start) else {
+                return Err(Error::corrupt(
+                    format!("log space map of txg {txg}"),
+                    format!("entry at {offset:#x} before metaslab {ms} of vdev {vdev}"),
+                ));
+            };
             let list = out.entry((top.id, ms)).or_default();
             // Logs come in txg order: a run's debug entry is pushed when
             // this metaslab's last one names an older txg.
@@ -1553,6 +1557,10 @@ impl PoolWriter {
                 VdevKind::Raidz { nparity } => {
                     let n = t.children.len() as u64;
                     (n * 1000) / (n - nparity as u64).max(1)
+                }
+                // Whole stripes: a one-sector block takes all `W`.
+                VdevKind::Draid { ref layout } => {
+                    (layout.width() as u64 * 1000) / layout.ndata as u64
                 }
                 _ => 1000,
             })

@@ -92,8 +92,11 @@
 
 use crate::range::RangeSet;
 use crate::spacemap::{self, SmEntry, SM_ALLOC, SM_FREE};
+use ozfs_codec::draid::DraidLayout;
 use ozfs_format::{Error, ErrorKind, Result};
+use ozfs_vdev::{Vdev, VdevKind};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Smallest metaslab shift (SPA_MAXBLOCKSHIFT of pool v23: 128 KiB).
 pub const METASLAB_SHIFT_MIN: u32 = 17;
@@ -597,8 +600,8 @@ pub struct MetaslabGroup {
     pub asize: u64,
     pub ms_shift: u32,
     pub metaslabs: Vec<Metaslab>,
-    /// RAID-Z geometry (children, nparity) for asize rounding; None otherwise.
-    pub raidz: Option<(usize, usize)>,
+    /// How blocks are sized and aligned on this vdev ([`Geometry`]).
+    pub geometry: Geometry,
     /// Whether new blocks may go here: false for a vdev of another
     /// allocation class than the normal one (an intent-log device, a
     /// special or dedup vdev), whose space OpenZFS keeps for its own
@@ -608,33 +611,105 @@ pub struct MetaslabGroup {
     active: usize,
 }
 
-/// Allocated size of a block of `psize` bytes on this vdev: rounded up to
-/// `2^ashift`, or the RAID-Z asize including parity and skip sectors.
-pub fn psize_to_asize(group: &MetaslabGroup, psize: u64) -> u64 {
-    match group.raidz {
-        Some((children, nparity)) => {
-            ozfs_codec::raidz::raidz_asize(psize, group.ashift, children, nparity)
+/// The shape of a top-level vdev as the allocator sees it: how large a
+/// block's allocation is, where one may start, and which part of each
+/// `2^ms_shift` slot a metaslab covers.
+///
+/// * `Plain` (a disk, file or mirror): `psize` rounded to `2^ashift`,
+///   aligned to `2^ashift`; metaslab `i` is `[i << ms_shift, +2^ms_shift)`.
+/// * `Raidz`: the RAID-Z asize with parity and skip sectors (FORMAT §4.3);
+///   otherwise as `Plain`.
+/// * `Draid`: whole stripes of `W = D + P` sectors (`DraidLayout::asize`),
+///   starting on a `W`-sector boundary. Metaslab `i` starts at
+///   `i << ms_shift` rounded up to a stripe and holds whole stripes only,
+///   as OpenZFS's `vdev_draid_metaslab_init` trims it — its space map's
+///   offsets are relative to that trimmed start.
+#[derive(Debug, Clone, Default)]
+pub enum Geometry {
+    #[default]
+    Plain,
+    /// RAID-Z: (children, nparity).
+    Raidz {
+        children: usize,
+        nparity: usize,
+    },
+    Draid(Arc<DraidLayout>),
+}
+
+impl Geometry {
+    /// The geometry of top-level vdev `top`.
+    pub fn of(top: &Vdev) -> Geometry {
+        match &top.kind {
+            VdevKind::Raidz { nparity } => Geometry::Raidz {
+                children: top.children.len(),
+                nparity: *nparity,
+            },
+            VdevKind::Draid { layout } => Geometry::Draid(layout.clone()),
+            _ => Geometry::Plain,
         }
-        None => {
-            let unit = 1u64 << group.ashift;
-            psize.div_ceil(unit) * unit
+    }
+
+    /// Allocated size of a block of `psize` bytes.
+    pub fn psize_to_asize(&self, ashift: u32, psize: u64) -> u64 {
+        match self {
+            Geometry::Raidz { children, nparity } => {
+                ozfs_codec::raidz::raidz_asize(psize, ashift, *children, *nparity)
+            }
+            Geometry::Draid(l) => l.asize(psize),
+            Geometry::Plain => {
+                let unit = 1u64 << ashift;
+                psize.div_ceil(unit) * unit
+            }
+        }
+    }
+
+    /// The alignment of an allocation's start.
+    pub fn align(&self, ashift: u32) -> u64 {
+        match self {
+            Geometry::Draid(l) => (l.width() as u64) << ashift,
+            _ => 1u64 << ashift,
+        }
+    }
+
+    /// `(start, size)` of metaslab `id` (module doc of [`Geometry`]).
+    pub fn metaslab_range(&self, ashift: u32, ms_shift: u32, id: u64) -> (u64, u64) {
+        let slot = 1u64.checked_shl(ms_shift).unwrap_or(0);
+        let start = id.saturating_mul(slot);
+        match self {
+            Geometry::Draid(_) => {
+                let stripe = self.align(ashift);
+                let astart = start.div_ceil(stripe).saturating_mul(stripe);
+                let size = slot.saturating_sub(astart - start) / stripe * stripe;
+                (astart, size)
+            }
+            _ => (start, slot),
+        }
+    }
+
+    /// The data disks a large write is spread over (for the aliquot).
+    fn width(&self) -> u64 {
+        match self {
+            Geometry::Raidz { children, .. } => (*children).max(1) as u64,
+            Geometry::Draid(l) => l.ndisks() as u64,
+            Geometry::Plain => 1,
         }
     }
 }
 
+/// Allocated size of a block of `psize` bytes on this vdev ([`Geometry`]).
+pub fn psize_to_asize(group: &MetaslabGroup, psize: u64) -> u64 {
+    group.geometry.psize_to_asize(group.ashift, psize)
+}
+
 impl MetaslabGroup {
     /// `asize >> ms_shift` empty metaslabs.
-    pub fn new(
-        vdev: u64,
-        ashift: u32,
-        asize: u64,
-        ms_shift: u32,
-        raidz: Option<(usize, usize)>,
-    ) -> Self {
+    pub fn new(vdev: u64, ashift: u32, asize: u64, ms_shift: u32, geometry: Geometry) -> Self {
         let count = asize.checked_shr(ms_shift).unwrap_or(0);
-        let size = 1u64.checked_shl(ms_shift).unwrap_or(0);
         let metaslabs = (0..count)
-            .map(|i| Metaslab::new(i, i * size, size))
+            .map(|i| {
+                let (start, size) = geometry.metaslab_range(ashift, ms_shift, i);
+                Metaslab::new(i, start, size)
+            })
             .collect();
         Self {
             vdev,
@@ -642,7 +717,7 @@ impl MetaslabGroup {
             asize,
             ms_shift,
             metaslabs,
-            raidz,
+            geometry,
             allocatable: true,
             active: 0,
         }
@@ -686,7 +761,7 @@ impl MetaslabGroup {
 
     /// Bytes handed out before the rotor moves to the next vdev.
     pub fn aliquot(&self) -> u64 {
-        METASLAB_ALIQUOT * self.raidz.map_or(1, |(c, _)| c.max(1) as u64)
+        METASLAB_ALIQUOT * self.geometry.width()
     }
 
     /// Allocated bytes (Σ over metaslabs; equals Σ `smp_alloc` once synced).
@@ -713,7 +788,7 @@ impl MetaslabGroup {
         if asize == 0 || self.metaslabs.is_empty() || asize > 1u64 << self.ms_shift {
             return Ok(None);
         }
-        let align = 1u64 << self.ashift;
+        let align = self.geometry.align(self.ashift);
         let n = self.metaslabs.len();
         let first = self.active.min(n - 1);
         for k in 0..n {
@@ -743,7 +818,6 @@ impl MetaslabGroup {
 
     /// Check every metaslab and the geometry.
     pub fn verify(&self) -> Result<()> {
-        let size = 1u64 << self.ms_shift;
         if (self.metaslabs.len() as u64) << self.ms_shift > self.asize {
             return Err(Error::Invalid(format!(
                 "vdev {}: metaslabs extend past asize",
@@ -751,7 +825,10 @@ impl MetaslabGroup {
             )));
         }
         for (i, ms) in self.metaslabs.iter().enumerate() {
-            if ms.id != i as u64 || ms.start != i as u64 * size || ms.size != size {
+            let (start, size) = self
+                .geometry
+                .metaslab_range(self.ashift, self.ms_shift, i as u64);
+            if ms.id != i as u64 || ms.start != start || ms.size != size {
                 return Err(Error::Invalid(format!(
                     "vdev {}: metaslab {i} has wrong geometry",
                     self.vdev
@@ -1060,24 +1137,42 @@ mod tests {
         assert_eq!(leaf_asize(M), 0);
         assert_eq!(highbit(1), 1);
         assert_eq!(highbit(0x8000_0000_0000_0000), 64);
-        let g = MetaslabGroup::new(0, 9, 204_996_608, 20, None);
+        let g = MetaslabGroup::new(0, 9, 204_996_608, 20, Geometry::Plain);
         assert_eq!(g.metaslabs.len(), 195);
     }
 
     #[test]
     fn asize_rounding() {
-        let plain = MetaslabGroup::new(0, 12, 64 * M, 20, None);
+        let plain = MetaslabGroup::new(0, 12, 64 * M, 20, Geometry::Plain);
         assert_eq!(plain.psize_to_asize(512), 4096);
         assert_eq!(plain.psize_to_asize(4097), 8192);
         assert_eq!(plain.psize_to_asize(128 * K), 128 * K);
-        let rz1 = MetaslabGroup::new(0, 9, 64 * M, 20, Some((5, 1)));
+        let rz1 = MetaslabGroup::new(
+            0,
+            9,
+            64 * M,
+            20,
+            Geometry::Raidz {
+                children: 5,
+                nparity: 1,
+            },
+        );
         // a = 1; a += 1 * ceil(1/4) = 2; roundup(2, 2) = 2 sectors.
         assert_eq!(rz1.psize_to_asize(512), 1024);
         // a = 256; a += ceil(256/4) = 320; roundup(320, 2) = 320.
         assert_eq!(rz1.psize_to_asize(128 * K), 320 * 512);
         // a = 3; a += ceil(3/4) = 4.
         assert_eq!(rz1.psize_to_asize(1536), 4 * 512);
-        let rz2 = MetaslabGroup::new(0, 12, 64 * M, 20, Some((6, 2)));
+        let rz2 = MetaslabGroup::new(
+            0,
+            12,
+            64 * M,
+            20,
+            Geometry::Raidz {
+                children: 6,
+                nparity: 2,
+            },
+        );
         // a = 1; a += 2 * 1 = 3; roundup(3, 3) = 3.
         assert_eq!(rz2.psize_to_asize(4096), 3 * 4096);
         // a = 5; a += 2 * ceil(5/4) = 9; roundup(9, 3) = 9.
@@ -1085,9 +1180,49 @@ mod tests {
         assert_eq!(rz2.aliquot(), 6 * METASLAB_ALIQUOT);
     }
 
+    /// dRAID (`draid2:3d:8c:1s`, ashift 12: stripes of 5 sectors, 20 KiB):
+    /// metaslabs trimmed to whole stripes as `vdev_draid_metaslab_init`
+    /// trims them, blocks in whole stripes, every allocation on a stripe
+    /// boundary however the sizes mix, and frees of them accepted.
+    #[test]
+    fn draid_metaslabs_and_allocations_are_whole_stripes() {
+        let layout = DraidLayout::new(3, 2, 1, 8, 7, 12).unwrap();
+        let g = Geometry::Draid(Arc::new(layout));
+        let stripe = 20 * K;
+        assert_eq!(g.metaslab_range(12, 24, 0), (0, 16 * M / stripe * stripe));
+        // 16 MiB rounded up to 20 KiB: 820 stripes; 818 whole ones fit
+        // in what is left of the slot.
+        assert_eq!(g.metaslab_range(12, 24, 1), (820 * stripe, 818 * stripe));
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 12, 64 * M, 24, g)]);
+        assert_eq!(a.groups[0].psize_to_asize(512), stripe);
+        // 128 KiB = 32 sectors: 11 stripes of 3 data sectors.
+        assert_eq!(a.groups[0].psize_to_asize(128 * K), 11 * stripe);
+        a.groups[0].verify().unwrap();
+        let mut got = Vec::new();
+        for i in 0..600u64 {
+            let psize = [512, 4 * K, 128 * K, 13 * K][(i % 4) as usize];
+            let e = a.alloc(psize, 4, &[]).unwrap();
+            assert_eq!(e.offset % stripe, 0, "allocation {i} at {:#x}", e.offset);
+            assert_eq!(e.asize % stripe, 0);
+            let (start, size) = g_range(&a, e.offset);
+            assert!(e.offset >= start && e.offset + e.asize <= start + size);
+            got.push(e);
+        }
+        for e in got.iter().step_by(3) {
+            a.free_extent(e, 4).unwrap();
+        }
+        a.groups[0].verify().unwrap();
+    }
+
+    fn g_range(a: &Allocator, offset: u64) -> (u64, u64) {
+        let g = &a.groups[0];
+        g.geometry
+            .metaslab_range(g.ashift, g.ms_shift, offset >> g.ms_shift)
+    }
+
     #[test]
     fn sequential_allocations_are_contiguous() {
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 64 * M, 24, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 64 * M, 24, Geometry::Plain)]);
         for i in 0..300u64 {
             let e = a.alloc(128 * K, 4, &[]).unwrap();
             assert_eq!(
@@ -1108,8 +1243,8 @@ mod tests {
 
         // Two vdevs: one aliquot (512 KiB) per vdev, then the rotor moves on.
         let mut a = Allocator::new(vec![
-            MetaslabGroup::new(0, 9, 64 * M, 24, None),
-            MetaslabGroup::new(1, 9, 64 * M, 24, None),
+            MetaslabGroup::new(0, 9, 64 * M, 24, Geometry::Plain),
+            MetaslabGroup::new(1, 9, 64 * M, 24, Geometry::Plain),
         ]);
         let got: Vec<(u64, u64)> = (0..16)
             .map(|_| {
@@ -1122,7 +1257,7 @@ mod tests {
             .collect();
         assert_eq!(got, want);
         // A metaslab boundary is never crossed: 16 MiB metaslabs hold 128 x 128 KiB.
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 40 * M, 24, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 40 * M, 24, Geometry::Plain)]);
         for _ in 0..200 {
             let e = a.alloc(96 * K, 4, &[]).unwrap();
             assert_eq!(e.offset >> 24, (e.offset + e.asize - 1) >> 24);
@@ -1132,8 +1267,8 @@ mod tests {
     #[test]
     fn ditto_copies_avoid_vdevs() {
         let mut a = Allocator::new(vec![
-            MetaslabGroup::new(0, 9, 16 * M, 20, None),
-            MetaslabGroup::new(1, 12, 16 * M, 20, None),
+            MetaslabGroup::new(0, 9, 16 * M, 20, Geometry::Plain),
+            MetaslabGroup::new(1, 12, 16 * M, 20, Geometry::Plain),
         ]);
         let d0 = a.alloc(4096, 4, &[]).unwrap();
         let d1 = a.alloc(4096, 4, &[d0.vdev]).unwrap();
@@ -1144,7 +1279,7 @@ mod tests {
         let n = a.alloc(4096, 4, &[]).unwrap();
         assert_eq!(n.vdev, d0.vdev);
         // Single vdev: falls back to the same vdev at another offset.
-        let mut a = Allocator::new(vec![MetaslabGroup::new(7, 9, 16 * M, 20, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(7, 9, 16 * M, 20, Geometry::Plain)]);
         let e0 = a.alloc(4096, 4, &[]).unwrap();
         let e1 = a.alloc(4096, 4, &[7]).unwrap();
         assert_eq!(e1.vdev, 7);
@@ -1154,7 +1289,13 @@ mod tests {
     #[test]
     fn enospc_and_deferred_reuse() {
         // 1 MiB + a tail: 8 metaslabs of 128 KiB; the tail is never used.
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, M + 100 * K, 17, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(
+            0,
+            9,
+            M + 100 * K,
+            17,
+            Geometry::Plain,
+        )]);
         let mut ext = Vec::new();
         for _ in 0..8 {
             ext.push(a.alloc(128 * K, 5, &[]).unwrap());
@@ -1196,7 +1337,7 @@ mod tests {
 
     #[test]
     fn same_txg_free_cancels_until_emitted() {
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, Geometry::Plain)]);
         let e = a.alloc(8 * K, 10, &[]).unwrap();
         a.free_extent(&e, 10).unwrap();
         assert_eq!(a.space_used(), 0);
@@ -1266,7 +1407,7 @@ mod tests {
 
     #[test]
     fn misuse_is_reported() {
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, Geometry::Plain)]);
         assert!(a.free(0, 0, 512, 5).is_err(), "free of unallocated");
         let e = a.alloc(4 * K, 5, &[]).unwrap();
         assert!(a.alloc(4 * K, 6, &[]).is_err(), "txg 5 still open");
@@ -1284,7 +1425,7 @@ mod tests {
         assert!(a.alloc(4 * K, 5, &[]).is_err(), "txg 5 already synced");
         assert!(a.sync_done(5).is_err());
         // A free straddling two metaslabs.
-        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, None)]);
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, Geometry::Plain)]);
         let mut last = None;
         for _ in 0..9 {
             last = Some(a.alloc(128 * K, 5, &[]).unwrap());
@@ -1298,7 +1439,7 @@ mod tests {
     #[test]
     fn load_and_condense() {
         let sh = 9;
-        let mut g = MetaslabGroup::new(3, sh, 4 * M, 20, None);
+        let mut g = MetaslabGroup::new(3, sh, 4 * M, 20, Geometry::Plain);
         let entries = vec![
             SmEntry::Debug {
                 action: SM_ALLOC,
@@ -1411,9 +1552,18 @@ mod tests {
     fn model_run(seed: u64, txgs: u64) {
         let mut rng = Rng(seed);
         let mut a = Allocator::new(vec![
-            MetaslabGroup::new(0, 9, 8 * M + 12345, 20, None),
-            MetaslabGroup::new(1, 12, 6 * M, 20, None),
-            MetaslabGroup::new(2, 9, 12 * M + 4096, 20, Some((5, 2))),
+            MetaslabGroup::new(0, 9, 8 * M + 12345, 20, Geometry::Plain),
+            MetaslabGroup::new(1, 12, 6 * M, 20, Geometry::Plain),
+            MetaslabGroup::new(
+                2,
+                9,
+                12 * M + 4096,
+                20,
+                Geometry::Raidz {
+                    children: 5,
+                    nparity: 2,
+                },
+            ),
         ]);
         let shifts: HashMap<u64, (u32, u32)> = a
             .groups
@@ -1539,7 +1689,9 @@ mod tests {
         let mut b = Allocator::new(
             a.groups
                 .iter()
-                .map(|g| MetaslabGroup::new(g.vdev, g.ashift, g.asize, g.ms_shift, g.raidz))
+                .map(|g| {
+                    MetaslabGroup::new(g.vdev, g.ashift, g.asize, g.ms_shift, g.geometry.clone())
+                })
                 .collect(),
         );
         for ((vdev, ms), (bytes, _)) in &maps {

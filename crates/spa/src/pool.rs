@@ -56,7 +56,7 @@ pub fn unsupported_read_features(config: &NvList) -> Vec<String> {
 /// (blocks keep the width they were born with, see `Vdev::raidz_width`).
 pub const RAIDZ_EXPANSION: &str = "org.openzfs:raidz_expansion";
 
-/// Distributed RAID vdevs: read (`ozfs_codec::draid`), not written.
+/// Distributed RAID vdevs: read and written (`ozfs_codec::draid`).
 pub const DRAID: &str = "org.openzfs:draid";
 
 /// How to open a pool.
@@ -283,7 +283,7 @@ impl Pool {
         if !(1..=SPA_VERSION_MAX_LEGACY).contains(&version) && version != SPA_VERSION_FEATURES {
             return Err(Error::unsupported(&what, format!("pool version {version}")));
         }
-        if let Some(ffr) = found.config.get_nvlist("features_for_read") {
+        if found.config.get_nvlist("features_for_read").is_some() {
             let unknown = unsupported_read_features(&found.config);
             if !unknown.is_empty() {
                 return Err(Error::unsupported(
@@ -291,15 +291,7 @@ impl Pool {
                     format!("active features not supported: {}", unknown.join(", ")),
                 ));
             }
-            if !opts.readonly && ffr.contains(DRAID) {
-                return Err(Error::unsupported(
-                    &what,
-                    format!(
-                        "writing a pool with {DRAID} active (a dRAID vdev) is not implemented; \
-                         import it read-only"
-                    ),
-                ));
-            }
+
             // An expanded RAID-Z vdev is written at its current width (as
             // OpenZFS allocates after an expansion); one being expanded
             // (its reflow not finished) is refused by the DSL's

@@ -241,14 +241,14 @@ impl RangeSet {
         self.total = 0;
     }
 
-    /// The lowest start `s >= from`, a multiple of `align` (a power of two; 0
+    /// The lowest start `s >= from`, a multiple of `align` (any value; 0
     /// or 1 mean byte alignment), such that `[s, s + size)` is wholly present.
     /// `None` if there is none at or after `from` (no wrapping).
     pub fn first_fit(&self, size: u64, align: u64, from: u64) -> Option<u64> {
         if size == 0 || self.largest() < size {
             return None;
         }
-        let mask = align.max(1) - 1;
+        let align = align.max(1);
         let first = match self.seg_at_or_before(from) {
             Some((ss, se)) if se > from => ss,
             _ => from,
@@ -258,7 +258,8 @@ impl RangeSet {
                 continue;
             }
             let base = s.max(from);
-            let aligned = base.checked_add(mask)? & !mask;
+            // Any alignment, not only powers of two (a dRAID stripe).
+            let aligned = base.checked_next_multiple_of(align)?;
             if aligned.checked_add(size).is_some_and(|x| x <= e) {
                 return Some(aligned);
             }

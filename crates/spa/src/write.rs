@@ -242,6 +242,9 @@ impl Pool {
                         131072 / (a >> 9)
                     }
                 }
+                ozfs_vdev::VdevKind::Draid { ref layout } => {
+                    131072 / (layout.asize(131072) >> 9).max(1)
+                }
                 _ => 512,
             },
             None => 512,

@@ -22,8 +22,8 @@
 //! in place of a child, or as the child itself — and must be one of its
 //! dRAID's own spares (checked at build): a column on it is read at the
 //! same offset of the child the permutation puts at the spare's position
-//! for that slice. dRAID vdevs are never written: the pool refuses a
-//! read-write import.
+//! for that slice. A block is written as OpenZFS writes it: whole
+//! stripes, skip sectors and empty columns as zeros (`Vdev::draid_write`).
 
 use crate::device::BlockDevice;
 use crate::report::{self, ReportKind, VdevReport};
@@ -180,7 +180,7 @@ pub enum VdevKind {
         nparity: usize,
     },
     /// Distributed RAID (`draid`): fixed-width RAID-Z groups spread over
-    /// the children through permutations (`ozfs_codec::draid`). Read only.
+    /// the children through permutations (`ozfs_codec::draid`).
     Draid {
         layout: Arc<DraidLayout>,
     },
@@ -714,10 +714,11 @@ impl Vdev {
                 self.stats.io.wrote(data.len());
                 Ok(())
             }
-            VdevKind::Draid { .. } | VdevKind::DraidSpare { .. } => Err(Error::unsupported(
-                format!("vdev {}", self.display_name()),
-                "writing to a dRAID vdev",
-            )),
+            VdevKind::Draid { layout } => self.draid_write(layout, offset, data),
+            VdevKind::DraidSpare { .. } => Err(Error::Invalid(format!(
+                "vdev {}: a distributed spare is written through its dRAID vdev",
+                self.display_name()
+            ))),
             VdevKind::Root => Err(Error::Invalid("write to the root vdev".into())),
         }
     }
@@ -1312,8 +1313,8 @@ impl Vdev {
     /// one-stripe block this is the RAID-Z search by column; a block split
     /// over two groups may have a column on the same child in both, and
     /// both are suspected together. Empty data columns hold zeros by
-    /// definition and are never read. Nothing is healed: ozfs does not
-    /// write dRAID vdevs.
+    /// definition and are never read. A damaged column is not rewritten
+    /// (healed) here: a scrub reports it.
     fn draid_read(
         &self,
         layout: &DraidLayout,
@@ -1503,6 +1504,126 @@ impl Vdev {
                 Err(last.unwrap_or_else(|| self.unavailable()))
             }
             _ => self.read_phys(offset, size),
+        }
+    }
+
+    /// Write a block of this dRAID vdev (`ozfs_codec::draid`), as OpenZFS
+    /// writes one: every stripe full width, each column as long as the
+    /// parity — a short data column padded with a zero skip sector, an
+    /// empty one written as a zero sector — and the parity computed over
+    /// them all, so that any `nparity` columns of a stripe can be rebuilt
+    /// and a scrub can check every sector. A column on a child being
+    /// resilvered is written but not counted; the write fails when a stripe
+    /// lost more columns than its parity covers.
+    fn draid_write(&self, layout: &DraidLayout, offset: u64, data: &[u8]) -> Result<()> {
+        let psize = data.len() as u64;
+        let map = layout
+            .map(offset, psize)
+            .map_err(|e| e.context(&self.display_name()))?;
+        if self.asize > 0
+            && offset
+                .checked_add(map.asize)
+                .is_none_or(|end| end > self.asize)
+        {
+            return Err(Error::Invalid(format!(
+                "vdev {}: write at {offset:#x} ({:#x} bytes allocated) past the vdev's {:#x} bytes",
+                self.display_name(),
+                map.asize,
+                self.asize
+            )));
+        }
+        let np = layout.nparity;
+        for row in &map.rows {
+            let m = &row.map;
+            let len = m.cols.iter().map(|c| c.size).max().unwrap_or(0) as usize;
+            let mut cols = vec![vec![0u8; len]; m.cols.len()];
+            let mut pos = usize::try_from(row.data_start).unwrap_or(usize::MAX);
+            for (c, buf) in m.cols.iter().zip(cols.iter_mut()).skip(np) {
+                let n = (c.size as usize).min(data.len().saturating_sub(pos));
+                if n > 0 {
+                    buf[..n].copy_from_slice(&data[pos..pos + n]);
+                }
+                pos = pos.saturating_add(c.size as usize);
+            }
+            ozfs_codec::raidz::generate_parity(np, &mut cols);
+            let mut failed = 0;
+            let mut last = None;
+            for (c, buf) in m.cols.iter().zip(cols.iter()) {
+                if let Err(e) = self.draid_column_write(layout, c.dev, c.offset, buf, 0) {
+                    failed += 1;
+                    last = Some(e);
+                }
+            }
+            if failed > np {
+                return Err(last.unwrap_or_else(|| Error::corrupt("draid", "write failed")));
+            }
+        }
+        self.stats.io.wrote(data.len());
+        Ok(())
+    }
+
+    /// Write one column of this dRAID vdev to child `child` (the mirror
+    /// of [`Vdev::draid_column`]): every side of a spare or replacing vdev,
+    /// and a distributed spare's space on the child that holds it at
+    /// `offset`. Fails if no side that reads trust took it.
+    fn draid_column_write(
+        &self,
+        layout: &DraidLayout,
+        child: usize,
+        offset: u64,
+        buf: &[u8],
+        depth: usize,
+    ) -> Result<()> {
+        let c = self.children.get(child).ok_or_else(|| {
+            Error::corrupt(
+                format!("vdev {}", self.display_name()),
+                format!("column on child {child} of {}", self.children.len()),
+            )
+        })?;
+        c.draid_member_write(self, layout, offset, buf, depth)
+    }
+
+    fn draid_member_write(
+        &self,
+        top: &Vdev,
+        layout: &DraidLayout,
+        offset: u64,
+        buf: &[u8],
+        depth: usize,
+    ) -> Result<()> {
+        match &self.kind {
+            VdevKind::DraidSpare { spare } => {
+                if depth > layout.nspares {
+                    return Err(Error::corrupt(
+                        format!("vdev {}", self.display_name()),
+                        "distributed spares map onto each other in a loop",
+                    ));
+                }
+                let target = layout.spare_child(*spare, offset)?;
+                top.draid_column_write(layout, target, offset, buf, depth + 1)
+            }
+            VdevKind::Mirror => {
+                let mut ok = 0;
+                let mut last = None;
+                for c in &self.children {
+                    match c.draid_member_write(top, layout, offset, buf, depth) {
+                        Ok(()) if !c.resilvering() => ok += 1,
+                        Ok(()) => {}
+                        Err(e) => last = Some(e),
+                    }
+                }
+                if ok == 0 {
+                    return Err(last.unwrap_or_else(|| self.unavailable()));
+                }
+                Ok(())
+            }
+            _ => {
+                self.write_block(offset, buf)?;
+                if self.resilvering() {
+                    return Err(Error::Invalid("column on a resilvering device".into()));
+                }
+                Ok(())
+            }
         }
     }
 
