@@ -1344,9 +1344,13 @@ fn print_layout(name: &str, tops: &[ozfs_ops::devices::TopSpec], spares: &[PathB
     for t in tops {
         match t {
             TopSpec::Disk(p) => println!("\t  {}", p.display()),
-            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => {
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) | TopSpec::Draid(_, v) => {
                 match t {
                     TopSpec::Raidz(n, _) => println!("\t  raidz{n}"),
+                    TopSpec::Draid(d, _) => match d.layout(v.len() as u64, 12) {
+                        Ok(l) => println!("\t  {}", l.type_name()),
+                        Err(_) => println!("\t  draid{}", d.nparity),
+                    },
                     _ => println!("\t  mirror"),
                 }
                 for p in v {

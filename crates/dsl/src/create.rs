@@ -14,6 +14,7 @@
 //! where the pool keeps it.
 
 use crate::sync::PoolWriter;
+use ozfs_codec::draid::DraidLayout;
 use ozfs_dmu::tx::{random_u64, ObjsetTx};
 use ozfs_dmu::{zap_tx, Objset};
 use ozfs_format::dnode::{DnodePhys, DNODE_FLAG_USED_BYTES};
@@ -27,8 +28,9 @@ use ozfs_format::znode::{ZplAttrs, S_IFDIR};
 use ozfs_format::{BlkPtr, Error, NvList, NvValue, Result};
 use ozfs_spa::label_write::POOL_STATE_ACTIVE;
 use ozfs_spa::metaslab::{leaf_asize, metaslab_shift_for, Allocator, Geometry, MetaslabGroup};
+use ozfs_spa::pool::DRAID;
 use ozfs_spa::pool::{Pool, SPA_VERSION_FEATURES};
-use ozfs_vdev::{open_path, BlockDevice, Vdev};
+use ozfs_vdev::{open_path, BlockDevice, Vdev, VdevKind};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,6 +63,120 @@ pub enum TopSpec {
     Disk(PathBuf),
     Mirror(Vec<PathBuf>),
     Raidz(usize, Vec<PathBuf>),
+    /// A dRAID vdev (`draid[P][:Dd][:Cc][:Ss]`) over the devices.
+    Draid(DraidSpec, Vec<PathBuf>),
+}
+
+impl TopSpec {
+    /// The devices of this vdev, in order.
+    pub fn devices(&self) -> &[PathBuf] {
+        match self {
+            TopSpec::Disk(p) => std::slice::from_ref(p),
+            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) | TopSpec::Draid(_, v) => v,
+        }
+    }
+
+    /// The same vdev over other devices (one for each of these).
+    pub fn with_devices(&self, devs: Vec<PathBuf>) -> TopSpec {
+        match self {
+            TopSpec::Disk(p) => TopSpec::Disk(devs.into_iter().next().unwrap_or_else(|| p.clone())),
+            TopSpec::Mirror(_) => TopSpec::Mirror(devs),
+            TopSpec::Raidz(n, _) => TopSpec::Raidz(*n, devs),
+            TopSpec::Draid(d, _) => TopSpec::Draid(*d, devs),
+        }
+    }
+}
+
+/// The shape a user asked for in `draid[P][:Dd][:Cc][:Ss]`: parity
+/// (default 1), data columns per group (default: as many as fit, at most
+/// 8), children (if given, must be the number of devices) and distributed
+/// spares (default 0). [`DraidSpec::layout`] completes it as OpenZFS's
+/// `zpool create` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DraidSpec {
+    pub nparity: u64,
+    pub ndata: Option<u64>,
+    pub nchildren: Option<u64>,
+    pub nspares: u64,
+}
+
+impl DraidSpec {
+    /// Parse a vdev keyword: None if `word` is not a dRAID one, an error
+    /// naming what is wrong if it is a malformed one.
+    pub fn parse(word: &str) -> Option<Result<DraidSpec>> {
+        let rest = word.strip_prefix("draid")?;
+        let (parity, fields) = match rest.split_once(':') {
+            Some((p, f)) => (p, Some(f)),
+            None => (rest, None),
+        };
+        let bad = |why: String| {
+            Some(Err(Error::Invalid(format!(
+                "invalid dRAID spec '{word}': {why}"
+            ))))
+        };
+        let nparity = match parity {
+            "" => 1,
+            "1" | "2" | "3" => u64::from(parity.as_bytes()[0] - b'0'),
+            _ => return bad("parity must be 1, 2 or 3".into()),
+        };
+        let mut spec = DraidSpec {
+            nparity,
+            ndata: None,
+            nchildren: None,
+            nspares: 0,
+        };
+        for f in fields.into_iter().flat_map(|f| f.split(':')) {
+            let (num, kind) = f.split_at(f.len().saturating_sub(1));
+            let Ok(n) = num.parse::<u64>() else {
+                return bad(format!("'{f}' is not a number followed by d, c or s"));
+            };
+            match kind {
+                "d" if n > 0 => spec.ndata = Some(n),
+                "c" => spec.nchildren = Some(n),
+                "s" => spec.nspares = n,
+                "d" => return bad("at least one data column".into()),
+                _ => return bad(format!("'{f}' is not a number followed by d, c or s")),
+            }
+        }
+        Some(Ok(spec))
+    }
+
+    /// The full layout over `devices` children: data columns by default as
+    /// many as fit beside parity and spares, at most 8; the fewest groups
+    /// that fill whole rows (`G · (D + P)` a multiple of `C − S`).
+    pub fn layout(&self, devices: u64, ashift: u32) -> Result<DraidLayout> {
+        let bad = |why: String| {
+            Err(Error::Invalid(format!(
+                "invalid dRAID configuration: {why}"
+            )))
+        };
+        if let Some(c) = self.nchildren {
+            if c != devices {
+                return bad(format!(
+                    "requested number of children ({c}) does not match the number of \
+                     devices ({devices})"
+                ));
+            }
+        }
+        let room = devices.saturating_sub(self.nspares + self.nparity);
+        let ndata = self.ndata.unwrap_or(room.min(8));
+        if ndata == 0 || ndata > room {
+            return bad(format!(
+                "{devices} devices cannot hold {} data, {} parity and {} spare columns",
+                ndata.max(1),
+                self.nparity,
+                self.nspares
+            ));
+        }
+        let width = ndata + self.nparity;
+        let ndisks = devices - self.nspares;
+        let mut ngroups = 1;
+        while !(ngroups * width).is_multiple_of(ndisks) {
+            ngroups += 1;
+        }
+        DraidLayout::new(ndata, self.nparity, self.nspares, devices, ngroups, ashift)
+            .map_err(|e| Error::Invalid(format!("invalid dRAID configuration: {e}")))
+    }
 }
 
 fn now_secs() -> u64 {
@@ -117,10 +233,38 @@ fn open_new_leaf(path: &std::path::Path, devices: &mut Devices) -> Result<(u64, 
 
 /// The config of top-level vdev `id` built from `t` (leaves opened into
 /// `devices`), without the allocation keys; and its allocatable size.
-fn top_config(id: u64, t: &TopSpec, devices: &mut Devices) -> Result<(NvList, u64)> {
+fn top_config(id: u64, t: &TopSpec, ashift: u64, devices: &mut Devices) -> Result<(NvList, u64)> {
     let open_leaf = open_new_leaf;
     let mut nv = NvList::new();
     let asize = match t {
+        TopSpec::Draid(spec, ps) => {
+            let layout = spec.layout(ps.len() as u64, ashift as u32)?;
+            let mut kids = Vec::new();
+            let mut min = u64::MAX;
+            for (i, p) in ps.iter().enumerate() {
+                let (g, a) = open_leaf(p, devices)?;
+                min = min.min(a);
+                kids.push(leaf_nv(i as u64, g, p));
+            }
+            let asize = layout.vdev_asize(min);
+            if asize == 0 {
+                return Err(Error::Invalid(format!(
+                    "{}: devices too small for one group of {} rows of {} MiB",
+                    layout.type_name(),
+                    layout.width(),
+                    ozfs_codec::draid::DRAID_ROW_HEIGHT >> 20
+                )));
+            }
+            nv.set("type", NvValue::String("draid".into()));
+            nv.set("id", NvValue::Uint64(id));
+            nv.set("guid", NvValue::Uint64(random_u64() | 1));
+            nv.set("nparity", NvValue::Uint64(layout.nparity as u64));
+            nv.set("draid_ndata", NvValue::Uint64(layout.ndata as u64));
+            nv.set("draid_nspares", NvValue::Uint64(layout.nspares as u64));
+            nv.set("draid_ngroups", NvValue::Uint64(layout.ngroups));
+            nv.set("children", NvValue::NvListArray(kids));
+            asize
+        }
         TopSpec::Disk(p) => {
             let (g, a) = open_leaf(p, devices)?;
             nv = leaf_nv(id, g, p);
@@ -169,7 +313,13 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
     let id = w.pool.root.children.len() as u64;
     let ashift = w.pool.root.children.first().map(|t| t.ashift).unwrap_or(9);
     let mut devices: Devices = BTreeMap::new();
-    let (mut nv, asize) = top_config(id, t, &mut devices)?;
+    if matches!(t, TopSpec::Draid(..)) && crate::features::refcount(w, DRAID)?.is_none() {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            format!("a dRAID vdev ({DRAID} is not enabled: zpool upgrade)"),
+        ));
+    }
+    let (mut nv, asize) = top_config(id, t, ashift, &mut devices)?;
     let ms_shift = metaslab_shift_for(asize) as u64;
     let ms_array = w
         .mos
@@ -198,7 +348,37 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
     ));
     w.ms_arrays.push(ms_array);
     w.config_dirty = true;
+    draid_top_added(w, id)?;
     w.sync()
+}
+
+/// What a new dRAID top-level vdev `id` brings beside its config, as
+/// OpenZFS's `spa_create`/`spa_vdev_add` do: the `draid` feature counts it,
+/// and its distributed spares (`draid<P>-<id>-<s>`) join the spares list,
+/// available. Nothing for other kinds of vdev.
+fn draid_top_added(w: &mut PoolWriter, id: u64) -> Result<()> {
+    let Some(top) = w.pool.root.children.get(id as usize) else {
+        return Ok(());
+    };
+    let VdevKind::Draid { layout } = &top.kind else {
+        return Ok(());
+    };
+    let (nparity, nspares, top_guid) = (layout.nparity, layout.nspares as u64, top.guid);
+    crate::features::incr(w, DRAID, 1)?;
+    if nspares > 0 {
+        let mut spares = w.pool.spares();
+        for s in 0..nspares {
+            spares.push(ozfs_spa::spares::Spare {
+                guid: random_u64() | 1,
+                path: format!("draid{nparity}-{id}-{s}"),
+                dev: None,
+                distributed: Some((top_guid, s)),
+            });
+        }
+        w.pool.set_spares(spares);
+        w.spares_dirty = true;
+    }
+    Ok(())
 }
 
 /// `zpool add POOL spare DEV...` (and `create ... spare`): each device gets
@@ -302,7 +482,7 @@ pub fn create_pool(
     let mut devices: BTreeMap<u64, (Arc<dyn BlockDevice>, String)> = BTreeMap::new();
     let mut top_nvs = Vec::new();
     for (id, t) in tops.iter().enumerate() {
-        let (mut nv, asize) = top_config(id as u64, t, &mut devices)?;
+        let (mut nv, asize) = top_config(id as u64, t, ashift, &mut devices)?;
         let ms_shift = metaslab_shift_for(asize) as u64;
         // The MOS creates the metaslab arrays right after the object directory: objects 2, 3, ...
         nv.set("metaslab_array", NvValue::Uint64(2 + id as u64));
@@ -400,6 +580,17 @@ pub fn create_pool(
             8,
             &[SPA_VERSION_FEATURES],
         )?;
+    }
+    for id in 0..tops.len() as u64 {
+        if matches!(tops.get(id as usize), Some(TopSpec::Draid(..))) {
+            if crate::features::refcount(&w, DRAID)?.is_none() {
+                return Err(Error::unsupported(
+                    "zpool create",
+                    format!("a dRAID vdev without {DRAID} (it needs a feature-flag pool)"),
+                ));
+            }
+            draid_top_added(&mut w, id)?;
+        }
     }
     w.config_dirty = true;
     w.state = POOL_STATE_ACTIVE;
@@ -1084,4 +1275,49 @@ pub fn clear_prop_dir(w: &mut PoolWriter, dir: u64, name: &str) -> Result<bool> 
     }
     let props = w.dir(dir)?.props_zapobj;
     zap_tx::remove(&mut w.mos, props, name.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(word: &str, devices: u64) -> Result<(u64, u64, u64, u64, u64)> {
+        let spec = DraidSpec::parse(word).ok_or_else(|| Error::Invalid("not draid".into()))??;
+        let l = spec.layout(devices, 12)?;
+        Ok((
+            l.nparity as u64,
+            l.ndata as u64,
+            l.children as u64,
+            l.nspares as u64,
+            l.ngroups,
+        ))
+    }
+
+    /// Shapes as OpenZFS's `zpool create` completes them: data columns
+    /// as many as fit (at most 8), the fewest groups filling whole rows.
+    /// The corpus's `c8-draid` (`draid1:3d:1s`, 5 disks) has 1 group.
+    #[test]
+    fn draid_specs_complete_as_openzfs_completes_them() {
+        assert!(DraidSpec::parse("mirror").is_none());
+        assert_eq!(shape("draid1:3d:1s", 5).unwrap(), (1, 3, 5, 1, 1));
+        assert_eq!(shape("draid", 5).unwrap(), (1, 4, 5, 0, 1));
+        assert_eq!(shape("draid2:3d:1s", 8).unwrap(), (2, 3, 8, 1, 7));
+        assert_eq!(shape("draid2:8c", 8).unwrap(), (2, 6, 8, 0, 1));
+        // 8 data columns at most: 20 disks, double parity, 2 spares:
+        // groups of 10 over 18 disks, 9 a slice.
+        assert_eq!(shape("draid2:2s", 20).unwrap(), (2, 8, 20, 2, 9));
+        assert_eq!(shape("draid3:2d:7c:1s", 7).unwrap(), (3, 2, 7, 1, 6));
+        for (word, n) in [
+            ("draid0", 5),
+            ("draid4", 5),
+            ("draid1:0d", 5),
+            ("draid1:6c", 5),
+            ("draid1:4d:1s", 5),
+            ("draid1:3q", 5),
+            ("draid1:d", 5),
+            ("draid1", 1),
+        ] {
+            assert!(shape(word, n).is_err(), "{word} over {n}");
+        }
+    }
 }

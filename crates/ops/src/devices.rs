@@ -239,15 +239,9 @@ pub fn spec_devices(
     tops: &[ozfs_dsl::create::TopSpec],
     spares: &[std::path::PathBuf],
 ) -> Vec<String> {
-    use ozfs_dsl::create::TopSpec;
     let mut out = Vec::new();
     for t in tops {
-        match t {
-            TopSpec::Disk(x) => out.push(x.display().to_string()),
-            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => {
-                out.extend(v.iter().map(|x| x.display().to_string()))
-            }
-        }
+        out.extend(t.devices().iter().map(|x| x.display().to_string()));
     }
     out.extend(spares.iter().map(|x| x.display().to_string()));
     out
@@ -511,8 +505,29 @@ pub fn vdev_spec(
     let mut tops = Vec::new();
     let mut spares = Vec::new();
     let mut i = 0;
+    // Whether a word starts a new group (a vdev keyword), not a device.
+    let keyword = |w: &str| {
+        [
+            "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
+        ]
+        .contains(&w)
+            || ozfs_dsl::create::DraidSpec::parse(w).is_some()
+    };
     while i < words.len() {
         let w = words[i].as_str();
+        if let Some(spec) = ozfs_dsl::create::DraidSpec::parse(w) {
+            let spec = spec?;
+            let mut devs = Vec::new();
+            i += 1;
+            while i < words.len() && !keyword(&words[i]) {
+                devs.push(std::path::PathBuf::from(&words[i]));
+                i += 1;
+            }
+            // The whole shape is checked here, before any device is opened.
+            spec.layout(devs.len() as u64, 12)?;
+            tops.push(TopSpec::Draid(spec, devs));
+            continue;
+        }
         let group = match w {
             "mirror" => Some(0usize),
             "raidz" | "raidz1" => Some(1),
@@ -521,12 +536,7 @@ pub fn vdev_spec(
             "spare" => {
                 i += 1;
                 let start = i;
-                while i < words.len()
-                    && ![
-                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
-                    ]
-                    .contains(&words[i].as_str())
-                {
+                while i < words.len() && !keyword(&words[i]) {
                     spares.push(std::path::PathBuf::from(&words[i]));
                     i += 1;
                 }
@@ -548,12 +558,7 @@ pub fn vdev_spec(
             Some(p) => {
                 let mut devs = Vec::new();
                 i += 1;
-                while i < words.len()
-                    && ![
-                        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache",
-                    ]
-                    .contains(&words[i].as_str())
-                {
+                while i < words.len() && !keyword(&words[i]) {
                     devs.push(std::path::PathBuf::from(&words[i]));
                     i += 1;
                 }
@@ -577,10 +582,7 @@ pub fn vdev_spec(
     }
     let mut all: Vec<std::path::PathBuf> = spares.clone();
     for t in &tops {
-        match t {
-            TopSpec::Disk(p) => all.push(p.clone()),
-            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) => all.extend(v.iter().cloned()),
-        }
+        all.extend(t.devices().iter().cloned());
     }
     // Devices of imported pools: refused even with -f (overwriting one
     // would take it from under its pool), as OpenZFS refuses active ones.
@@ -618,11 +620,7 @@ pub fn vdev_spec(
     let canon = |p: &std::path::PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
     let tops: Vec<TopSpec> = tops
         .into_iter()
-        .map(|t| match t {
-            TopSpec::Disk(p) => TopSpec::Disk(canon(&p)),
-            TopSpec::Mirror(v) => TopSpec::Mirror(v.iter().map(canon).collect()),
-            TopSpec::Raidz(n, v) => TopSpec::Raidz(n, v.iter().map(canon).collect()),
-        })
+        .map(|t| t.with_devices(t.devices().iter().map(canon).collect()))
         .collect();
     let spares: Vec<std::path::PathBuf> = spares.iter().map(canon).collect();
     let mut seen = std::collections::HashSet::new();
