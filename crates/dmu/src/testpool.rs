@@ -106,6 +106,7 @@ impl TestPool {
             keys: Default::default(),
             unresolved_tops: Default::default(),
             brt: Default::default(),
+            ddt: Default::default(),
             obsolete: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
@@ -257,6 +258,8 @@ impl crate::tx::WritePolicy for Plain {
             copies: 1,
             salt: None,
             seal: None,
+            dedup: false,
+            dedup_verify: false,
         }
     }
 }

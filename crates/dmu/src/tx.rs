@@ -1871,6 +1871,7 @@ fn sync_tree(
                 };
                 let pe = BlockProps {
                     checksum: f,
+                    dedup: p.dedup && f == p.checksum,
                     ..p.clone()
                 };
                 let enc = ozfs_spa::write::Encoded {

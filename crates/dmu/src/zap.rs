@@ -29,6 +29,16 @@ pub fn lookup(os: &Objset, dn: &Dnode, name: &str) -> Result<Option<ZapEntry>> {
         .map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
 }
 
+/// Look up a binary name (a uint64-keyed ZAP's key as big-endian words).
+pub fn lookup_bytes(os: &Objset, dn: &Dnode, name: &[u8]) -> Result<Option<ZapEntry>> {
+    let (b0, swap) = block0(os, dn)?;
+    let bs = b0.len();
+    let mut rd =
+        |n: u64| -> Result<Vec<u8>> { Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs])) };
+    zap::lookup(&b0, swap, name, &mut rd)
+        .map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
+}
+
 /// Look up a name whose value must be a single uint64.
 pub fn lookup_u64(os: &Objset, dn: &Dnode, name: &str) -> Result<u64> {
     match lookup(os, dn, name)? {

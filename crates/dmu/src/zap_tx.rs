@@ -150,6 +150,11 @@ pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
         .ok_or_else(|| Error::not_found(format!("'{name}' in ZAP object {obj}")))
 }
 
+/// The number of entries.
+pub fn count(tx: &ObjsetTx, obj: u64) -> Result<usize> {
+    with_loaded(tx, obj, |z| Ok(z.len()))
+}
+
 pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {
     with_loaded(tx, obj, |z| z.list())
 }

@@ -531,6 +531,7 @@ pub fn create_pool(
         keys: Default::default(),
         unresolved_tops: Default::default(),
         brt: Default::default(),
+        ddt: Default::default(),
         obsolete: Default::default(),
         indirect: Default::default(),
         io_hold: Default::default(),
@@ -594,6 +595,7 @@ pub fn create_pool(
     }
     w.config_dirty = true;
     w.state = POOL_STATE_ACTIVE;
+    crate::ddt::load(&w)?;
     w.sync()?;
     Ok(w)
 }

@@ -711,7 +711,11 @@ pub fn replace_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 /// * `draid`: a dRAID vdev is written in whole stripes with zero skip
 ///   sectors, its metaslabs trimmed to whole stripes as OpenZFS trims them
 ///   (`ozfs_spa::metaslab::Geometry`, `Vdev::draid_write`); a distributed
-///   spare's space is written through the spare in use.
+///   spare's space is written through the spare in use;
+/// * `fast_dedup`: dedup tables with flat entries in a per-checksum
+///   directory, written straight into their class objects every txg, the
+///   journals left empty (`crate::ddt`); a journal holding entries keeps
+///   the pool from being written.
 pub const WRITTEN_ACTIVE: &[&str] = &[
     LZ4,
     EXTENSIBLE_DATASET,
@@ -743,6 +747,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     "com.delphix:device_removal",
     crate::obsolete::OBSOLETE_COUNTS,
     ozfs_spa::pool::DRAID,
+    ozfs_spa::ddt::FAST_DEDUP,
 ];
 
 /// Check a pool's features before writing it (see the module invariants).

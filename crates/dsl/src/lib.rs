@@ -20,6 +20,7 @@ pub mod brt;
 mod compat_table;
 pub mod create;
 pub mod crypt;
+pub mod ddt;
 pub mod deadlist;
 pub mod destroy;
 pub mod features;

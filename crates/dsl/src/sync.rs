@@ -85,6 +85,8 @@ impl WritePolicy for MosPolicy {
             copies: 3,
             salt: None,
             seal: None,
+            dedup: false,
+            dedup_verify: false,
         }
     }
 }
@@ -99,6 +101,10 @@ pub struct FsPolicy {
     pub salt: Option<ozfs_codec::checksum::Salt>,
     /// An encrypted dataset's sealer (its master key, or a raw receive).
     pub seal: Option<std::sync::Arc<ozfs_codec::crypt::Sealer>>,
+    /// Data blocks go through the dedup table (`checksum` is its
+    /// function), verified byte for byte on a match with `dedup_verify`.
+    pub dedup: bool,
+    pub dedup_verify: bool,
 }
 
 impl WritePolicy for FsPolicy {
@@ -113,6 +119,10 @@ impl WritePolicy for FsPolicy {
                 compress: self.compress,
                 copies: self.copies,
                 salt: self.salt,
+                // Encrypted blocks are not deduplicated (OpenZFS keys
+                // their table by an HMAC; ozfs writes them apart).
+                dedup: self.dedup && seal.is_none(),
+                dedup_verify: self.dedup_verify,
                 seal,
             }
         } else {
@@ -124,6 +134,8 @@ impl WritePolicy for FsPolicy {
                 copies: (self.copies + 1).min(3),
                 salt: None,
                 seal,
+                dedup: false,
+                dedup_verify: false,
             }
         }
     }
@@ -233,6 +245,8 @@ impl Accounting for MosAcct {
 
 /// A pool open for writing.
 pub struct PoolWriter {
+    /// The committed MOS the dedup tables look entries up in (`crate::ddt`).
+    pub(crate) ddt_snapshot: std::sync::Mutex<Option<Arc<crate::ddt::MosSnapshot>>>,
     pub pool: Arc<Pool>,
     pub alloc: Allocator,
     pub mos: ObjsetTx,
@@ -658,6 +672,7 @@ impl PoolWriter {
             space_failed: None,
             quota: Default::default(),
             log_flush,
+            ddt_snapshot: Default::default(),
             alloc,
             pool,
         })
@@ -668,6 +683,7 @@ impl PoolWriter {
             // Frees consult the block reference tables from the first;
             // no obsolete range of an earlier writer is left over.
             crate::brt::load(&w)?;
+            crate::ddt::load(&w)?;
             w.pool
                 .obsolete
                 .lock()
@@ -710,6 +726,7 @@ impl PoolWriter {
             space_failed: None,
             quota: Default::default(),
             log_flush: None,
+            ddt_snapshot: Default::default(),
         }
     }
 
@@ -871,10 +888,23 @@ impl PoolWriter {
         if checksum == cksum::ON || checksum == cksum::INHERIT {
             checksum = cksum::FLETCHER4;
         }
-        let dedup = get("dedup")?.unwrap_or(cksum::OFF as u64) as u8;
-        if dedup != cksum::OFF && dedup != 0 {
-            // Dedup-table writes are not implemented: keep its checksum, store blocks normally.
-            checksum = cksum::SHA256;
+        // `dedup`: a checksum function (`on`: sha256), `| 1 << 8` for verify.
+        let dedup_prop = get("dedup")?.unwrap_or(cksum::OFF as u64);
+        let dedup_fn = (dedup_prop & 0xff) as u8;
+        let dedup_verify = dedup_prop & (1 << 8) != 0;
+        let dedup = dedup_fn != cksum::OFF && dedup_fn != 0;
+        if dedup {
+            checksum = if dedup_fn == cksum::ON {
+                cksum::SHA256
+            } else {
+                dedup_fn
+            };
+            if !ozfs_spa::ddt::DEDUP_CHECKSUMS.contains(&checksum) {
+                return Err(Error::corrupt(
+                    format!("dataset {ds_obj} property dedup"),
+                    format!("value {dedup_prop:#x} names no dedup checksum"),
+                ));
+            }
         }
         // The algorithm is the low 7 bits (zstd keeps its level above).
         let mut compress = (get("compression")?.unwrap_or(comp::OFF as u64) & 0x7f) as u8;
@@ -896,6 +926,10 @@ impl PoolWriter {
             copies,
             salt: self.pool.checksum_salt.get().copied(),
             seal: None,
+            dedup,
+            // edonr is not strong enough to trust alone (OpenZFS forces
+            // verify with it).
+            dedup_verify: dedup && (dedup_verify || checksum == cksum::EDONR),
         })
     }
 
@@ -1418,6 +1452,12 @@ impl PoolWriter {
             self.space_failed = Some(format!("writing the block reference tables failed: {e}"));
             return Err(e);
         }
+        // The same for the dedup tables: what this txg's writes and frees
+        // did to them (their entries in memory already changed).
+        if let Err(e) = self.flush_ddt() {
+            self.space_failed = Some(format!("writing the dedup tables failed: {e}"));
+            return Err(e);
+        }
         if self.config_dirty {
             self.write_config_object()?;
         }
@@ -1518,6 +1558,7 @@ impl PoolWriter {
         };
         self.pool.write_uberblock(&ub)?;
         self.pool.flush_all()?;
+        crate::ddt::committed(self);
         // Committed: a fold of the log space maps done in this txg is on
         // disk (the space check's own failures stopped the sync earlier).
         if self

@@ -643,14 +643,21 @@ pub fn lookup(
         }
         ZapHeader::Fat(h) => h,
     };
-    if hdr.flags & ZAP_FLAG_UINT64_KEY != 0 {
-        // Binary keys: no string hashing; fall back to a full scan.
-        return Ok(list(block0, swap, read_block)?
-            .into_iter()
-            .find(|e| e.name == name));
-    }
+    let uint64_key = hdr.flags & ZAP_FLAG_UINT64_KEY != 0;
     let bs = block_shift(block0.len(), "fat zap")?;
-    let hash = zap_hash(hdr.salt, name, hdr.normflags, hashbits_for(hdr.flags));
+    let hash = if uint64_key {
+        // Binary keys (`name`: big-endian words, as leaves store them).
+        if name.is_empty() || !name.len().is_multiple_of(8) {
+            return Ok(None);
+        }
+        let words: Vec<u64> = name
+            .chunks_exact(8)
+            .map(|w| u64::from_be_bytes(w.try_into().unwrap_or_default()))
+            .collect();
+        zap_hash_u64_key(hdr.salt, &words, hdr.flags)
+    } else {
+        zap_hash(hdr.salt, name, hdr.normflags, hashbits_for(hdr.flags))
+    };
     let idx = if hdr.ptrtbl_shift == 0 {
         0
     } else {
@@ -708,8 +715,13 @@ pub fn lookup(
         let next = u16_at(c, 2, swap, "zap entry")?;
         if le_hash == hash {
             let name_numints = u16_at(c, 6, swap, "zap entry")? as usize;
-            if name_numints == name.len() + 1 {
-                let (e, _, _) = leaf.entry(cur, false)?;
+            let want = if uint64_key {
+                name.len() / 8
+            } else {
+                name.len() + 1
+            };
+            if name_numints == want {
+                let (e, _, _) = leaf.entry(cur, uint64_key)?;
                 if e.name == name {
                     return Ok(Some(e));
                 }

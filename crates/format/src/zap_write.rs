@@ -2321,6 +2321,50 @@ mod tests {
         assert_eq!(as_model(z.list().unwrap()), model);
         assert_eq!(as_model(reader_list(&z)), model);
         assert!(z.add(b"abc", 8, &[1]).is_err());
+        // The reader finds binary keys by their hash, as OpenZFS does,
+        // and pre-hashed ones (a dedup table's) by their first word.
+        let mut rd = |n: u64| {
+            z.blocks
+                .get(&n)
+                .cloned()
+                .ok_or_else(|| Error::not_found(format!("block {n}")))
+        };
+        for i in [0u64, 17, 4999] {
+            let key: Vec<u8> = [i, i * 7].iter().flat_map(|w| w.to_be_bytes()).collect();
+            let e = zap::lookup(&z.blocks[&0], false, &key, &mut rd)
+                .unwrap()
+                .unwrap();
+            assert_eq!(e.value, vec![i, i + 1]);
+        }
+        let absent: Vec<u8> = [1u64, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
+        assert!(zap::lookup(&z.blocks[&0], false, &absent, &mut rd)
+            .unwrap()
+            .is_none());
+        let flags = ZAP_FLAG_UINT64_KEY | zap::ZAP_FLAG_HASH64 | zap::ZAP_FLAG_PRE_HASHED_KEY;
+        let mut d = ZapObject::new_fat_with_shift(0x4444, 0, flags, 15);
+        for i in 1..3000u64 {
+            let key: Vec<u8> = [i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i, 0, 0, 1]
+                .iter()
+                .flat_map(|w| w.to_be_bytes())
+                .collect();
+            d.add(&key, 1, &[0x82, i & 0xff]).unwrap();
+        }
+        d.verify().unwrap();
+        let mut rd = |n: u64| {
+            d.blocks
+                .get(&n)
+                .cloned()
+                .ok_or_else(|| Error::not_found(format!("block {n}")))
+        };
+        let i = 1234u64;
+        let key: Vec<u8> = [i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i, 0, 0, 1]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        let e = zap::lookup(&d.blocks[&0], false, &key, &mut rd)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value, vec![0x82, i & 0xff]);
     }
 
     #[test]

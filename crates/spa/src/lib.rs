@@ -27,6 +27,7 @@
 
 pub mod arc;
 pub mod brt;
+pub mod ddt;
 pub mod devices;
 pub mod import;
 pub mod indirect;

@@ -133,6 +133,10 @@ pub struct Pool {
     /// when the pool is opened for writing: frees consult them
     /// ([`crate::brt`]). None: not loaded (or no writer).
     pub brt: std::sync::Mutex<Option<crate::brt::Brt>>,
+    /// Dedup tables, loaded by the DSL layer when the pool is opened for
+    /// writing: dedup writes and frees of deduplicated blocks go through
+    /// them ([`crate::ddt`]). None: not loaded (or no writer).
+    pub ddt: std::sync::Mutex<Option<crate::ddt::Ddt>>,
     /// Ranges of removed (indirect) vdevs freed since the last sync, as
     /// (vdev, offset, size): the DSL appends them to each vdev's obsolete
     /// space map in the same txg (OpenZFS's `vdev_indirect_mark_obsolete`).
@@ -453,6 +457,7 @@ impl Pool {
             keys: KeyStore::default(),
             unresolved_tops: Default::default(),
             brt: Default::default(),
+            ddt: Default::default(),
             obsolete: Default::default(),
             hole_birth: Default::default(),
             label_features: Default::default(),

@@ -43,6 +43,11 @@ pub struct BlockProps {
     /// after compression and before its checksum. None: not an encrypted
     /// objset.
     pub seal: Option<Arc<Sealer>>,
+    /// Deduplicate the block through the pool's dedup table (`checksum`
+    /// is then the table's function); with `dedup_verify`, a match is
+    /// read back and compared before it is shared.
+    pub dedup: bool,
+    pub dedup_verify: bool,
 }
 
 impl BlockProps {
@@ -316,6 +321,89 @@ impl Pool {
         p: &BlockProps,
         fill: u64,
     ) -> Result<BlkPtr> {
+        if p.dedup && p.level == 0 && e.sealed.is_none() {
+            let mut g = self.ddt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(ddt) = g.as_mut() {
+                return self.write_dedup(ddt, alloc, txg, e, p, fill);
+            }
+        }
+        self.write_plain(alloc, txg, &e, p)
+            .and_then(|dvas| Self::make_bp(&e, p, txg, fill, &dvas))
+    }
+
+    /// A dedup write (`zio_ddt_write`): a block the table holds with as
+    /// many copies is shared — no allocation, no I/O, one more reference,
+    /// the pointer's physical birth the stored block's — and any other is
+    /// written and recorded. With `dedup_verify` a match is read back
+    /// first; if the bytes differ (a checksum collision) the block is
+    /// written as an ordinary one.
+    fn write_dedup(
+        &self,
+        ddt: &mut crate::ddt::Ddt,
+        alloc: &mut Allocator,
+        txg: u64,
+        e: Encoded,
+        p: &BlockProps,
+        fill: u64,
+    ) -> Result<BlkPtr> {
+        use crate::ddt::{DdtKey, DedupHit};
+        let psize = e.data.len() as u64;
+        let key = DdtKey::new(&e.cksum, e.lsize, psize, e.compress, false);
+        let copies = p.copies.clamp(1, 3);
+        let mark = |mut bp: BlkPtr, birth: u64| {
+            bp.words[6] |= 1 << 62;
+            bp.words[9] = if birth == txg { 0 } else { birth };
+            bp
+        };
+        if let DedupHit::Stored { dvas, birth } = ddt.write(p.checksum, &key, copies)? {
+            let same = !p.dedup_verify || self.holds(&dvas, birth, &e.data);
+            if same {
+                let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
+                return Ok(mark(bp, birth));
+            }
+            // A collision: give the reference back, write it apart.
+            let mut probe = Self::make_bp(&e, p, txg, fill, &dvas)?;
+            probe.words[9] = if birth == txg { 0 } else { birth };
+            ddt.free(&probe)?;
+            let dvas = self.write_plain(alloc, txg, &e, p)?;
+            return Self::make_bp(&e, p, txg, fill, &dvas);
+        }
+        let dvas = self.write_plain(alloc, txg, &e, p)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        for d in ddt.record(p.checksum, &key, copies, &dvas, txg, now)? {
+            alloc.free(d.vdev, d.offset, d.asize, txg)?;
+        }
+        let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
+        Ok(mark(bp, txg))
+    }
+
+    /// Whether the block stored at `dvas` (born in `birth`) is `data`.
+    fn holds(&self, dvas: &[Dva], birth: u64, data: &[u8]) -> bool {
+        dvas.iter().any(|d| {
+            self.root.children.get(d.vdev as usize).is_some_and(|top| {
+                top.read_block_born(
+                    d.offset,
+                    data.len() as u64,
+                    birth,
+                    &|b| b == data,
+                    &Default::default(),
+                )
+                .is_ok_and(|b| b == data)
+            })
+        })
+    }
+
+    /// Allocate the block's copies and write them.
+    fn write_plain(
+        &self,
+        alloc: &mut Allocator,
+        txg: u64,
+        e: &Encoded,
+        p: &BlockProps,
+    ) -> Result<Vec<Dva>> {
         let psize = e.data.len() as u64;
         let mut dvas: Vec<Dva> = Vec::with_capacity(p.copies);
         let mut used: Vec<u64> = Vec::new();
@@ -340,7 +428,7 @@ impl Pool {
         for d in &dvas {
             self.write_dva(d, &e.data)?;
         }
-        Self::make_bp(&e, p, txg, fill, &dvas)
+        Ok(dvas)
     }
 
     fn write_dva(&self, d: &Dva, data: &[u8]) -> Result<()> {
@@ -374,6 +462,8 @@ impl Pool {
     ) -> Result<Option<BlkPtr>> {
         if old.is_hole()
             || old.is_embedded()
+            || old.dedup()
+            || p.dedup
             || old.birth() != txg
             || old.dvas().iter().any(|d| d.gang)
         {
@@ -494,12 +584,19 @@ impl Pool {
             return Ok(());
         }
         if bp.dedup() {
-            // The dedup table still counts references to it: freeing it here would
-            // leave the DDT pointing at free space. Refuse rather than corrupt.
-            return Err(Error::unsupported(
-                "free of a deduplicated block",
-                "dedup-table updates are not implemented; the pool is left at its last synced state",
-            ));
+            // One reference less; the space comes back when the table is
+            // flushed with none left. A block the table has no record of
+            // is freed as it is, as OpenZFS frees a pruned entry's.
+            let mut g = self.ddt.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(ddt) = g.as_mut() else {
+                return Err(Error::unsupported(
+                    "free of a deduplicated block",
+                    "the pool's dedup tables are not loaded for writing",
+                ));
+            };
+            if ddt.free(bp)? {
+                return Ok(());
+            }
         }
         // A cloned block (an entry in its vdev's block reference table)
         // loses a reference instead of its space.
