@@ -425,10 +425,11 @@ fn list(argv: &[String]) -> CmdResult {
                     }
                 }
                 "dedup" | "dedupratio" => {
+                    let r = sp.dedup_percent;
                     if parsable {
-                        "1.00".into()
+                        format!("{}.{:02}", r / 100, r % 100)
                     } else {
-                        "1.00x".into()
+                        format!("{}.{:02}x", r / 100, r % 100)
                     }
                 }
                 "health" => sp.health.clone(),

@@ -647,6 +647,53 @@ impl DslPool {
         Ok((used, saved))
     }
 
+    /// The pool's dedup statistics (`ddt_get_dedup_stats`): the sums of the
+    /// histograms `DDT-statistics` holds for every table object, and the
+    /// space those objects take (`dedup_table_size`: their allocated
+    /// blocks). Zeros for a pool without dedup tables. (Entries a
+    /// fast-dedup journal still holds, which OpenZFS adds, are not read.)
+    pub fn dedup_stats(&self) -> Result<(ozfs_spa::ddt::DdtStat, u64)> {
+        use ozfs_spa::ddt::{DdtStat, Histogram};
+        let mut total = DdtStat::default();
+        let mut table_size = 0u64;
+        let dir = zap::list_obj(&self.mos, 1)?;
+        let Some(stats) = dir
+            .iter()
+            .find(|e| e.name_str() == crate::ddt::DDT_STATS)
+            .and_then(|e| e.as_u64())
+        else {
+            return Ok((total, 0));
+        };
+        for e in zap::list_obj(&self.mos, stats)? {
+            let h = Histogram::from_words(&e.value)
+                .map_err(|err| err.context(&format!("DDT-statistics '{}'", e.name_str())))?;
+            total.add(&h.total(), false);
+        }
+        // The table objects: named in the MOS directory (legacy) or in a
+        // fast-dedup directory `DDT-<checksum>`.
+        let mut objects = Vec::new();
+        for e in &dir {
+            let name = e.name_str();
+            let Some(obj) = e.as_u64() else { continue };
+            if name.contains("-zap-") && name.starts_with("DDT-") {
+                objects.push(obj);
+            } else if name.starts_with("DDT-") && name != crate::ddt::DDT_STATS {
+                for f in zap::list_obj(&self.mos, obj)? {
+                    if f.name_str().contains("-zap-") {
+                        if let Some(o) = f.as_u64() {
+                            objects.push(o);
+                        }
+                    }
+                }
+            }
+        }
+        for o in objects {
+            let dn = self.mos.dnode(o)?;
+            table_size = table_size.saturating_add(dn.phys.used_bytes());
+        }
+        Ok((total, table_size))
+    }
+
     /// The top-level ZAP of top-level vdev `id` (`com.delphix:vdev_zap_top`
     /// in the MOS copy of the config; labels do not carry it).
     pub fn top_zap(&self, id: u64) -> Option<u64> {
@@ -754,20 +801,25 @@ impl DslPool {
     /// it on pools up to version 23, as OpenZFS does on later ones.
     pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
         let root = self.dir(self.root_dir_obj)?;
+        // What dedup saves counts as the pool's (`ddt_get_dedup_dspace`,
+        // since dedup began: zfs-fuse's pools too).
+        let (dd, _) = self.dedup_stats()?;
+        let deduped = dd.ref_dsize.saturating_sub(dd.dsize);
         if self.pool.uberblock.version <= 23 {
             // zfs-fuse's rule (pool version 23 is its world): 1/64 of the
             // pool, at least 32 MiB.
             let resv = (space.dspace >> 6).max(32 << 20);
             return Ok(space
                 .dspace
+                .saturating_add(deduped)
                 .saturating_sub(resv)
                 .saturating_sub(root.used_bytes));
         }
         // OpenZFS 2.x (`spa_get_slop_space`): 1/32 of the normal class, at
         // most 128 GiB, less up to half of it for the embedded log, but at
         // least 128 MiB or half the pool, whichever is smaller. The space
-        // cloned blocks save counts as the pool's (`brt_get_dspace`); what
-        // dedup saves would too, from the dedup table, not read yet.
+        // cloned blocks save counts as the pool's (`brt_get_dspace`), and
+        // so does what dedup saves (`ddt_get_dedup_dspace`).
         let rd = space.normal_dspace;
         let mut slop = (rd >> 5).min(MAX_SLOP);
         slop -= space.embedded_log_dspace.min(slop >> 1);
@@ -775,6 +827,7 @@ impl DslPool {
         let (_, cloned) = self.bclone_space()?;
         Ok(rd
             .saturating_add(cloned)
+            .saturating_add(deduped)
             .saturating_sub(slop)
             .saturating_sub(root.used_bytes))
     }

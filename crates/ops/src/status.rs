@@ -189,6 +189,8 @@ pub struct PoolSpace {
     pub health: String,
     pub guid: u64,
     pub version: Option<u64>,
+    /// `dedupratio` × 100 (`ref_dsize · 100 / dsize`, 100 without dedup).
+    pub dedup_percent: u64,
 }
 
 /// `zpool list POOL`.
@@ -197,7 +199,9 @@ pub fn space(name: &str) -> Result<PoolSpace> {
     let ctx = |e: Error| e.context(&format!("cannot open '{name}'"));
     let dsl = ozfs_dsl::DslPool::open(pool.clone()).map_err(ctx)?;
     let sp = dsl.space().map_err(ctx)?;
+    let (dd, _) = dsl.dedup_stats().map_err(ctx)?;
     Ok(PoolSpace {
+        dedup_percent: ozfs_spa::ddt::dedup_ratio_percent(&dd),
         name: name.to_string(),
         size: sp.size,
         alloc: sp.alloc,
@@ -317,7 +321,14 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
             None => push(k, d.to_string(), None, "default"),
         }
     }
-    push("dedupratio", "1.00".into(), None, "-");
+    let (dd, table_size) = dsl.dedup_stats().map_err(ctx)?;
+    let ratio = ozfs_spa::ddt::dedup_ratio_percent(&dd);
+    push(
+        "dedupratio",
+        format!("{}.{:02}", ratio / 100, ratio % 100),
+        None,
+        "-",
+    );
     push(
         "free",
         sp.size.saturating_sub(sp.alloc).to_string(),
@@ -372,7 +383,12 @@ pub fn pool_props(name: &str) -> Result<Vec<PoolProp>> {
         None,
         "-",
     );
-    push("dedup_table_size", "0".into(), Some(0), "-");
+    push(
+        "dedup_table_size",
+        table_size.to_string(),
+        Some(table_size),
+        "-",
+    );
     push("dedup_table_quota", "auto".into(), None, "default");
     push("last_scrubbed_txg", "0".into(), None, "-");
     for (f, st) in ozfs_dsl::features::states(&dsl.mos).map_err(ctx)? {
