@@ -416,3 +416,77 @@ pub fn history_record(r: &ozfs_ops::history::Record, internal: bool, long: bool)
 
     out
 }
+
+/// A dedup histogram as OpenZFS's `zpool_dump_ddt` prints it (`zdb -DD`,
+/// `zdb -S`, `zpool status -D`): a blank line, four header lines, a row
+/// per non-empty bucket (labelled by its lowest reference count), the
+/// `Total` row when `total` is given, a blank line.
+pub fn ddt_histogram(
+    h: &ozfs_spa::ddt::Histogram,
+    total: Option<&ozfs_spa::ddt::DdtStat>,
+) -> String {
+    use ozfs_ops::query::nicenum;
+    let mut out = String::from("\n");
+    out.push_str("bucket              allocated                       referenced          \n");
+    out.push_str("______   ______________________________   ______________________________\n");
+    let row = |c: [&str; 9]| {
+        format!(
+            "{:>6}   {:>6}   {:>5}   {:>5}   {:>5}   {:>6}   {:>5}   {:>5}   {:>5}\n",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        )
+    };
+    out.push_str(&row([
+        "refcnt", "blocks", "LSIZE", "PSIZE", "DSIZE", "blocks", "LSIZE", "PSIZE", "DSIZE",
+    ]));
+    out.push_str(&row([
+        "------", "------", "-----", "-----", "-----", "------", "-----", "-----", "-----",
+    ]));
+    let stat = |label: String, s: &ozfs_spa::ddt::DdtStat| {
+        let v = [
+            label,
+            nicenum(s.blocks),
+            nice(s.lsize),
+            nice(s.psize),
+            nice(s.dsize),
+            nicenum(s.ref_blocks),
+            nice(s.ref_lsize),
+            nice(s.ref_psize),
+            nice(s.ref_dsize),
+        ];
+        row([
+            &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
+        ])
+    };
+    for (b, s) in h.0.iter().enumerate() {
+        if s.blocks == 0 {
+            continue;
+        }
+        out.push_str(&stat(nicenum(1u64 << b), s));
+    }
+    if let Some(t) = total {
+        out.push_str(&stat("Total".into(), t));
+    }
+    out.push('\n');
+    out
+}
+
+/// `zdb`'s dedup ratio line (`dump_dedup_ratio`), with the blank line
+/// after it; nothing for no blocks.
+pub fn dedup_ratio_line(t: &ozfs_spa::ddt::DdtStat) -> String {
+    if t.blocks == 0 {
+        return String::new();
+    }
+    let d = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let dedup = d(t.ref_dsize, t.dsize);
+    let compress = d(t.ref_lsize, t.ref_psize);
+    let copies = d(t.ref_dsize, t.ref_psize);
+    format!(
+        "dedup = {dedup:.2}, compress = {compress:.2}, copies = {copies:.2}, \
+         dedup * compress / copies = {:.2}\n\n",
+        if copies == 0.0 {
+            0.0
+        } else {
+            dedup * compress / copies
+        }
+    )
+}

@@ -26,7 +26,7 @@ const USAGE: &str = "Usage:	zdb [-CudAeLP] [-e [-p path ...]] poolname [object .
 
 pub fn main(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "bcdhilmsuvACDFGHLMPRSXeEYrVTQOKkNBWZ", "pUIoxatq")?;
-    a.refuse("cDFGHMNOQSWXYZBEiksvKTLVxatqIUo", "zdb")
+    a.refuse("cFGHMNOQWXYZBEiksvKTLVxatqIUo", "zdb")
         .map_err(Fail::Err)?;
     if a.pos.is_empty() {
         return Err(Fail::Usage(USAGE.into()));
@@ -143,6 +143,12 @@ fn run(a: &Args, pool: &Arc<Pool>, target: &str) -> CmdResult {
     }
     if a.flag('b') {
         return leak_check(pool);
+    }
+    if a.flag('S') {
+        return simulate_dedup(pool);
+    }
+    if a.flag('D') {
+        return dump_ddts(pool, a.count('D'));
     }
     let any = a.flag('C') || a.flag('u') || a.flag('d') || a.flag('h');
     let dsl = DslPool::open(pool.clone())
@@ -814,6 +820,104 @@ fn copy_file(a: &Args, pool: &Arc<Pool>) -> CmdResult {
     )
     .map_err(|e| Fail::Err(format!("zdb: copy failed: {e}")))?;
     eprintln!("Object {obj} copied successfully");
+    Ok(())
+}
+
+/// `zdb -D[D[D]]`: the dedup tables as OpenZFS 2.3's zdb prints them —
+/// per checksum its table's form and directory, per class object its
+/// space, entries and (at -DDD) histogram, the fast-dedup journals; then
+/// (at -DD) the histogram over all tables and the dedup ratio line.
+fn dump_ddts(pool: &Arc<Pool>, level: usize) -> CmdResult {
+    use ozfs_spa::ddt::{checksum_name, object_name, DdtStat, Histogram};
+    let dsl = DslPool::open(pool.clone())
+        .map_err(|e| Fail::Err(format!("zdb: can't open '{}': {e}", pool.name)))?;
+    let tables =
+        ozfs_dsl::ddt::report(&dsl).map_err(|e| Fail::Err(format!("zdb: {}: {e}", pool.name)))?;
+    let flag_names = |v: u64, names: &[&str]| {
+        if v == 0 {
+            return String::new();
+        }
+        let mut n: Vec<&str> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| v & (1 << i) != 0)
+            .map(|(_, s)| *s)
+            .collect();
+        if v >> names.len() != 0 {
+            n.push("UNKNOWN");
+        }
+        format!(" [{}]", n.join(" "))
+    };
+    let mut out = String::new();
+    let mut all = Histogram::default();
+    for t in &tables {
+        let cname = checksum_name(t.checksum);
+        let form = match t.version {
+            0 => "LEGACY",
+            1 => "FDT",
+            _ => "UNKNOWN",
+        };
+        out.push_str(&format!(
+            "DDT-{cname}: version={} [{form}]; flags=0x{:02x}{}; rootobj={}\n",
+            t.version,
+            t.flags,
+            flag_names(t.flags, &["FLAT", "LOG"]),
+            t.rootobj
+        ));
+        for o in &t.objects {
+            all.add(&o.histogram);
+            if o.entries == 0 {
+                continue;
+            }
+            let name = object_name(t.checksum, o.class);
+            out.push_str(&format!(
+                "{name}: dspace={}; mspace={}; entries={}\n",
+                o.dspace, o.mspace, o.entries
+            ));
+            if level >= 3 {
+                out.push_str(&format!("{name}: object={}\n", o.object));
+                out.push_str(&crate::render::ddt_histogram(&o.histogram, None));
+            }
+        }
+        for l in &t.logs {
+            out.push_str(&format!(
+                "DDT-log-{cname}-{}: flags=0x{:02x}{}; obj={}; len={}; txg={}; entries={}\n",
+                l.n,
+                l.flags,
+                flag_names(l.flags, &["FLUSHING", "CHECKPOINT"]),
+                l.object,
+                l.length,
+                l.first_txg,
+                l.entries
+            ));
+        }
+    }
+    let total: DdtStat = all.total();
+    if total.blocks == 0 {
+        out.push_str("All DDTs are empty\n");
+        print!("{out}");
+        return Ok(());
+    }
+    out.push('\n');
+    if level >= 2 {
+        out.push_str("DDT histogram (aggregated over all DDTs):\n");
+        out.push_str(&crate::render::ddt_histogram(&all, Some(&total)));
+    }
+    out.push_str(&crate::render::dedup_ratio_line(&total));
+    print!("{out}");
+    Ok(())
+}
+
+/// `zdb -S`: the histogram a dedup table would have if every data block
+/// of the pool were deduplicated, and its ratio line.
+fn simulate_dedup(pool: &Arc<Pool>) -> CmdResult {
+    let h =
+        ozfs_dsl::ddt::simulate(pool).map_err(|e| Fail::Err(format!("zdb: {}: {e}", pool.name)))?;
+    let total = h.total();
+    let mut out = String::from("Simulated DDT histogram:\n");
+    out.push_str(&crate::render::ddt_histogram(&h, Some(&total)));
+    out.push_str(&crate::render::dedup_ratio_line(&total));
+    print!("{out}");
     Ok(())
 }
 

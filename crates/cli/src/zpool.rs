@@ -476,7 +476,7 @@ fn list(argv: &[String]) -> CmdResult {
 
 fn status(argv: &[String]) -> CmdResult {
     let a = Args::parse(argv, "vxDgLPpeij", "T")?;
-    a.refuse("DgeiT", "zpool status").map_err(Fail::Err)?;
+    a.refuse("geiT", "zpool status").map_err(Fail::Err)?;
     let names = pools_from_args(&a);
     if names.is_empty() {
         println!("no pools available");
@@ -523,6 +523,16 @@ fn status(argv: &[String]) -> CmdResult {
         print_tree(&ps.tree, true, &ps.spares);
         println!();
         println!("{}", crate::render::error_lines(&name, a.flag('v')));
+        if a.flag('D') {
+            match status::dedup_tables(&name) {
+                Ok(Some(t)) => print!("{}", dedup_status(&t, a.flag('p'))),
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("{e}");
+                    failed = true;
+                }
+            }
+        }
     }
     if first && a.flag('x') && !failed {
         println!("all pools are healthy");
@@ -1008,6 +1018,38 @@ fn vdev_json(v: &VdevNode) -> serde_json::Value {
 
 /// `zpool status -j`: OpenZFS's JSON (pools keyed by name, each with its
 /// vdev tree, spares, scan state and error count).
+/// `zpool status -D` (OpenZFS's `print_dedup_stats`): the tables' entries,
+/// their space on disk and in memory, and the histogram over all of them.
+fn dedup_status(tables: &[ozfs_dsl::ddt::TableReport], parsable: bool) -> String {
+    let mut all = ozfs_spa::ddt::Histogram::default();
+    let (mut count, mut dspace, mut mspace) = (0u64, 0u64, 0u64);
+    for t in tables {
+        for o in &t.objects {
+            all.add(&o.histogram);
+            count += o.entries;
+            dspace += o.dspace;
+            mspace += o.mspace;
+        }
+        for l in &t.logs {
+            count += l.entries;
+        }
+    }
+    let mut out = String::from("\n dedup: ");
+    if count == 0 {
+        out.push_str("no DDT entries\n");
+        return out;
+    }
+    let n = |v: u64| if parsable { v.to_string() } else { nicenum(v) };
+    out.push_str(&format!(
+        "DDT entries {count}, size {} on disk, {} in core\n",
+        n(dspace),
+        n(mspace)
+    ));
+    let total = all.total();
+    out.push_str(&crate::render::ddt_histogram(&all, Some(&total)));
+    out
+}
+
 fn status_json(names: &[String]) -> CmdResult {
     let mut items = serde_json::Map::new();
     let mut failed = false;

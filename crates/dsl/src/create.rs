@@ -1203,11 +1203,11 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
     crate::props::check_for_pool(w, name, v)?;
     let v = &crate::props::for_pool_version(w.version, name, v);
     // A salted checksum needs the pool's salt.
-    if let ("checksum", PropSetting::Num(n)) = (name, v) {
+    if let ("checksum" | "dedup", PropSetting::Num(n)) = (name, v) {
         use ozfs_format::types::cksum;
         if [cksum::SKEIN, cksum::EDONR, cksum::BLAKE3]
             .iter()
-            .any(|&c| c as u64 == *n)
+            .any(|&c| c as u64 == *n & 0xff)
         {
             crate::props::ensure_checksum_salt(w)?;
         }

@@ -405,3 +405,258 @@ pub fn totals(pool: &Pool) -> Option<DdtStat> {
         .as_ref()
         .map(Ddt::total)
 }
+
+/// One class object of a table, as `zdb -D` shows it.
+#[derive(Debug, Clone)]
+pub struct ObjectReport {
+    pub class: usize,
+    pub object: u64,
+    pub entries: u64,
+    /// Bytes allocated (`doi_physical_blocks_512 << 9`).
+    pub dspace: u64,
+    /// Blocks × block size (`doi_fill_count · doi_data_block_size`).
+    pub mspace: u64,
+    pub histogram: Histogram,
+}
+
+/// A fast-dedup journal, as `zdb -D` shows it.
+#[derive(Debug, Clone)]
+pub struct LogReport {
+    pub n: u64,
+    pub object: u64,
+    pub flags: u64,
+    pub length: u64,
+    pub first_txg: u64,
+    /// Distinct keys recorded (0 for an empty journal).
+    pub entries: u64,
+}
+
+/// One checksum function's table.
+#[derive(Debug, Clone)]
+pub struct TableReport {
+    pub checksum: u8,
+    /// 0 legacy, 1 fast dedup.
+    pub version: u64,
+    pub flags: u64,
+    /// The directory object (1, the MOS directory, for legacy tables).
+    pub rootobj: u64,
+    pub objects: Vec<ObjectReport>,
+    pub logs: Vec<LogReport>,
+}
+
+/// The pool's dedup tables as OpenZFS's `zdb -D` reads them, from the
+/// committed MOS; every value checked before it is used.
+pub fn report(dsl: &crate::DslPool) -> Result<Vec<TableReport>> {
+    use ozfs_dmu::zap;
+    let mos = &dsl.mos;
+    let lookup = |zap_obj: u64, name: &str| -> Result<u64> {
+        match zap::lookup_obj(mos, zap_obj, name)? {
+            None => Ok(0),
+            Some(e) => e.as_u64().filter(|&v| v != 0).ok_or_else(|| {
+                Error::corrupt(
+                    format!("MOS ZAP {zap_obj} entry '{name}'"),
+                    "not an object number",
+                )
+            }),
+        }
+    };
+    let stats = lookup(1, DDT_STATS)?;
+    let mut out = Vec::new();
+    for c in DEDUP_CHECKSUMS {
+        let cname = checksum_name(c);
+        let dir = lookup(1, &format!("DDT-{cname}"))?;
+        let (version, flags, holder) = if dir != 0 {
+            let v = zap::lookup_obj(mos, dir, "version")?
+                .and_then(|e| e.as_u64())
+                .unwrap_or(u64::MAX);
+            let f = zap::lookup_obj(mos, dir, "flags")?
+                .and_then(|e| e.as_u64())
+                .unwrap_or(0);
+            (v, f, dir)
+        } else {
+            (0, 0, 1)
+        };
+        let mut t = TableReport {
+            checksum: c,
+            version,
+            flags,
+            rootobj: holder,
+            objects: Vec::new(),
+            logs: Vec::new(),
+        };
+        for class in 0..3 {
+            let name = object_name(c, class);
+            let obj = lookup(holder, &name)?;
+            if obj == 0 {
+                continue;
+            }
+            let dn = mos.dnode(obj)?;
+            let b0 = mos.read_block(&dn, 0)?.ok_or_else(|| {
+                Error::corrupt(format!("{name} (object {obj})"), "block 0 is a hole")
+            })?;
+            let entries = match ozfs_format::zap::parse_header(&b0, dn.swap)? {
+                ozfs_format::zap::ZapHeader::Fat(h) => h.num_entries,
+                ozfs_format::zap::ZapHeader::Micro { .. } => zap::list(mos, &dn)?.len() as u64,
+            };
+            let fill: u64 = dn
+                .phys
+                .blkptr
+                .iter()
+                .filter(|b| !b.is_hole())
+                .map(|b| b.fill())
+                .fold(0, u64::saturating_add);
+            let histogram = match stats {
+                0 => Histogram::default(),
+                s => match zap::lookup_obj(mos, s, &name)? {
+                    Some(e) => Histogram::from_words(&e.value)
+                        .map_err(|e| e.context(&format!("{DDT_STATS} '{name}'")))?,
+                    None => Histogram::default(),
+                },
+            };
+            t.objects.push(ObjectReport {
+                class,
+                object: obj,
+                entries,
+                dspace: dn.phys.used_bytes(),
+                mspace: fill.saturating_mul(dn.phys.datablksz()),
+                histogram,
+            });
+        }
+        if dir != 0 && flags & DDT_FLAG_LOG != 0 {
+            for n in 0..2 {
+                let obj = lookup(dir, &format!("DDT-log-{cname}-{n}"))?;
+                if obj == 0 {
+                    continue;
+                }
+                let dn = mos.dnode(obj)?;
+                let what = format!("DDT-log-{cname}-{n}");
+                let word =
+                    |i: usize| ozfs_format::bytes::u64_at(&dn.phys.bonus, i * 8, dn.swap, &what);
+                let info = word(0)?;
+                let length = word(1)?;
+                let entries = if length == 0 {
+                    0
+                } else {
+                    log_keys(mos, &dn, length, flags & DDT_FLAG_FLAT != 0)?
+                };
+                t.logs.push(LogReport {
+                    n,
+                    object: obj,
+                    flags: (info >> 8) & 0xff,
+                    length,
+                    first_txg: word(2)?,
+                    entries,
+                });
+            }
+        }
+        if dir != 0 || !t.objects.is_empty() {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// Distinct keys in a journal's records (`ddt_log_record_t`: an info word
+/// — type, record length — the key and the entry), read block by block;
+/// a record past its block or of an unknown type is damage.
+fn log_keys(mos: &Objset, dn: &ozfs_dmu::Dnode, length: u64, flat: bool) -> Result<u64> {
+    let reclen = 8 + 40 + if flat { 72 } else { 256 };
+    let mut keys = std::collections::BTreeSet::new();
+    let nblocks = length.div_ceil(LOG_BLOCK);
+    for b in 0..nblocks.min(1 << 20) {
+        let Some(block) = mos.read_block(dn, b)? else {
+            continue;
+        };
+        let mut at = 0usize;
+        while at + 8 <= block.len() {
+            let info = u64::from_le_bytes(block[at..at + 8].try_into().unwrap_or_default());
+            let ty = info & 0xff;
+            if ty == 0 {
+                break;
+            }
+            let len = ((info >> 8) & 0xffff) as usize;
+            if ty != 1 || len != reclen || at + len > block.len() {
+                return Err(Error::corrupt(
+                    format!("dedup journal object {}", dn.object),
+                    format!("record at {at} of block {b}: type {ty}, length {len}"),
+                ));
+            }
+            keys.insert(block[at + 8..at + 48].to_vec());
+            at += len;
+        }
+    }
+    Ok(keys.len() as u64)
+}
+
+/// What dedup would do for a pool (`zdb -S`): every level-0 data block
+/// (not a hole, not embedded, checksummed) of the MOS and each dataset
+/// (each block counted in the dataset where it was born), keyed by its
+/// checksum, sizes and compression as a dedup table keys it; the
+/// histogram of those keys' reference counts.
+pub fn simulate(pool: &Arc<Pool>) -> Result<Histogram> {
+    use ozfs_format::dsl::DslDatasetPhys;
+    use ozfs_format::types::{cksum, object_type_is_metadata, ot};
+    let mos = Objset::mos(pool.clone());
+    crate::pool::load_checksum_salt(pool, &mos)?;
+    let deflate = ozfs_dmu::zap::lookup_obj(&mos, 1, "deflate")?
+        .and_then(|e| e.as_u64())
+        .is_some_and(|v| v != 0);
+    let mut keys: std::collections::HashMap<DdtKey, DdtStat> = std::collections::HashMap::new();
+    let mut count = |bp: &BlkPtr| -> Result<()> {
+        if bp.is_hole()
+            || bp.is_embedded()
+            || bp.level() > 0
+            || bp.checksum() == cksum::OFF
+            || object_type_is_metadata(bp.object_type())
+        {
+            return Ok(());
+        }
+        let dsize: u64 = bp
+            .dvas()
+            .iter()
+            .filter(|d| !d.is_empty())
+            .map(|d| dva_dsize(pool, deflate, d))
+            .sum();
+        let s = keys.entry(DdtKey::of_bp(bp)).or_default();
+        s.ref_blocks += 1;
+        s.ref_lsize += bp.lsize();
+        s.ref_psize += bp.psize();
+        s.ref_dsize += dsize;
+        Ok(())
+    };
+    for bp in mos.bps_born_after(0)? {
+        count(&bp)?;
+    }
+    for obj in mos
+        .object_ranges()?
+        .into_iter()
+        .flatten()
+        .filter(|&o| o != 0)
+    {
+        let dn = match mos.dnode(obj) {
+            Ok(d) => d,
+            Err(Error::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        if dn.phys.bonustype != ot::DSL_DATASET {
+            continue;
+        }
+        let ds = DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
+            .map_err(|e| e.context(&format!("MOS object {obj}")))?;
+        crate::space::walk_objset(pool, &ds.bp, ds.prev_snap_txg, &mut count)
+            .map_err(|e| e.context(&format!("dataset object {obj}")))?;
+    }
+    let mut h = Histogram::default();
+    for s in keys.values() {
+        let n = s.ref_blocks.max(1);
+        let st = DdtStat {
+            blocks: 1,
+            lsize: s.ref_lsize / n,
+            psize: s.ref_psize / n,
+            dsize: s.ref_dsize / n,
+            ..*s
+        };
+        h.add_entry(&st, false);
+    }
+    Ok(h)
+}

@@ -182,6 +182,14 @@ const DEDUP: &[(&str, u64)] = &[
     ("verify", 1 | (1 << 8)),
     ("sha256", 8),
     ("sha256,verify", 8 | (1 << 8)),
+    ("sha512", 11),
+    ("sha512,verify", 11 | (1 << 8)),
+    ("skein", 12),
+    ("skein,verify", 12 | (1 << 8)),
+    // edonr is accepted only with verify (not strong enough alone).
+    ("edonr,verify", 13 | (1 << 8)),
+    ("blake3", 14),
+    ("blake3,verify", 14 | (1 << 8)),
 ];
 const CANMOUNT: &[(&str, u64)] = &[("off", 0), ("on", 1), ("noauto", 2)];
 const SNAPDIR: &[(&str, u64)] = &[("hidden", 0), ("visible", 1)];
@@ -680,8 +688,22 @@ pub fn check_for_pool(
             ))),
         };
     }
-    // A compression value carries a level above its 7 algorithm bits.
-    let n = if name == "compression" { *n & 0x7f } else { *n };
+    // A compression value carries a level above its 7 algorithm bits, a
+    // dedup value the verify flag above its checksum.
+    let raw = *n;
+    let n = match name {
+        "compression" => *n & 0x7f,
+        "dedup" => *n & 0xff,
+        _ => *n,
+    };
+    if name == "dedup" && n != cksum::OFF as u64 && w.version < crate::ddt::SPA_VERSION_DEDUP {
+        return Err(Error::Invalid(format!(
+            "cannot set dedup: pool '{}' is version {} (dedup needs version {})",
+            w.pool.name,
+            w.version,
+            crate::ddt::SPA_VERSION_DEDUP
+        )));
+    }
     let Ok(v) = u8::try_from(n) else {
         return Ok(());
     };
@@ -691,10 +713,13 @@ pub fn check_for_pool(
         ("checksum", cksum::SHA512) => "org.illumos:sha512",
         ("checksum", cksum::SKEIN) => "org.illumos:skein",
         ("checksum", cksum::EDONR) => "org.illumos:edonr",
-        ("checksum", cksum::BLAKE3) => "org.openzfs:blake3",
+        ("checksum" | "dedup", cksum::BLAKE3) => "org.openzfs:blake3",
+        ("dedup", cksum::SHA512) => "org.illumos:sha512",
+        ("dedup", cksum::SKEIN) => "org.illumos:skein",
+        ("dedup", cksum::EDONR) => "org.illumos:edonr",
         _ => return Ok(()),
     };
-    let value = index_name(name, n).unwrap_or("?");
+    let value = index_name(name, if name == "dedup" { raw } else { n }).unwrap_or("?");
     let short = crate::features::feature(feature).map_or(feature, |f| f.name);
     match crate::features::refcount(w, feature)? {
         None => Err(Error::Invalid(format!(

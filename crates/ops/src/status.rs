@@ -212,6 +212,21 @@ pub fn space(name: &str) -> Result<PoolSpace> {
     })
 }
 
+/// The pool's dedup tables (`zpool status -D`, `zdb -D`), or None for a
+/// pool that never had one (no `DDT-statistics`).
+pub fn dedup_tables(name: &str) -> Result<Option<Vec<ozfs_dsl::ddt::TableReport>>> {
+    let (_, pool) = open_imported(name)?;
+    let ctx = |e: Error| e.context(&format!("cannot open '{name}'"));
+    let dsl = ozfs_dsl::DslPool::open(pool.clone()).map_err(ctx)?;
+    if ozfs_dmu::zap::lookup_obj(&dsl.mos, 1, ozfs_dsl::ddt::DDT_STATS)
+        .map_err(ctx)?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    ozfs_dsl::ddt::report(&dsl).map(Some).map_err(ctx)
+}
+
 /// Is this pool state one a pool can be written in (ONLINE, DEGRADED)?
 pub fn writable_state(state: VdevState) -> bool {
     matches!(state, VdevState::Online | VdevState::Degraded)
