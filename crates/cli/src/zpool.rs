@@ -1016,8 +1016,6 @@ fn vdev_json(v: &VdevNode) -> serde_json::Value {
     e
 }
 
-/// `zpool status -j`: OpenZFS's JSON (pools keyed by name, each with its
-/// vdev tree, spares, scan state and error count).
 /// `zpool status -D` (OpenZFS's `print_dedup_stats`): the tables' entries,
 /// their space on disk and in memory, and the histogram over all of them.
 fn dedup_status(tables: &[ozfs_dsl::ddt::TableReport], parsable: bool) -> String {
@@ -1026,12 +1024,12 @@ fn dedup_status(tables: &[ozfs_dsl::ddt::TableReport], parsable: bool) -> String
     for t in tables {
         for o in &t.objects {
             all.add(&o.histogram);
-            count += o.entries;
-            dspace += o.dspace;
-            mspace += o.mspace;
+            count = count.saturating_add(o.entries);
+            dspace = dspace.saturating_add(o.dspace);
+            mspace = mspace.saturating_add(o.mspace);
         }
         for l in &t.logs {
-            count += l.entries;
+            count = count.saturating_add(l.entries);
         }
     }
     let mut out = String::from("\n dedup: ");
@@ -1050,6 +1048,8 @@ fn dedup_status(tables: &[ozfs_dsl::ddt::TableReport], parsable: bool) -> String
     out
 }
 
+/// `zpool status -j`: OpenZFS's JSON (pools keyed by name, each with its
+/// vdev tree, spares, scan state and error count).
 fn status_json(names: &[String]) -> CmdResult {
     let mut items = serde_json::Map::new();
     let mut failed = false;

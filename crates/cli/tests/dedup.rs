@@ -367,3 +367,50 @@ fn dedup_tables_print_as_openzfs_prints_them() {
     );
     oz.ok(&["zpool", "export", "c5-dedup"]);
 }
+
+/// A block written again with more copies than its stored record has is
+/// not shared with it: a fast-dedup (flat) record keeps its one copy and
+/// the new block is written apart (as an ordinary block); a legacy
+/// (traditional) entry gets a second record. Both files read back, and
+/// when both go the pools are clean for OpenZFS and zfs-fuse and the
+/// tables empty.
+#[test]
+fn more_copies_never_rewrite_a_stored_record() {
+    let oz = ozfs();
+    let work = scratch("ozfs-test-dedup-copies-");
+    unique_files(&work.path().join("src"), 1, MIB, 5);
+    let f = work.path().join("src/f000").to_string_lossy().into_owned();
+    for (pool, opts) in [("dcf", &[][..]), ("dct", &["-o", "version=23"][..])] {
+        let devs = work.path().join(pool);
+        std::fs::create_dir_all(&devs).expect("mkdir");
+        let img = devs.join("d0.img");
+        std::fs::File::create(&img)
+            .and_then(|h| h.set_len(256 << 20))
+            .expect("image");
+        let mut args = vec!["zpool", "create"];
+        args.extend(opts);
+        let img_s = img.to_string_lossy().into_owned();
+        args.extend(["-O", "dedup=on", pool, &img_s]);
+        oz.ok(&args);
+        oz.ok(&["cp", &f, &format!("{pool}:/one")]);
+        oz.ok(&["zfs", "set", "copies=2", pool]);
+        oz.ok(&["cp", &f, &format!("{pool}:/two")]);
+        let ratio = get(&oz, "dedupratio", pool);
+        assert_eq!(ratio, "1.00", "{pool}: nothing shared");
+        for name in ["one", "two"] {
+            let out = work.path().join(format!("{pool}-{name}"));
+            oz.ok(&["cp", &format!("{pool}:/{name}"), &out.to_string_lossy()]);
+            assert_eq!(
+                std::fs::read(&out).expect("out"),
+                std::fs::read(&f).expect("in")
+            );
+        }
+        oz.ok(&["rm", &format!("{pool}:/one")]);
+        oz.ok(&["rm", &format!("{pool}:/two")]);
+        oz.ok(&["zpool", "export", pool]);
+        if let Some(z) = oracle_zdb() {
+            openzfs_verdict(&z, &devs, pool);
+            assert!(openzfs_tables(&z, &devs, pool).is_empty(), "{pool}");
+        }
+    }
+}

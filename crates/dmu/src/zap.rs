@@ -29,14 +29,23 @@ pub fn lookup(os: &Objset, dn: &Dnode, name: &str) -> Result<Option<ZapEntry>> {
         .map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
 }
 
-/// Look up a binary name (a uint64-keyed ZAP's key as big-endian words).
+/// Look up a binary name (a uint64-keyed ZAP's key as big-endian words)
+/// in a metadata ZAP, its blocks read through the pool's block cache (a
+/// dedup table's lookups touch the same few blocks again and again).
 pub fn lookup_bytes(os: &Objset, dn: &Dnode, name: &[u8]) -> Result<Option<ZapEntry>> {
-    let (b0, swap) = block0(os, dn)?;
+    let what = || format!("ZAP object {}", dn.object);
+    let b0 = os
+        .metadata_block(dn, 0)?
+        .ok_or_else(|| Error::corrupt(what(), "block 0 is a hole"))?;
+    let swap = dn.swap;
     let bs = b0.len();
-    let mut rd =
-        |n: u64| -> Result<Vec<u8>> { Ok(os.read_block(dn, n)?.unwrap_or_else(|| vec![0u8; bs])) };
-    zap::lookup(&b0, swap, name, &mut rd)
-        .map_err(|e| e.context(&format!("ZAP object {}", dn.object)))
+    let mut rd = |n: u64| -> Result<Vec<u8>> {
+        Ok(os
+            .metadata_block(dn, n)?
+            .map(|b| b.to_vec())
+            .unwrap_or_else(|| vec![0u8; bs]))
+    };
+    zap::lookup(&b0, swap, name, &mut rd).map_err(|e| e.context(&what()))
 }
 
 /// Look up a name whose value must be a single uint64.

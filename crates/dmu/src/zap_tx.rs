@@ -114,6 +114,17 @@ fn with_loaded<R>(tx: &ObjsetTx, obj: u64, f: impl Fn(&ZapObject) -> Result<R>) 
     r
 }
 
+/// Run `f` on ZAP object `obj` (loaded once, its changed blocks stored
+/// once at the end): many edits of one object at the cost of one. On
+/// error nothing is stored.
+pub fn edit<R>(
+    tx: &mut ObjsetTx,
+    obj: u64,
+    f: impl FnOnce(&mut ZapObject) -> Result<R>,
+) -> Result<R> {
+    with_zap(tx, obj, f)
+}
+
 /// Add or replace one entry.
 pub fn update(tx: &mut ObjsetTx, obj: u64, name: &str, int_len: u8, value: &[u64]) -> Result<()> {
     with_zap(tx, obj, |z| z.update(name.as_bytes(), int_len, value))

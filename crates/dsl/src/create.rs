@@ -126,9 +126,12 @@ impl DraidSpec {
             nspares: 0,
         };
         for f in fields.into_iter().flat_map(|f| f.split(':')) {
-            let (num, kind) = f.split_at(f.len().saturating_sub(1));
-            let Ok(n) = num.parse::<u64>() else {
-                return bad(format!("'{f}' is not a number followed by d, c or s"));
+            let kind = &f[f.len() - f.chars().last().map_or(0, char::len_utf8)..];
+            let num = &f[..f.len() - kind.len()];
+            let n = match num.parse::<u64>() {
+                Ok(n) if n <= ozfs_codec::draid::DRAID_MAX_CHILDREN => n,
+                Ok(_) => return bad(format!("'{f}': at most 255")),
+                Err(_) => return bad(format!("'{f}' is not a number followed by d, c or s")),
             };
             match kind {
                 "d" if n > 0 => spec.ndata = Some(n),
@@ -158,7 +161,7 @@ impl DraidSpec {
                 ));
             }
         }
-        let room = devices.saturating_sub(self.nspares + self.nparity);
+        let room = devices.saturating_sub(self.nspares.saturating_add(self.nparity));
         let ndata = self.ndata.unwrap_or(room.min(8));
         if ndata == 0 || ndata > room {
             return bad(format!(
@@ -169,7 +172,7 @@ impl DraidSpec {
             ));
         }
         let width = ndata + self.nparity;
-        let ndisks = devices - self.nspares;
+        let ndisks = devices.saturating_sub(self.nspares).max(1);
         let mut ngroups = 1;
         while !(ngroups * width).is_multiple_of(ndisks) {
             ngroups += 1;
@@ -1316,6 +1319,11 @@ mod tests {
             ("draid1:6c", 5),
             ("draid1:4d:1s", 5),
             ("draid1:3q", 5),
+            ("draid1:3é", 5),
+            ("draid1:é", 5),
+            ("draid1:18446744073709551615s", 5),
+            ("draid1:256c", 256),
+            ("draid1:", 5),
             ("draid1:d", 5),
             ("draid1", 1),
         ] {

@@ -64,11 +64,17 @@ pub const SPA_VERSION_DEDUP: u64 = 21;
 pub struct MosSnapshot {
     pool: Weak<Pool>,
     state: Mutex<(BlkPtr, ObjsetPhys)>,
+    /// The table objects' dnodes in that MOS (read once per commit).
+    dnodes: Mutex<std::collections::HashMap<u64, ozfs_dmu::Dnode>>,
 }
 
 impl MosSnapshot {
     fn set(&self, bp: BlkPtr, phys: ObjsetPhys) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (bp, phys);
+        self.dnodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -88,7 +94,25 @@ impl DdtBackend for Backend {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let os = Objset::from_parts(pool, bp, phys);
-        let dn = os.dnode(obj)?;
+        let cached = self
+            .0
+            .dnodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&obj)
+            .cloned();
+        let dn = match cached {
+            Some(d) => d,
+            None => {
+                let d = os.dnode(obj)?;
+                self.0
+                    .dnodes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(obj, d.clone());
+                d
+            }
+        };
         let Some(e) = ozfs_dmu::zap::lookup_bytes(&os, &dn, &key.zap_name())? else {
             return Ok(None);
         };
@@ -187,6 +211,7 @@ pub fn load(w: &PoolWriter) -> Result<()> {
     let snap = Arc::new(MosSnapshot {
         pool: Arc::downgrade(&w.pool),
         state: Mutex::new((w.mos.os.bp, w.mos.os.phys.clone())),
+        dnodes: Default::default(),
     });
     let new_flat = w.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
         && crate::features::refcount(w, FAST_DEDUP)?.is_some();
@@ -225,32 +250,47 @@ fn dva_dsize(pool: &Pool, deflate: bool, d: &Dva) -> u64 {
 }
 
 impl PoolWriter {
+    /// Whether the dedup tables hold changes not yet written.
+    pub(crate) fn ddt_dirty(&self) -> bool {
+        self.pool
+            .ddt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(Ddt::dirty)
+    }
+
     /// Write what this txg changed in the dedup tables into its MOS (see
     /// the module comment). Records left without references are freed here.
     pub fn flush_ddt(&mut self) -> Result<()> {
         let pool = self.pool.clone();
+        // Records left without references go first, through the pool's
+        // own free (gang blocks, removed vdevs), outside the table's lock.
+        let unreferenced = {
+            let mut g = pool.ddt.lock().unwrap_or_else(|e| e.into_inner());
+            match g.as_mut() {
+                Some(ddt) if ddt.dirty() => ddt.take_unreferenced(),
+                _ => return Ok(()),
+            }
+        };
+        for bp in &unreferenced {
+            pool.free_block(&mut self.alloc, bp, self.txg)?;
+        }
         let mut g = pool.ddt.lock().unwrap_or_else(|e| e.into_inner());
         let Some(ddt) = g.as_mut() else {
             return Ok(());
         };
-        if !ddt.dirty() {
-            return Ok(());
-        }
-        let txg = self.txg;
-        ddt.free_unreferenced(&mut self.alloc, txg)?;
         let deflate = ddt.deflate;
-        let new_flat = ddt.new_flat;
         let dsize = |d: &Dva| dva_dsize(&pool, deflate, d);
         let mut stats = lookup_obj(self, 1, DDT_STATS)?;
         for t in ddt.tables.values_mut() {
             if t.live.is_empty() {
                 continue;
             }
-            if t.objects.iter().all(|&o| o == 0) && t.dir == 0 {
-                // A new table: its form follows the pool's features.
-                t.flat = new_flat;
-            }
             let live = std::mem::take(&mut t.live);
+            // Per class object: keys leaving it, entries (re)written in it.
+            let mut removes: [Vec<[u8; 40]>; 3] = Default::default();
+            let mut updates: [Vec<([u8; 40], Vec<u64>)>; 3] = Default::default();
             for (key, l) in &live {
                 if let (Some(oc), Some(orig)) = (l.orig_class, &l.orig) {
                     t.histograms[oc].add_entry(&DdtStat::of_entry(key, orig, &dsize), true);
@@ -259,22 +299,53 @@ impl PoolWriter {
                 let nclass = (refs > 0).then(|| l.entry.class());
                 if let Some(oc) = l.orig_class {
                     if Some(oc) != nclass {
-                        zap_tx::remove(&mut self.mos, t.objects[oc], &key.zap_name())?;
+                        removes[oc].push(key.zap_name());
                     }
                 }
                 let Some(nc) = nclass else {
                     continue;
                 };
                 t.histograms[nc].add_entry(&DdtStat::of_entry(key, &l.entry, &dsize), false);
-                if t.objects[nc] == 0 {
+                if l.entry.flat != t.flat {
+                    return Err(Error::Invalid(format!(
+                        "dedup entry {:016x} of the wrong form for DDT-{}",
+                        key.0[0],
+                        checksum_name(t.checksum)
+                    )));
+                }
+                let value: Vec<u64> = l.entry.encode().into_iter().map(u64::from).collect();
+                updates[nc].push((key.zap_name(), value));
+            }
+            drop(live);
+            for class in 0..3 {
+                if !removes[class].is_empty() {
+                    let names = std::mem::take(&mut removes[class]);
+                    zap_tx::edit(&mut self.mos, t.objects[class], |z| {
+                        for n in &names {
+                            z.remove(n)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+            }
+            for class in 0..3 {
+                if updates[class].is_empty() {
+                    continue;
+                }
+                if t.objects[class] == 0 {
                     if stats == 0 {
                         stats = self.mos.create_zap(OT_DDT_STATS, 0, Vec::new(), 0, 1)?;
                         zap_tx::add(&mut self.mos, 1, DDT_STATS.as_bytes(), 8, &[stats])?;
                     }
-                    self.create_ddt_object(t, nc)?;
+                    self.create_ddt_object(t, class)?;
                 }
-                let value: Vec<u64> = l.entry.encode().into_iter().map(u64::from).collect();
-                zap_tx::update_bytes(&mut self.mos, t.objects[nc], &key.zap_name(), 1, &value)?;
+                let entries = std::mem::take(&mut updates[class]);
+                zap_tx::edit(&mut self.mos, t.objects[class], |z| {
+                    for (n, v) in &entries {
+                        z.update(n, 1, v)?;
+                    }
+                    Ok(())
+                })?;
             }
             // Objects of a table with no entry left go, then the table.
             let mut count = 0usize;
@@ -395,15 +466,6 @@ impl PoolWriter {
         t.flags = 0;
         Ok(())
     }
-}
-
-/// The pool's dedup statistics as the writer holds them (every table).
-pub fn totals(pool: &Pool) -> Option<DdtStat> {
-    pool.ddt
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(Ddt::total)
 }
 
 /// One class object of a table, as `zdb -D` shows it.
@@ -562,14 +624,18 @@ pub fn report(dsl: &crate::DslPool) -> Result<Vec<TableReport>> {
 fn log_keys(mos: &Objset, dn: &ozfs_dmu::Dnode, length: u64, flat: bool) -> Result<u64> {
     let reclen = 8 + 40 + if flat { 72 } else { 256 };
     let mut keys = std::collections::BTreeSet::new();
-    let nblocks = length.div_ceil(LOG_BLOCK);
-    for b in 0..nblocks.min(1 << 20) {
+    // Bounded by what the object holds, whatever the header says.
+    let nblocks = length
+        .div_ceil(LOG_BLOCK)
+        .min(dn.phys.maxblkid.saturating_add(1));
+    for b in 0..nblocks {
         let Some(block) = mos.read_block(dn, b)? else {
             continue;
         };
         let mut at = 0usize;
         while at + 8 <= block.len() {
-            let info = u64::from_le_bytes(block[at..at + 8].try_into().unwrap_or_default());
+            let raw = u64::from_le_bytes(block[at..at + 8].try_into().unwrap_or_default());
+            let info = if dn.swap { raw.swap_bytes() } else { raw };
             let ty = info & 0xff;
             if ty == 0 {
                 break;

@@ -653,45 +653,15 @@ impl DslPool {
     /// blocks). Zeros for a pool without dedup tables. (Entries a
     /// fast-dedup journal still holds, which OpenZFS adds, are not read.)
     pub fn dedup_stats(&self) -> Result<(ozfs_spa::ddt::DdtStat, u64)> {
-        use ozfs_spa::ddt::{DdtStat, Histogram};
-        let mut total = DdtStat::default();
+        let mut h = ozfs_spa::ddt::Histogram::default();
         let mut table_size = 0u64;
-        let dir = zap::list_obj(&self.mos, 1)?;
-        let Some(stats) = dir
-            .iter()
-            .find(|e| e.name_str() == crate::ddt::DDT_STATS)
-            .and_then(|e| e.as_u64())
-        else {
-            return Ok((total, 0));
-        };
-        for e in zap::list_obj(&self.mos, stats)? {
-            let h = Histogram::from_words(&e.value)
-                .map_err(|err| err.context(&format!("DDT-statistics '{}'", e.name_str())))?;
-            total.add(&h.total(), false);
-        }
-        // The table objects: named in the MOS directory (legacy) or in a
-        // fast-dedup directory `DDT-<checksum>`.
-        let mut objects = Vec::new();
-        for e in &dir {
-            let name = e.name_str();
-            let Some(obj) = e.as_u64() else { continue };
-            if name.contains("-zap-") && name.starts_with("DDT-") {
-                objects.push(obj);
-            } else if name.starts_with("DDT-") && name != crate::ddt::DDT_STATS {
-                for f in zap::list_obj(&self.mos, obj)? {
-                    if f.name_str().contains("-zap-") {
-                        if let Some(o) = f.as_u64() {
-                            objects.push(o);
-                        }
-                    }
-                }
+        for t in crate::ddt::report(self)? {
+            for o in &t.objects {
+                h.add(&o.histogram);
+                table_size = table_size.saturating_add(o.dspace);
             }
         }
-        for o in objects {
-            let dn = self.mos.dnode(o)?;
-            table_size = table_size.saturating_add(dn.phys.used_bytes());
-        }
-        Ok((total, table_size))
+        Ok((h.total(), table_size))
     }
 
     /// The top-level ZAP of top-level vdev `id` (`com.delphix:vdev_zap_top`

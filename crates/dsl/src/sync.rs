@@ -62,6 +62,10 @@ fn condense_min_bytes() -> u64 {
         .unwrap_or(4 * SPACE_MAP_BLOCKSIZE)
 }
 
+/// Why the writer stops when a sync fails between writing the dedup
+/// tables into the MOS and committing (cleared by the commit).
+const DDT_UNCOMMITTED: &str = "a sync that wrote the dedup tables failed before it committed";
+
 /// Sync pass from which MOS blocks are written uncompressed (as ZFS's
 /// `SYNC_PASS_DONT_COMPRESS`): a block born in this txg can then be
 /// rewritten in place in later passes, since its size no longer changes
@@ -1439,7 +1443,14 @@ impl PoolWriter {
         let fs: Vec<(u64, ObjsetTx)> = std::mem::take(&mut self.fs).into_iter().collect();
         for (ds_obj, otx) in fs {
             if otx.is_dirty() {
-                self.sync_fs(ds_obj, otx)?;
+                if let Err(e) = self.sync_fs(ds_obj, otx) {
+                    // Dedup writes already took references for blocks no
+                    // txg will commit: the table in memory is ahead.
+                    if self.ddt_dirty() {
+                        self.space_failed = Some(format!("a sync failed after dedup writes: {e}"));
+                    }
+                    return Err(e);
+                }
             } else {
                 self.fs.insert(ds_obj, otx);
             }
@@ -1453,7 +1464,12 @@ impl PoolWriter {
             return Err(e);
         }
         // The same for the dedup tables: what this txg's writes and frees
-        // did to them (their entries in memory already changed).
+        // did to them. The touched entries leave memory here, so until
+        // this txg commits a failure stops the writer (lookups would see
+        // the last committed table without them).
+        if self.ddt_dirty() {
+            self.space_failed = Some(DDT_UNCOMMITTED.into());
+        }
         if let Err(e) = self.flush_ddt() {
             self.space_failed = Some(format!("writing the dedup tables failed: {e}"));
             return Err(e);
@@ -1559,6 +1575,9 @@ impl PoolWriter {
         self.pool.write_uberblock(&ub)?;
         self.pool.flush_all()?;
         crate::ddt::committed(self);
+        if self.space_failed.as_deref() == Some(DDT_UNCOMMITTED) {
+            self.space_failed = None;
+        }
         // Committed: a fold of the log space maps done in this txg is on
         // disk (the space check's own failures stopped the sync earlier).
         if self
@@ -1599,9 +1618,11 @@ impl PoolWriter {
                     let n = t.children.len() as u64;
                     (n * 1000) / (n - nparity as u64).max(1)
                 }
-                // Whole stripes: a one-sector block takes all `W`.
+                // Whole stripes: parity per data column, at least; small
+                // blocks take a whole stripe each (reserved as the metadata
+                // allowance below covers them).
                 VdevKind::Draid { ref layout } => {
-                    (layout.width() as u64 * 1000) / layout.ndata as u64
+                    (layout.width() as u64 * 1000) / layout.ndata.max(1) as u64
                 }
                 _ => 1000,
             })

@@ -79,6 +79,9 @@ pub mod ot {
     pub const SA_ATTR_REGISTRATION: u8 = 46;
     pub const SA_ATTR_LAYOUTS: u8 = 47;
     pub const DSL_CLONES: u8 = 52;
+    /// `DMU_OT_DEDUP`: the type of the block pointers a dedup table's
+    /// records are freed and scrubbed with.
+    pub const DEDUP: u8 = 49;
     /// The user, group and project used-space ZAPs (objects -1, -2, -3).
     pub const USERGROUP_USED: u8 = 39;
     pub const ZAP_METADATA_NEW: u8 = 0xC4;

@@ -37,7 +37,9 @@
 //! histograms, and the in-memory table of a writer ([`Ddt`]), which holds
 //! only the entries a txg touched — everything else is looked up on disk
 //! through a [`DdtBackend`] (the committed MOS, through the block cache),
-//! so a table much larger than memory costs only what is touched.
+//! so lookups of a table much larger than memory cost only what they
+//! touch. (Writing the touched entries back edits each class object as a
+//! whole in memory: docs/BENCHMARKS.md says what that costs.)
 //! `ozfs_dsl::ddt` loads the table state at open and writes the touched
 //! entries, their classes and histograms into the MOS every txg.
 //!
@@ -45,7 +47,9 @@
 //! * An entry's reference count is the number of block pointers with the
 //!   `D` bit naming its key and DVAs; a record whose count reaches zero is
 //!   freed (its DVAs) at the next flush, never before — a write of the
-//!   same block in the same txg takes it back.
+//!   same block in the same txg takes it back. A record is never
+//!   rewritten while it holds a block (a write asking for more copies
+//!   than it has is written apart).
 //! * Every value read from disk is decoded with its length checked; a
 //!   record that does not decode is an error naming the table, never a
 //!   guess.
@@ -53,7 +57,6 @@
 //!   plus the changes of entries flushed since, so the pool's dedup ratio
 //!   is known without walking the table.
 
-use crate::metaslab::Allocator;
 use ozfs_codec::compress;
 use ozfs_format::blkptr::Dva;
 use ozfs_format::types::{cksum as ck, comp};
@@ -414,15 +417,17 @@ impl DdtStat {
             if key.crypt() {
                 dvas.truncate(2);
             }
-            let dsize: u64 = dvas.iter().map(dva_dsize).sum();
-            s.blocks += 1;
-            s.lsize += lsize;
-            s.psize += psize;
-            s.dsize += dsize;
-            s.ref_blocks += p.refcnt;
-            s.ref_lsize += lsize * p.refcnt;
-            s.ref_psize += psize * p.refcnt;
-            s.ref_dsize += dsize * p.refcnt;
+            // Counts come from disk: u64 arithmetic wraps, as OpenZFS's.
+            let dsize = dvas.iter().map(dva_dsize).fold(0u64, u64::wrapping_add);
+            let r = p.refcnt;
+            s.blocks = s.blocks.wrapping_add(1);
+            s.lsize = s.lsize.wrapping_add(lsize);
+            s.psize = s.psize.wrapping_add(psize);
+            s.dsize = s.dsize.wrapping_add(dsize);
+            s.ref_blocks = s.ref_blocks.wrapping_add(r);
+            s.ref_lsize = s.ref_lsize.wrapping_add(lsize.wrapping_mul(r));
+            s.ref_psize = s.ref_psize.wrapping_add(psize.wrapping_mul(r));
+            s.ref_dsize = s.ref_dsize.wrapping_add(dsize.wrapping_mul(r));
         }
         s
     }
@@ -527,7 +532,8 @@ pub struct Ddt {
     pub tables: BTreeMap<u8, DdtTable>,
     /// New tables are fast-dedup ones (the feature is enabled).
     pub new_flat: bool,
-    /// Charged size of a DVA (`dva_get_dsize_sync`), set at open.
+    /// The pool deflates charged sizes (`spa_deflate`): a DVA's charged
+    /// size is `(asize >> 9) × vdev_deflate_ratio`, not its asize.
     pub deflate: bool,
     pub backend: Box<dyn DdtBackend>,
 }
@@ -545,8 +551,12 @@ impl std::fmt::Debug for Ddt {
 pub enum DedupHit {
     /// The block is stored: point at these DVAs, physically born then.
     Stored { dvas: Vec<Dva>, birth: u64 },
-    /// Not stored (or with too few copies): write it, then [`Ddt::record`].
+    /// Not stored: write it, then [`Ddt::record`].
     Write,
+    /// Stored with fewer copies than asked (a flat record written at a
+    /// lower `copies`): written apart as an ordinary block, the record
+    /// left as it is (OpenZFS would extend it with the missing copies).
+    Plain,
 }
 
 impl Ddt {
@@ -559,6 +569,11 @@ impl Ddt {
             flat: new_flat,
             ..Default::default()
         });
+        // A table with nothing on disk nor in memory (new, or destroyed
+        // since) takes the form new tables have.
+        if t.live.is_empty() && t.dir == 0 && t.objects.iter().all(|&o| o == 0) {
+            t.flat = new_flat;
+        }
         if !t.live.contains_key(key) {
             let mut found = None;
             for class in 0..3 {
@@ -599,20 +614,21 @@ impl Ddt {
         let live = self.entry(checksum, key)?;
         let slot = live.entry.slot(copies);
         let p = &mut live.entry.phys[slot];
-        if !p.is_empty() && p.dvas().len() >= copies.min(3) {
-            p.refcnt = p.refcnt.saturating_add(1);
-            return Ok(DedupHit::Stored {
-                dvas: p.dvas(),
-                birth: p.birth,
-            });
+        if p.is_empty() {
+            return Ok(DedupHit::Write);
         }
-        Ok(DedupHit::Write)
+        if p.dvas().len() < copies.min(3) {
+            return Ok(DedupHit::Plain);
+        }
+        p.refcnt = p.refcnt.saturating_add(1);
+        Ok(DedupHit::Stored {
+            dvas: p.dvas(),
+            birth: p.birth,
+        })
     }
 
     /// Record a block written for `key` at `dvas` in `txg` (after
-    /// [`DedupHit::Write`]): a new record with one reference. A record that
-    /// held the block with fewer copies (flat tables) keeps its references
-    /// and gains this one; its old DVAs are returned for the caller to free.
+    /// [`DedupHit::Write`]: the record is empty): one reference.
     pub fn record(
         &mut self,
         checksum: u8,
@@ -621,13 +637,17 @@ impl Ddt {
         dvas: &[Dva],
         txg: u64,
         now: u64,
-    ) -> Result<Vec<Dva>> {
+    ) -> Result<()> {
         let live = self.entry(checksum, key)?;
         let slot = live.entry.slot(copies);
         let flat = live.entry.flat;
         let p = &mut live.entry.phys[slot];
-        let old = if p.is_empty() { Vec::new() } else { p.dvas() };
-        let refcnt = if p.is_empty() { 0 } else { p.refcnt };
+        if !p.is_empty() {
+            return Err(Error::Invalid(format!(
+                "dedup record {:016x} recorded twice",
+                key.0[0]
+            )));
+        }
         let class_start = if p.class_start != 0 {
             p.class_start
         } else {
@@ -639,10 +659,10 @@ impl Ddt {
             p.dva[2 * i] = a;
             p.dva[2 * i + 1] = b;
         }
-        p.refcnt = refcnt.saturating_add(1);
+        p.refcnt = 1;
         p.birth = txg;
         p.class_start = if flat { class_start } else { 0 };
-        Ok(old)
+        Ok(())
     }
 
     /// A free of deduplicated block `bp`: drop one reference. False when
@@ -684,39 +704,50 @@ impl Ddt {
         self.tables.values().any(|t| !t.live.is_empty())
     }
 
-    /// Free the records of touched entries whose references are all gone
-    /// (called at flush, before the entries are written).
-    pub fn free_unreferenced(&mut self, alloc: &mut Allocator, txg: u64) -> Result<Vec<Dva>> {
-        let mut freed = Vec::new();
+    /// Take the records of touched entries whose references are all gone
+    /// (and obsolete ditto records) out of them, as the block pointers
+    /// that free them (`ddt_bp_create`: the record's DVAs and birth, the
+    /// key's checksum, sizes and compression, no dedup bit); the caller
+    /// frees those through the pool (gang blocks and removed vdevs
+    /// included) once the table's lock is released.
+    pub fn take_unreferenced(&mut self) -> Vec<BlkPtr> {
+        let mut out = Vec::new();
         for t in self.tables.values_mut() {
-            for l in t.live.values_mut() {
+            let checksum = t.checksum;
+            for (key, l) in t.live.iter_mut() {
                 let flat = l.entry.flat;
                 for (i, p) in l.entry.phys.iter_mut().enumerate() {
                     let ditto = !flat && i == 0;
                     if p.is_empty() || (p.refcnt > 0 && !ditto) {
                         continue;
                     }
-                    for d in p.dvas() {
-                        alloc.free(d.vdev, d.offset, d.asize, txg)?;
-                        freed.push(d);
-                    }
+                    out.push(record_bp(checksum, key, p));
                     *p = DdtPhys::default();
                 }
             }
         }
-        Ok(freed)
+        out
     }
+}
 
-    /// The pool-wide statistics over every table (`ddt_get_dedup_stats`).
-    pub fn total(&self) -> DdtStat {
-        let mut h = Histogram::default();
-        for t in self.tables.values() {
-            for c in &t.histograms {
-                h.add(c);
-            }
-        }
-        h.total()
-    }
+/// The block pointer of a record (`ddt_bp_create`), to free it with.
+pub fn record_bp(checksum: u8, key: &DdtKey, p: &DdtPhys) -> BlkPtr {
+    let mut bp = BlkPtr::default();
+    bp.words[..6].copy_from_slice(&p.dva);
+    bp.words[6] = BlkPtr::make_prop(
+        key.lsize(),
+        key.psize(),
+        key.compress(),
+        checksum,
+        ozfs_format::types::ot::DEDUP,
+        0,
+        false,
+        ozfs_format::bytes::HOST_LITTLE_ENDIAN,
+    ) | (u64::from(key.crypt()) << 61);
+    bp.words[10] = p.birth;
+    bp.words[11] = 1;
+    bp.set_cksum(Cksum([key.0[0], key.0[1], key.0[2], key.0[3]]));
+    bp
 }
 
 /// `dedupratio` from totals: `ref_dsize · 100 / dsize`, 100 for no table.

@@ -12,7 +12,10 @@
 //!   mirror/RAID-Z, enough of it to read it back).
 //! * [`Pool::rewrite_block`] overwrites in place only blocks born in the txg
 //!   being synced (no committed uberblock can reference them) and only when
-//!   the new physical size needs no more space than each DVA holds.
+//!   the new physical size needs no more space than each DVA holds; never
+//!   a deduplicated block (others may share it).
+//! * A deduplicated block is written only through the pool's dedup table
+//!   ([`crate::ddt`]), and freed only by it.
 
 use crate::metaslab::Allocator;
 use crate::pool::Pool;
@@ -355,29 +358,32 @@ impl Pool {
             bp.words[9] = if birth == txg { 0 } else { birth };
             bp
         };
-        if let DedupHit::Stored { dvas, birth } = ddt.write(p.checksum, &key, copies)? {
-            let same = !p.dedup_verify || self.holds(&dvas, birth, &e.data);
-            if same {
-                let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
-                return Ok(mark(bp, birth));
+        match ddt.write(p.checksum, &key, copies)? {
+            DedupHit::Stored { dvas, birth } => {
+                let bp = mark(Self::make_bp(&e, p, txg, fill, &dvas)?, birth);
+                if !p.dedup_verify || self.holds(&dvas, birth, &e.data) {
+                    return Ok(bp);
+                }
+                // A collision (or a copy that cannot be read back): give
+                // the reference back and write the block apart.
+                ddt.free(&bp)?;
+                let dvas = self.write_plain(alloc, txg, &e, p)?;
+                Self::make_bp(&e, p, txg, fill, &dvas)
             }
-            // A collision: give the reference back, write it apart.
-            let mut probe = Self::make_bp(&e, p, txg, fill, &dvas)?;
-            probe.words[9] = if birth == txg { 0 } else { birth };
-            ddt.free(&probe)?;
-            let dvas = self.write_plain(alloc, txg, &e, p)?;
-            return Self::make_bp(&e, p, txg, fill, &dvas);
+            DedupHit::Plain => {
+                let dvas = self.write_plain(alloc, txg, &e, p)?;
+                Self::make_bp(&e, p, txg, fill, &dvas)
+            }
+            DedupHit::Write => {
+                let dvas = self.write_plain(alloc, txg, &e, p)?;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                ddt.record(p.checksum, &key, copies, &dvas, txg, now)?;
+                Ok(mark(Self::make_bp(&e, p, txg, fill, &dvas)?, txg))
+            }
         }
-        let dvas = self.write_plain(alloc, txg, &e, p)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        for d in ddt.record(p.checksum, &key, copies, &dvas, txg, now)? {
-            alloc.free(d.vdev, d.offset, d.asize, txg)?;
-        }
-        let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
-        Ok(mark(bp, txg))
     }
 
     /// Whether the block stored at `dvas` (born in `birth`) is `data`.

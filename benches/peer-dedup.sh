@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The peer harness's dedup workload (../shared/bench: 240 unique 2 MiB files,
+# each written twice, dedup=off then on) on zfs-fuse and ozfs in one run.
+# Results (jsonl + report) go to docs/bench-results/; the figures are copied
+# by hand into docs/BENCHMARKS.md with the machine and date.
+# Needs root, the zfs-fuse daemon (started here if it is not running) and a
+# release build of ozfs.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bench=${BENCH_DIR:-$here/../shared/bench}
+oz=$here/target/release/ozfs
+[ -x "$oz" ] || (cd "$here" && cargo build --release -p ozfs)
+pgrep -x zfs-fuse >/dev/null || { zfs-fuse; sleep 2; }
+mkdir -p "$here/docs/bench-results"
+export BENCH_RESULTS=$here/docs/bench-results
+export PRODUCT_ZPOOL="$oz zpool" PRODUCT_ZFS="$oz zfs"
+export OZFS_STATE_DIR=${OZFS_STATE_DIR:-/tmp/ozfs-bench-state}
+cd "$bench"
+./run.sh dedup --targets "${TARGETS:-zfsfuse,product}" "$@"
