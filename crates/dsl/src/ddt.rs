@@ -317,9 +317,8 @@ impl PoolWriter {
                 updates[nc].push((key.zap_name(), value));
             }
             drop(live);
-            for class in 0..3 {
-                if !removes[class].is_empty() {
-                    let names = std::mem::take(&mut removes[class]);
+            for (class, names) in removes.into_iter().enumerate() {
+                if !names.is_empty() {
                     zap_tx::edit(&mut self.mos, t.objects[class], |z| {
                         for n in &names {
                             z.remove(n)?;
@@ -328,8 +327,8 @@ impl PoolWriter {
                     })?;
                 }
             }
-            for class in 0..3 {
-                if updates[class].is_empty() {
+            for (class, entries) in updates.into_iter().enumerate() {
+                if entries.is_empty() {
                     continue;
                 }
                 if t.objects[class] == 0 {
@@ -339,7 +338,6 @@ impl PoolWriter {
                     }
                     self.create_ddt_object(t, class)?;
                 }
-                let entries = std::mem::take(&mut updates[class]);
                 zap_tx::edit(&mut self.mos, t.objects[class], |z| {
                     for (n, v) in &entries {
                         z.update(n, 1, v)?;
