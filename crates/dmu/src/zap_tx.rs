@@ -125,6 +125,83 @@ pub fn edit<R>(
     with_zap(tx, obj, f)
 }
 
+/// A fat ZAP being edited with only the blocks its edits need (see
+/// [`edit_sparse`]).
+pub struct SparseZap<'a> {
+    tx: &'a ObjsetTx,
+    obj: u64,
+    z: ZapObject,
+}
+
+impl SparseZap<'_> {
+    fn bring(&mut self, name: &[u8]) -> Result<()> {
+        let blk = self.z.leaf_for(name)?;
+        if !self.z.has_block(blk) {
+            let b = self.tx.read_block(self.obj, blk)?.ok_or_else(|| {
+                Error::corrupt(
+                    format!("ZAP object {}", self.obj),
+                    format!("leaf {blk} is a hole"),
+                )
+            })?;
+            self.z.insert_block(blk, b)?;
+        }
+        Ok(())
+    }
+
+    /// Add or replace one entry.
+    pub fn update(&mut self, name: &[u8], int_len: u8, value: &[u64]) -> Result<()> {
+        self.bring(name)?;
+        self.z.update(name, int_len, value)
+    }
+
+    /// Remove one entry; false if it was absent.
+    pub fn remove(&mut self, name: &[u8]) -> Result<bool> {
+        self.bring(name)?;
+        self.z.remove(name)
+    }
+}
+
+/// Edit fat ZAP `obj` reading only block 0, its pointer table and the
+/// leaves the edits fall in (`OpenZFS` reads a ZAP the same way, leaf by
+/// leaf): what a few changes to a very large ZAP (a dedup table) should
+/// cost. The changed blocks are stored at the end; the object is never
+/// cached decoded (a cached full copy is dropped first). A microzap is
+/// edited whole.
+pub fn edit_sparse<R>(
+    tx: &mut ObjsetTx,
+    obj: u64,
+    f: impl FnOnce(&mut SparseZap) -> Result<R>,
+) -> Result<R> {
+    tx.zap_cache.get_mut().remove(&obj);
+    let dn = tx.dnode(obj)?;
+    let bs = dn.phys.datablksz() as usize;
+    let b0 = tx
+        .read_block(obj, 0)?
+        .ok_or_else(|| Error::corrupt(format!("ZAP object {obj}"), "block 0 is a hole"))?;
+    let fat = b0.len() >= 16
+        && u64::from_ne_bytes(b0[0..8].try_into().unwrap_or_default())
+            == ozfs_format::zap::ZBT_HEADER;
+    if !fat {
+        return Err(Error::Invalid(format!(
+            "ZAP object {obj}: sparse edits need a fat ZAP"
+        )));
+    }
+    let mut blocks = BTreeMap::new();
+    for id in ZapObject::table_blocks(&b0) {
+        if let Some(b) = tx.read_block(obj, id)? {
+            blocks.insert(id, b);
+        }
+    }
+    blocks.insert(0, b0);
+    let z =
+        ZapObject::load_sparse(bs, blocks).map_err(|e| e.context(&format!("ZAP object {obj}")))?;
+    let mut s = SparseZap { tx, obj, z };
+    let r = f(&mut s)?;
+    let mut z = s.z;
+    store(tx, obj, &mut z)?;
+    Ok(r)
+}
+
 /// Add or replace one entry.
 pub fn update(tx: &mut ObjsetTx, obj: u64, name: &str, int_len: u8, value: &[u64]) -> Result<()> {
     with_zap(tx, obj, |z| z.update(name.as_bytes(), int_len, value))
@@ -161,9 +238,18 @@ pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
         .ok_or_else(|| Error::not_found(format!("'{name}' in ZAP object {obj}")))
 }
 
-/// The number of entries.
+/// The number of entries (a fat ZAP's from its header, nothing else read).
 pub fn count(tx: &ObjsetTx, obj: u64) -> Result<usize> {
-    with_loaded(tx, obj, |z| Ok(z.len()))
+    if let Some(z) = tx.zap_cache.borrow().get(&obj) {
+        return Ok(z.len());
+    }
+    let b0 = tx
+        .read_block(obj, 0)?
+        .ok_or_else(|| Error::corrupt(format!("ZAP object {obj}"), "block 0 is a hole"))?;
+    match ozfs_format::zap::parse_header(&b0, false)? {
+        ozfs_format::zap::ZapHeader::Fat(h) => Ok(h.num_entries as usize),
+        ozfs_format::zap::ZapHeader::Micro { .. } => with_loaded(tx, obj, |z| Ok(z.len())),
+    }
 }
 
 pub fn list(tx: &ObjsetTx, obj: u64) -> Result<Vec<ZapEntry>> {

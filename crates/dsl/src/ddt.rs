@@ -288,24 +288,21 @@ impl PoolWriter {
                 continue;
             }
             let live = std::mem::take(&mut t.live);
-            // Per class object: keys leaving it, entries (re)written in it.
-            let mut removes: [Vec<[u8; 40]>; 3] = Default::default();
-            let mut updates: [Vec<([u8; 40], Vec<u64>)>; 3] = Default::default();
+            // Each entry's class before and after, and the histograms.
+            let nclass = |l: &ozfs_spa::ddt::Live| (l.entry.refcnt() > 0).then(|| l.entry.class());
+            let mut leaving = [false; 3];
+            let mut coming = [false; 3];
             for (key, l) in &live {
                 if let (Some(oc), Some(orig)) = (l.orig_class, &l.orig) {
                     t.histograms[oc].add_entry(&DdtStat::of_entry(key, orig, &dsize), true);
                 }
-                let refs = l.entry.refcnt();
-                let nclass = (refs > 0).then(|| l.entry.class());
-                if let Some(oc) = l.orig_class {
-                    if Some(oc) != nclass {
-                        removes[oc].push(key.zap_name());
-                    }
+                let nc = nclass(l);
+                if let Some(oc) = l.orig_class.filter(|&oc| Some(oc) != nc) {
+                    leaving[oc] = true;
                 }
-                let Some(nc) = nclass else {
+                let Some(nc) = nc else {
                     continue;
                 };
-                t.histograms[nc].add_entry(&DdtStat::of_entry(key, &l.entry, &dsize), false);
                 if l.entry.flat != t.flat {
                     return Err(Error::Invalid(format!(
                         "dedup entry {:016x} of the wrong form for DDT-{}",
@@ -313,24 +310,23 @@ impl PoolWriter {
                         checksum_name(t.checksum)
                     )));
                 }
-                let value: Vec<u64> = l.entry.encode().into_iter().map(u64::from).collect();
-                updates[nc].push((key.zap_name(), value));
+                t.histograms[nc].add_entry(&DdtStat::of_entry(key, &l.entry, &dsize), false);
+                coming[nc] = true;
             }
-            drop(live);
-            for (class, names) in removes.into_iter().enumerate() {
-                if !names.is_empty() {
-                    zap_tx::edit(&mut self.mos, t.objects[class], |z| {
-                        for n in &names {
-                            z.remove(n)?;
+            // Each class object edited once — only the leaves the touched
+            // keys fall in are read — entries leaving it, then entries
+            // (re)written in it (values encoded one at a time).
+            for class in (0..3).filter(|&c| leaving[c]) {
+                zap_tx::edit_sparse(&mut self.mos, t.objects[class], |z| {
+                    for (key, l) in &live {
+                        if l.orig_class == Some(class) && nclass(l) != Some(class) {
+                            z.remove(&key.zap_name())?;
                         }
-                        Ok(())
-                    })?;
-                }
+                    }
+                    Ok(())
+                })?;
             }
-            for (class, entries) in updates.into_iter().enumerate() {
-                if entries.is_empty() {
-                    continue;
-                }
+            for class in (0..3).filter(|&c| coming[c]) {
                 if t.objects[class] == 0 {
                     if stats == 0 {
                         stats = self.mos.create_zap(OT_DDT_STATS, 0, Vec::new(), 0, 1)?;
@@ -338,13 +334,19 @@ impl PoolWriter {
                     }
                     self.create_ddt_object(t, class)?;
                 }
-                zap_tx::edit(&mut self.mos, t.objects[class], |z| {
-                    for (n, v) in &entries {
-                        z.update(n, 1, v)?;
+                zap_tx::edit_sparse(&mut self.mos, t.objects[class], |z| {
+                    let mut value = Vec::with_capacity(ozfs_spa::ddt::TRAD_PHYS_SIZE + 1);
+                    for (key, l) in &live {
+                        if nclass(l) == Some(class) {
+                            value.clear();
+                            value.extend(l.entry.encode().into_iter().map(u64::from));
+                            z.update(&key.zap_name(), 1, &value)?;
+                        }
                     }
                     Ok(())
                 })?;
             }
+            drop(live);
             // Objects of a table with no entry left go, then the table.
             let mut count = 0usize;
             for &o in t.objects.iter().filter(|&&o| o != 0) {

@@ -944,6 +944,83 @@ impl ZapObject {
         Ok(z)
     }
 
+    /// A fat ZAP loaded with only some of its blocks (host byte order):
+    /// block 0, the pointer table's blocks ([`Self::table_blocks`]) and
+    /// the leaves edits need, brought in with [`Self::insert_block`] after
+    /// [`Self::leaf_for`] names them — so a few entries of a very large
+    /// ZAP are edited without reading it all. No invariant walk is done;
+    /// anything that needs a leaf not loaded fails naming it (never
+    /// answers from a partial view).
+    pub fn load_sparse(block_size: usize, blocks: BTreeMap<u64, Vec<u8>>) -> Result<ZapObject> {
+        let b0 = blocks.get(&0).ok_or_else(|| corrupt("no block 0"))?;
+        if b0.len() != block_size || !block_size.is_power_of_two() || block_size < 1024 {
+            return Err(corrupt(format!(
+                "block 0 has {} bytes, block size {block_size}",
+                b0.len()
+            )));
+        }
+        if g64(b0, 0) != ZBT_HEADER || g64(b0, 8) != ZAP_MAGIC {
+            return Err(corrupt("not a fat ZAP header"));
+        }
+        let shift = block_size.trailing_zeros();
+        if blocks
+            .iter()
+            .any(|(id, b)| *id != 0 && b.len() != block_size)
+        {
+            return Err(corrupt("a block of the wrong size"));
+        }
+        let z = ZapObject {
+            block_size,
+            blocks,
+            dirty: BTreeSet::new(),
+            micro_max: DEFAULT_MICRO_MAX,
+            fat_shift: shift,
+            micro: None,
+        };
+        let h = z.hdr();
+        if h.shift > 64 || h.freeblk == 0 {
+            return Err(corrupt(format!("pointer table shift {}", h.shift)));
+        }
+        Ok(z)
+    }
+
+    /// The blocks of the pointer table (and of a copy in progress) a fat
+    /// ZAP whose block 0 is `block0` keeps outside block 0.
+    pub fn table_blocks(block0: &[u8]) -> Vec<u64> {
+        if block0.len() < 128 {
+            return Vec::new();
+        }
+        let h = Hdr::read(block0);
+        let mut v: Vec<u64> =
+            (h.blk..h.blk.saturating_add(h.numblks).min(h.blk + (1 << 24))).collect();
+        if h.nextblk != 0 {
+            let end = h.nextblk.saturating_add(h.numblks.saturating_mul(2));
+            v.extend(h.nextblk..end.min(h.nextblk + (1 << 25)));
+        }
+        v
+    }
+
+    /// The leaf block `name` is (or would be) stored in.
+    pub fn leaf_for(&self, name: &[u8]) -> Result<u64> {
+        let h = self.hdr();
+        let key = self.fat_key(&h, name)?;
+        self.ptr_get(&h, hash_idx(key.hash, h.shift))
+    }
+
+    /// Whether block `id` is loaded.
+    pub fn has_block(&self, id: u64) -> bool {
+        self.blocks.contains_key(&id)
+    }
+
+    /// Bring block `id` (host byte order) into a sparse object.
+    pub fn insert_block(&mut self, id: u64, b: Vec<u8>) -> Result<()> {
+        if b.len() != self.block_size {
+            return Err(corrupt(format!("block {id} has {} bytes", b.len())));
+        }
+        self.blocks.insert(id, b);
+        Ok(())
+    }
+
     /// Is this a microzap?
     pub fn is_micro(&self) -> bool {
         self.micro.is_some()

@@ -37,9 +37,10 @@
 //! histograms, and the in-memory table of a writer ([`Ddt`]), which holds
 //! only the entries a txg touched — everything else is looked up on disk
 //! through a [`DdtBackend`] (the committed MOS, through the block cache),
-//! so lookups of a table much larger than memory cost only what they
-//! touch. (Writing the touched entries back edits each class object as a
-//! whole in memory: docs/BENCHMARKS.md says what that costs.)
+//! so a table much larger than memory costs only what a txg touches:
+//! lookups read the leaves they need through the block cache, and the
+//! flush edits only the leaves the touched keys fall in
+//! (docs/BENCHMARKS.md measures it).
 //! `ozfs_dsl::ddt` loads the table state at open and writes the touched
 //! entries, their classes and histograms into the MOS every txg.
 //!
