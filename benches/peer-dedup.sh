@@ -10,7 +10,16 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$here/../shared/bench}
 oz=$here/target/release/ozfs
 [ -x "$oz" ] || (cd "$here" && cargo build --release -p ozfs)
-pgrep -x zfs-fuse >/dev/null || { zfs-fuse; sleep 2; }
+# A daemon this script starts is stopped at the end: a global zfs-fuse
+# would stand in the way of the tests' private ones.
+started=
+if ! pgrep -x zfs-fuse >/dev/null; then
+    zfs-fuse
+    started=1
+    sleep 2
+fi
+stop() { [ -n "$started" ] && pkill -x zfs-fuse || true; }
+trap stop EXIT
 mkdir -p "$here/docs/bench-results"
 export BENCH_RESULTS=$here/docs/bench-results
 export PRODUCT_ZPOOL="$oz zpool" PRODUCT_ZFS="$oz zfs"

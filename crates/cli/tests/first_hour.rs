@@ -318,9 +318,8 @@ fn flags_do_what_they_say_or_are_refused() {
     let snap = format!("{name}/small@s");
     let dev = pool.devs()[0].to_string_lossy().into_owned();
     let cases: Vec<Vec<String>> = vec![
-        vec!["zdb".into(), "-S".into(), name.clone()],
         vec!["zdb".into(), "-M".into(), name.clone()],
-        vec!["zdb".into(), "-D".into(), name.clone()],
+        vec!["zdb".into(), "-N".into(), name.clone()],
         vec!["zpool".into(), "status".into(), "-g".into(), name.clone()],
         vec![
             "zpool".into(),
