@@ -234,6 +234,19 @@ fn open_new_leaf(path: &std::path::Path, devices: &mut Devices) -> Result<(u64, 
     Ok((guid, asize))
 }
 
+/// Open the leaves of a mirror, RAID-Z or dRAID vdev: their configs (by
+/// child id) and the smallest allocatable size among them.
+fn open_leaves(ps: &[PathBuf], devices: &mut Devices) -> Result<(Vec<NvList>, u64)> {
+    let mut kids = Vec::new();
+    let mut min = u64::MAX;
+    for (i, p) in ps.iter().enumerate() {
+        let (g, a) = open_new_leaf(p, devices)?;
+        min = min.min(a);
+        kids.push(leaf_nv(i as u64, g, p));
+    }
+    Ok((kids, min))
+}
+
 /// The config of top-level vdev `id` built from `t` (leaves opened into
 /// `devices`), without the allocation keys; and its allocatable size.
 fn top_config(id: u64, t: &TopSpec, ashift: u64, devices: &mut Devices) -> Result<(NvList, u64)> {
@@ -242,13 +255,7 @@ fn top_config(id: u64, t: &TopSpec, ashift: u64, devices: &mut Devices) -> Resul
     let asize = match t {
         TopSpec::Draid(spec, ps) => {
             let layout = spec.layout(ps.len() as u64, ashift as u32)?;
-            let mut kids = Vec::new();
-            let mut min = u64::MAX;
-            for (i, p) in ps.iter().enumerate() {
-                let (g, a) = open_leaf(p, devices)?;
-                min = min.min(a);
-                kids.push(leaf_nv(i as u64, g, p));
-            }
+            let (kids, min) = open_leaves(ps, devices)?;
             let asize = layout.vdev_asize(min);
             if asize == 0 {
                 return Err(Error::Invalid(format!(
@@ -282,13 +289,7 @@ fn top_config(id: u64, t: &TopSpec, ashift: u64, devices: &mut Devices) -> Resul
                     if raidz { "raidz" } else { "mirror" }
                 )));
             }
-            let mut kids = Vec::new();
-            let mut min = u64::MAX;
-            for (i, p) in ps.iter().enumerate() {
-                let (g, a) = open_leaf(p, devices)?;
-                min = min.min(a);
-                kids.push(leaf_nv(i as u64, g, p));
-            }
+            let (kids, min) = open_leaves(ps, devices)?;
             nv.set(
                 "type",
                 NvValue::String(if raidz { "raidz" } else { "mirror" }.into()),

@@ -660,8 +660,7 @@ fn log_keys(mos: &Objset, dn: &ozfs_dmu::Dnode, length: u64, flat: bool) -> Resu
 /// checksum, sizes and compression as a dedup table keys it; the
 /// histogram of those keys' reference counts.
 pub fn simulate(pool: &Arc<Pool>) -> Result<Histogram> {
-    use ozfs_format::dsl::DslDatasetPhys;
-    use ozfs_format::types::{cksum, object_type_is_metadata, ot};
+    use ozfs_format::types::{cksum, object_type_is_metadata};
     let mos = Objset::mos(pool.clone());
     crate::pool::load_checksum_salt(pool, &mos)?;
     let deflate = ozfs_dmu::zap::lookup_obj(&mos, 1, "deflate")?
@@ -693,22 +692,7 @@ pub fn simulate(pool: &Arc<Pool>) -> Result<Histogram> {
     for bp in mos.bps_born_after(0)? {
         count(&bp)?;
     }
-    for obj in mos
-        .object_ranges()?
-        .into_iter()
-        .flatten()
-        .filter(|&o| o != 0)
-    {
-        let dn = match mos.dnode(obj) {
-            Ok(d) => d,
-            Err(Error::NotFound(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        if dn.phys.bonustype != ot::DSL_DATASET {
-            continue;
-        }
-        let ds = DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
-            .map_err(|e| e.context(&format!("MOS object {obj}")))?;
+    for (obj, ds) in crate::verify::dsl_datasets(&mos)? {
         crate::space::walk_objset(pool, &ds.bp, ds.prev_snap_txg, &mut count)
             .map_err(|e| e.context(&format!("dataset object {obj}")))?;
     }

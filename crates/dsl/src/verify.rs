@@ -82,6 +82,32 @@ impl LeakReport {
 }
 
 /// Check the pool's last synced state (see the module comment).
+/// Every DSL dataset of the MOS (heads, snapshots, clones, `$ORIGIN`), as
+/// the scrub finds them: by bonus type (OpenZFS's extensible datasets are
+/// ZAPs with a dataset bonus, pool v23's objects of the dataset type),
+/// each bonus parsed and checked.
+pub(crate) fn dsl_datasets(mos: &Objset) -> Result<Vec<(u64, DslDatasetPhys)>> {
+    let mut datasets = Vec::new();
+    for obj in mos
+        .object_ranges()?
+        .into_iter()
+        .flatten()
+        .filter(|&o| o != 0)
+    {
+        let dn = match mos.dnode(obj) {
+            Ok(d) => d,
+            Err(Error::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        if dn.phys.bonustype == ot::DSL_DATASET {
+            let ds = DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
+                .map_err(|e| e.context(&format!("MOS object {obj}")))?;
+            datasets.push((obj, ds));
+        }
+    }
+    Ok(datasets)
+}
+
 pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
     let mos = Objset::mos(pool.clone());
     crate::pool::load_checksum_salt(pool, &mos)?;
@@ -114,27 +140,7 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
         r.deferred = pending.len() as u64;
         bps.extend(pending);
     }
-    // Every DSL dataset of the MOS, as the scrub finds them.
-    let mut datasets = Vec::new();
-    for obj in mos
-        .object_ranges()?
-        .into_iter()
-        .flatten()
-        .filter(|&o| o != 0)
-    {
-        let dn = match mos.dnode(obj) {
-            Ok(d) => d,
-            Err(Error::NotFound(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        // By bonus type: OpenZFS's extensible datasets are ZAPs with a
-        // dataset bonus, pool v23's are objects of the dataset type.
-        if dn.phys.bonustype == ot::DSL_DATASET {
-            let ds = DslDatasetPhys::parse(&dn.phys.bonus, dn.swap)
-                .map_err(|e| e.context(&format!("MOS object {obj}")))?;
-            datasets.push((obj, ds));
-        }
-    }
+    let datasets = dsl_datasets(&mos)?;
     let mut log_blocks: Vec<BlkPtr> = Vec::new();
     for (obj, ds) in datasets {
         if ds.bp.is_hole() {
