@@ -385,29 +385,25 @@ impl Objset {
     /// A block of a metadata object, through the pool's block cache (which
     /// keeps metadata whatever it does with file data); no copy.
     pub fn metadata_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
-        if blkid > dn.phys.maxblkid {
-            return Ok(None);
-        }
-        match self.block_bp(dn, 0, blkid)? {
-            Some(bp) if !bp.is_hole() => self
-                .pool
-                .read_bp_cached_keyed(&bp, false, self.key.as_deref())
-                .map(Some)
-                .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
-            _ => Ok(None),
-        }
+        self.cached_block(dn, blkid, false)
     }
 
     /// [`read_block`](Self::read_block) without a copy: the block as the
     /// pool's cache holds it (readers copy only the bytes they want).
     pub fn data_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
+        self.cached_block(dn, blkid, true)
+    }
+
+    /// Level-0 block `blkid` through the pool's cache (`data`: cached only
+    /// where the pool caches file data).
+    fn cached_block(&self, dn: &Dnode, blkid: u64, data: bool) -> Result<Option<Arc<Vec<u8>>>> {
         if blkid > dn.phys.maxblkid {
             return Ok(None);
         }
         match self.block_bp(dn, 0, blkid)? {
             Some(bp) if !bp.is_hole() => self
                 .pool
-                .read_bp_cached_keyed(&bp, true, self.key.as_deref())
+                .read_bp_cached_keyed(&bp, data, self.key.as_deref())
                 .map(Some)
                 .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
             _ => Ok(None),

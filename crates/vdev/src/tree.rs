@@ -1482,15 +1482,7 @@ impl Vdev {
     ) -> Result<Vec<u8>> {
         match &self.kind {
             VdevKind::DraidSpare { spare } => {
-                // A spare's child could itself hold a spare in use; the
-                // chain is as long as the spares, bounded here.
-                if depth > layout.nspares {
-                    return Err(Error::corrupt(
-                        format!("vdev {}", self.display_name()),
-                        "distributed spares map onto each other in a loop",
-                    ));
-                }
-                let target = layout.spare_child(*spare, offset)?;
+                let target = self.draid_spare_target(layout, *spare, offset, depth)?;
                 top.draid_column(layout, target, offset, size, depth + 1)
             }
             VdevKind::Mirror => {
@@ -1593,13 +1585,7 @@ impl Vdev {
     ) -> Result<()> {
         match &self.kind {
             VdevKind::DraidSpare { spare } => {
-                if depth > layout.nspares {
-                    return Err(Error::corrupt(
-                        format!("vdev {}", self.display_name()),
-                        "distributed spares map onto each other in a loop",
-                    ));
-                }
-                let target = layout.spare_child(*spare, offset)?;
+                let target = self.draid_spare_target(layout, *spare, offset, depth)?;
                 top.draid_column_write(layout, target, offset, buf, depth + 1)
             }
             VdevKind::Mirror => {
@@ -1625,6 +1611,26 @@ impl Vdev {
                 Ok(())
             }
         }
+    }
+
+    /// The child of the dRAID vdev that holds distributed spare `spare`'s
+    /// space at `offset` (`depth`: spares followed so far; a spare's child
+    /// could itself hold a spare in use, so the chain is bounded by the
+    /// number of spares).
+    fn draid_spare_target(
+        &self,
+        layout: &DraidLayout,
+        spare: usize,
+        offset: u64,
+        depth: usize,
+    ) -> Result<usize> {
+        if depth > layout.nspares {
+            return Err(Error::corrupt(
+                format!("vdev {}", self.display_name()),
+                "distributed spares map onto each other in a loop",
+            ));
+        }
+        layout.spare_child(spare, offset)
     }
 
     /// Read `size` bytes at `offset` of child `child` of this dRAID vdev,
