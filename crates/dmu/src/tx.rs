@@ -151,6 +151,17 @@ pub struct ObjsetTx {
     pub raw_maxblkid: BTreeMap<u64, u64>,
     /// Objects' `nlevels` as a raw stream gives it: their trees grow to it.
     pub raw_nlevels: BTreeMap<u64, u8>,
+    /// What an upper layer derived from a few objects of this objset (the
+    /// ZPL's master node and system-attribute tables), kept until one of
+    /// those objects changes: every staging call below drops it when it
+    /// touches a watched object, so a reader never sees a stale copy.
+    derived: std::cell::RefCell<Option<Derived>>,
+}
+
+/// A value derived from the objects in `watch` (see [`ObjsetTx::derived`]).
+struct Derived {
+    watch: Vec<u64>,
+    value: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 /// A block received raw: stored as the sender stored it.
@@ -193,11 +204,36 @@ impl ObjsetTx {
             raw_dnode_blocks: BTreeMap::new(),
             raw_maxblkid: BTreeMap::new(),
             raw_nlevels: BTreeMap::new(),
+            derived: Default::default(),
+        }
+    }
+
+    /// The value an upper layer derived and kept with [`Self::keep_derived`],
+    /// if it is of type `T` and none of the objects it was derived from
+    /// changed since.
+    pub fn derived<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let d = self.derived.borrow();
+        d.as_ref()
+            .and_then(|d| d.value.clone().downcast::<T>().ok())
+    }
+
+    /// Keep `value`, derived from the objects `watch`, until one of them
+    /// is changed in this objset.
+    pub fn keep_derived<T: std::any::Any + Send + Sync>(&self, watch: Vec<u64>, value: Arc<T>) {
+        *self.derived.borrow_mut() = Some(Derived { watch, value });
+    }
+
+    /// Object `obj` is about to change: forget what was derived from it.
+    fn touch(&mut self, obj: u64) {
+        let d = self.derived.get_mut();
+        if d.as_ref().is_some_and(|d| d.watch.contains(&obj)) {
+            *d = None;
         }
     }
 
     /// Stage a raw block (a raw receive's WRITE).
     pub fn write_raw(&mut self, obj: u64, blkid: u64, b: RawBlock) {
+        self.touch(obj);
         self.data.remove(&(obj, blkid));
         self.ext.remove(&(obj, blkid));
         self.raw.insert((obj, blkid), b);
@@ -293,6 +329,7 @@ impl ObjsetTx {
 
     /// Change a dnode (bonus, block size, type...).
     pub fn set_dnode(&mut self, obj: u64, dn: DnodePhys) {
+        self.touch(obj);
         self.dnodes.insert(obj, dn);
     }
 
@@ -444,6 +481,7 @@ impl ObjsetTx {
 
     /// Replace block `blkid` of `obj` (length must be the object's block size).
     pub fn write_block(&mut self, obj: u64, blkid: u64, data: Vec<u8>) {
+        self.touch(obj);
         self.ext.remove(&(obj, blkid));
         self.raw.remove(&(obj, blkid));
         self.data.insert((obj, blkid), Some(data));
@@ -492,6 +530,7 @@ impl ObjsetTx {
     /// Returns its physical size.
     pub fn stage_external(&mut self, obj: u64, blkid: u64, e: ExtBlock) -> Result<u64> {
         self.check_external_active()?;
+        self.touch(obj);
         let dn = self.dnode(obj)?;
         let bs = dn.phys.datablksz();
         if e.lsize != bs {
@@ -560,6 +599,7 @@ impl ObjsetTx {
         blkid: u64,
         f: &mut dyn FnMut(&mut [u8]),
     ) -> Result<()> {
+        self.touch(obj);
         let bs = self.dnode(obj)?.phys.datablksz() as usize;
         let tag = self.modifiable_tag(obj, blkid)?;
         let mut block = self.read_block(obj, blkid)?.unwrap_or_default();
@@ -658,6 +698,7 @@ impl ObjsetTx {
 
     /// Make block `blkid` of `obj` a hole.
     pub fn punch_block(&mut self, obj: u64, blkid: u64) {
+        self.touch(obj);
         self.ext.remove(&(obj, blkid));
         self.raw.remove(&(obj, blkid));
         self.data.insert((obj, blkid), None);
@@ -817,6 +858,7 @@ impl ObjsetTx {
         bonus: Vec<u8>,
         slots: u8,
     ) -> Result<()> {
+        self.touch(obj);
         let room = bonus_room(slots);
         if !(1..=DNODE_MAX_SLOTS).contains(&slots)
             || bonus.len() > room
@@ -1010,6 +1052,7 @@ impl ObjsetTx {
     /// spill block away), written at sync; the dnode's bonus room shrinks
     /// by the spill block pointer at once.
     pub fn set_spill(&mut self, obj: u64, data: Option<Vec<u8>>) -> Result<()> {
+        self.touch(obj);
         let mut dn = self.dnode(obj)?.phys;
         if data.is_some() && dn.spill.is_none() {
             // The spill block pointer takes the bonus's last 128 bytes.
@@ -1059,6 +1102,7 @@ impl ObjsetTx {
 
     /// Replace an object's bonus buffer (no longer than its capacity).
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
+        self.touch(obj);
         let mut dn = self.dnode(obj)?.phys;
         let cap = dn.max_bonuslen();
         if bonus.len() > cap {
@@ -1183,6 +1227,7 @@ impl ObjsetTx {
 
     /// Free an object: its whole tree goes at sync, its slot becomes free.
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
+        self.touch(obj);
         self.zap_cache.get_mut().remove(&obj);
         self.spills.remove(&obj);
         self.raw_spills.remove(&obj);

@@ -23,6 +23,7 @@ use ozfs_format::blkptr::BLKPTR_SIZE;
 use ozfs_format::types::ot;
 use ozfs_format::znode::{SaTables, ZplAttrs, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, ZFS_PROJINHERIT};
 use ozfs_format::{Error, Result};
+use std::sync::Arc;
 
 const ZNODE_SIZE: usize = 264;
 /// Longest symlink target kept in the bonus buffer (320 − 264).
@@ -39,7 +40,7 @@ pub struct ZplTx<'a> {
     /// Largest block size files may use.
     pub max_blksz: u64,
     /// ZPL 5: the system-attribute tables; None for a legacy file system.
-    sa: Option<SaState>,
+    sa: Option<Arc<SaState>>,
     /// `xattr=sa` (OpenZFS 2.3's `on`, its default): new extended
     /// attributes of a ZPL 5 file system go into the znode's `ZPL_DXATTR`
     /// system attribute, as far as its limits allow; false (`xattr=dir`)
@@ -58,6 +59,7 @@ pub const DXATTR_MAX_SA_SIZE: usize = 65536;
 const SA_ATTR_MAX_LEN: usize = 65535;
 
 /// The SA registry and layouts of a ZPL 5 file system being written.
+#[derive(Clone)]
 struct SaState {
     tables: SaTables,
     /// The layouts ZAP (`SA_ATTRS` → `LAYOUTS`).
@@ -87,21 +89,21 @@ fn znode_bonus(a: &ZplAttrs, _keep_flags: bool) -> Vec<u8> {
 
 impl<'a> ZplTx<'a> {
     /// Start writing a file system: reads its master node.
+    ///
+    /// What it reads (version, root, delete queue, SA tables) is kept with
+    /// the objset ([`ObjsetTx::derived`]) until one of the objects it came
+    /// from changes, so that a request costs no re-read of them.
     pub fn open(tx: &'a mut ObjsetTx, txg: u64, recordsize: u64) -> Result<ZplTx<'a>> {
-        let version = zap_tx::lookup_u64(tx, 1, "VERSION")?;
-        if version > 5 {
-            return Err(Error::unsupported(
-                "file system",
-                format!("writing ZPL version {version}"),
-            ));
-        }
-        let sa = if version == 5 {
-            Some(load_sa(tx)?)
-        } else {
-            None
+        let meta = match tx.derived::<ZplMeta>() {
+            Some(m) => m,
+            None => {
+                let (m, watch) = ZplMeta::load(tx)?;
+                let m = Arc::new(m);
+                tx.keep_derived(watch, m.clone());
+                m
+            }
         };
-        let root = zap_tx::lookup_u64(tx, 1, "ROOT")?;
-        let delete_queue = zap_tx::lookup_u64(tx, 1, "DELETE_QUEUE").unwrap_or(0);
+        let (root, delete_queue, sa) = (meta.root, meta.delete_queue, meta.sa.clone());
         // New files' blocks: the record size, up to MAX_FILE_BLOCK (a
         // larger record size is written in blocks of that size: every
         // metaslab of a small pool still holds one).
@@ -236,7 +238,7 @@ impl<'a> ZplTx<'a> {
         let vals: Vec<u64> = want.iter().map(|&x| x as u64).collect();
         zap_tx::update(self.tx, obj, &n.to_string(), 2, &vals)?;
         if let Some(sa) = &mut self.sa {
-            sa.tables.layouts.insert(n, want.to_vec());
+            Arc::make_mut(sa).tables.layouts.insert(n, want.to_vec());
         }
         Ok(n)
     }
@@ -1054,7 +1056,46 @@ fn sa_form(a: &ZplAttrs) -> ZplAttrs {
 }
 
 /// The SA tables of a ZPL 5 file system (master node `SA_ATTRS`).
-fn load_sa(tx: &ObjsetTx) -> Result<SaState> {
+/// The master node's facts a file system is written by.
+struct ZplMeta {
+    root: u64,
+    delete_queue: u64,
+    sa: Option<Arc<SaState>>,
+}
+
+impl ZplMeta {
+    /// Read them, with the objects they came from.
+    fn load(tx: &ObjsetTx) -> Result<(ZplMeta, Vec<u64>)> {
+        let version = zap_tx::lookup_u64(tx, 1, "VERSION")?;
+        if version > 5 {
+            return Err(Error::unsupported(
+                "file system",
+                format!("writing ZPL version {version}"),
+            ));
+        }
+        let mut watch = vec![1];
+        let sa = if version == 5 {
+            let (sa, objs) = load_sa(tx)?;
+            watch.extend(objs);
+            Some(Arc::new(sa))
+        } else {
+            None
+        };
+        let root = zap_tx::lookup_u64(tx, 1, "ROOT")?;
+        let delete_queue = zap_tx::lookup_u64(tx, 1, "DELETE_QUEUE").unwrap_or(0);
+        Ok((
+            ZplMeta {
+                root,
+                delete_queue,
+                sa,
+            },
+            watch,
+        ))
+    }
+}
+
+/// The SA tables, with the objects they were read from.
+fn load_sa(tx: &ObjsetTx) -> Result<(SaState, [u64; 3])> {
     let master = zap_tx::lookup_u64(tx, 1, "SA_ATTRS")?;
     let registry = zap_tx::lookup_u64(tx, master, "REGISTRY")?;
     let layouts_obj = zap_tx::lookup_u64(tx, master, "LAYOUTS")?;
@@ -1086,8 +1127,11 @@ fn load_sa(tx: &ObjsetTx) -> Result<SaState> {
             }
         }
     }
-    Ok(SaState {
-        tables,
-        layouts_obj,
-    })
+    Ok((
+        SaState {
+            tables,
+            layouts_obj,
+        },
+        [master, registry, layouts_obj],
+    ))
 }
