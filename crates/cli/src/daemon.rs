@@ -1044,7 +1044,20 @@ impl Daemon {
                     .map(|(p, l)| json!({"ok": true, "psize": p, "lsize": l}))
             })
         };
+        drop(lease);
+        if str_field(req, "cmd") != "rawio_read" {
+            self.drop_kernel_caches(ds);
+        }
         r.unwrap_or_else(|e| err(format!("rawio: '{target}': {e}")))
+    }
+
+    /// Make the kernel forget what it cached of `dataset`'s mount, if it
+    /// is mounted: it was changed other than through the mount.
+    fn drop_kernel_caches(&self, dataset: &str) {
+        let inner = lock(&self.inner);
+        for e in inner.mounts.iter().filter(|e| e.dataset == dataset) {
+            e.m.drop_kernel_caches();
+        }
     }
 
     /// An operation the CLI sent because the daemon holds its pool: run
@@ -1088,6 +1101,14 @@ impl Daemon {
             if let Err(e) = self.mount_if_on(&mut inner, &again) {
                 eprintln!("ozfs daemon: mounting again: {e}");
             }
+        }
+        // A copy into a mounted file system changed it behind the kernel.
+        match req {
+            Request::CopyIn { dataset, .. } => self.drop_kernel_caches(dataset),
+            Request::Set { assigns, datasets } if assigns.iter().any(|(k, _)| k == "snapdir") => {
+                datasets.iter().for_each(|d| self.drop_kernel_caches(d))
+            }
+            _ => {}
         }
         let res = match ran {
             Ok(r) => r,

@@ -156,12 +156,21 @@ pub struct ObjsetTx {
     /// those objects changes: every staging call below drops it when it
     /// touches a watched object, so a reader never sees a stale copy.
     derived: std::cell::RefCell<Option<Derived>>,
+    /// Values an upper layer derived from one object each (a file's
+    /// attributes as the front end reports them), dropped when the object
+    /// changes and when a sync writes it (its allocated size moves then).
+    obj_derived: std::cell::RefCell<std::collections::HashMap<u64, DerivedValue>>,
 }
+
+type DerivedValue = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Most per-object derived values kept (the map is emptied when full).
+const OBJ_DERIVED_MAX: usize = 1 << 20;
 
 /// A value derived from the objects in `watch` (see [`ObjsetTx::derived`]).
 struct Derived {
     watch: Vec<u64>,
-    value: Arc<dyn std::any::Any + Send + Sync>,
+    value: DerivedValue,
 }
 
 /// A block received raw: stored as the sender stored it.
@@ -205,7 +214,25 @@ impl ObjsetTx {
             raw_maxblkid: BTreeMap::new(),
             raw_nlevels: BTreeMap::new(),
             derived: Default::default(),
+            obj_derived: Default::default(),
         }
+    }
+
+    /// The value derived from object `obj` and kept with
+    /// [`Self::keep_obj_derived`], if it is of type `T` and the object did
+    /// not change (nor was synced) since.
+    pub fn obj_derived<T: std::any::Any + Send + Sync>(&self, obj: u64) -> Option<Arc<T>> {
+        let m = self.obj_derived.borrow();
+        m.get(&obj).and_then(|v| v.clone().downcast::<T>().ok())
+    }
+
+    /// Keep `value`, derived from object `obj` alone, until it changes.
+    pub fn keep_obj_derived<T: std::any::Any + Send + Sync>(&self, obj: u64, value: Arc<T>) {
+        let mut m = self.obj_derived.borrow_mut();
+        if m.len() >= OBJ_DERIVED_MAX {
+            m.clear();
+        }
+        m.insert(obj, value);
     }
 
     /// The value an upper layer derived and kept with [`Self::keep_derived`],
@@ -229,6 +256,7 @@ impl ObjsetTx {
         if d.as_ref().is_some_and(|d| d.watch.contains(&obj)) {
             *d = None;
         }
+        self.obj_derived.get_mut().remove(&obj);
     }
 
     /// Stage a raw block (a raw receive's WRITE).
@@ -1297,6 +1325,14 @@ impl ObjsetTx {
             .collect();
         objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
         objs.retain(|o| !is_accounting_object(*o));
+        // What was derived from them may name sizes this sync changes.
+        let derived = self.obj_derived.get_mut();
+        for o in &objs {
+            derived.remove(o);
+        }
+        for o in frees.keys() {
+            derived.remove(o);
+        }
         let spills = std::mem::take(&mut self.spills);
         let raw_spills = std::mem::take(&mut self.raw_spills);
         let accounting = self.accounting;

@@ -78,8 +78,8 @@
 
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, Session, TimeOrNow,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, Session, TimeOrNow,
 };
 use libc::{c_int, EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EROFS};
 use ozfs_dmu::tx::ObjsetTx;
@@ -99,14 +99,32 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How long the kernel may cache attributes and entries.
+/// How long the kernel may cache attributes and entries it cannot be told
+/// about when they change (`.zfs`, read-only mounts of live data).
 const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache the attributes and entries of a
+/// read-write mount: every change the kernel does not see itself is
+/// notified to it (see "Kernel caches" above).
+const CACHE_TTL: Duration = Duration::from_secs(3600);
+
+/// The TTL of an inode's entry and attributes.
+fn ttl(ino: u64) -> &'static Duration {
+    if ino >= snapdir::VIRT_MIN {
+        &TTL
+    } else {
+        &CACHE_TTL
+    }
+}
 /// Object number mask of a directory entry value.
 const OBJ_MASK: u64 = (1 << 48) - 1;
 /// Bytes reserved at once for file data (reservations carry ~1 MiB of
 /// worst-case metadata each, so small writes share one).
 const RESERVE_CHUNK: u64 = 8 << 20;
 const ENODATA: c_int = libc::ENODATA;
+
+/// The notifier, the entries (directory inode, name) and the inodes the
+/// kernel may cache of a mount.
+type KernelKnown = (fuser::Notifier, Vec<(u64, Vec<u8>)>, Vec<u64>);
 
 /// Result of a file system operation: errno on failure.
 type Res<T> = Result<T, c_int>;
@@ -272,6 +290,12 @@ pub struct State {
     closed: bool,
     /// Snapshots seen through `.zfs/snapshot`.
     snaps: snapdir::Snaps,
+    /// Where the kernel is told of changes it did not make (set once the
+    /// session exists).
+    notifier: Option<fuser::Notifier>,
+    /// Files written in the open txg: their allocated size is known only
+    /// after the sync, so their attributes are invalidated then.
+    written: BTreeSet<u64>,
 }
 
 fn log_err(what: &str, e: &Error) {
@@ -450,6 +474,8 @@ impl State {
             next_fh: 1,
             closed: false,
             snaps: snapdir::Snaps::default(),
+            notifier: None,
+            written: BTreeSet::new(),
         };
         st.snaps.ctime = st.dataset_ctime();
         if !st.opts.readonly && delete_queue != 0 {
@@ -545,7 +571,52 @@ impl State {
         self.dirty_bytes = 0;
         self.dirty_since = None;
         self.budget = 0;
+        self.synced();
         Ok(())
+    }
+
+    /// The txg was committed (by us or another holder of the writer): the
+    /// files written in it have their final allocated size.
+    fn synced(&mut self) {
+        let written = std::mem::take(&mut self.written);
+        for obj in written {
+            self.inval_attrs(obj);
+        }
+    }
+
+    /// Tell the kernel an object's attributes changed (attributes only: no
+    /// page is touched, so this is safe under any lock and in any request).
+    fn inval_attrs(&self, obj: u64) {
+        if let Some(n) = &self.notifier {
+            if self.lookups.contains_key(&obj) {
+                let _ = n.inval_inode(self.ino(obj), -1, 0);
+            }
+        }
+    }
+
+    /// What the kernel may hold of this file system, with the notifier to
+    /// invalidate it by ([`shared::Mounted::drop_kernel_caches`]): every
+    /// inode it knows, and every name of every directory among them (a
+    /// dentry can only be cached under a directory the kernel knows).
+    pub(crate) fn kernel_known(&mut self) -> Option<KernelKnown> {
+        let n = self.notifier.clone()?;
+        let mut objs: Vec<u64> = self.lookups.keys().copied().collect();
+        if !self.lookups.contains_key(&self.root) {
+            objs.push(self.root);
+        }
+        let mut entries = Vec::new();
+        for &o in &objs {
+            let dir = self.ino(o);
+            if !self.attrs(o).is_ok_and(|a| a.mode & S_IFMT == S_IFDIR) {
+                continue;
+            }
+            let Ok(tx) = self.tx() else { continue };
+            if let Ok(ents) = zap_tx::list(tx, o) {
+                entries.extend(ents.into_iter().map(|e| (dir, e.name)));
+            }
+        }
+        let inos = objs.iter().map(|&o| self.ino(o)).collect();
+        Some((n, entries, inos))
     }
 
     fn sync_errno(&mut self, what: &str) -> Res<()> {
@@ -637,13 +708,21 @@ impl State {
         if let Ok(mut z) = self.z() {
             if z.set_attrs(obj, &a).is_ok() {
                 self.changed();
+                self.inval_attrs(obj);
             }
         }
     }
 
-    /// FUSE attributes of an object, plus its generation.
+    /// FUSE attributes of an object, plus its generation: kept with the
+    /// objset until the object changes or is synced.
     fn fattr(&mut self, obj: u64) -> Res<(FileAttr, u64)> {
+        if let Ok(tx) = self.tx() {
+            if let Some(v) = tx.obj_derived::<(FileAttr, u64)>(obj) {
+                return Ok(*v);
+            }
+        }
         let a = self.attrs(obj)?;
+        let ino = self.ino(obj);
         let tx = self.tx().map_err(|e| errno_of("open file system", &e))?;
         let dn = tx
             .dnode(obj)
@@ -655,7 +734,8 @@ impl State {
             let bs = dn.phys.datablksz().max(512);
             used = used.max(a.size.div_ceil(bs) * bs);
         }
-        let attr = file_attr(self.ino(obj), &a, used, dn.phys.datablksz());
+        let attr = file_attr(ino, &a, used, dn.phys.datablksz());
+        tx.keep_obj_derived(obj, Arc::new((attr, a.gen)));
         Ok((attr, a.gen))
     }
 
@@ -924,6 +1004,7 @@ impl State {
         }
         self.writable()?;
         if let Some(size) = size {
+            self.written.insert(obj);
             let a = self.attrs(obj)?;
             match a.mode & S_IFMT {
                 S_IFDIR => return Err(EISDIR),
@@ -1370,6 +1451,7 @@ impl State {
             .map_err(|e| errno_of(&format!("write object {obj}"), &e))?;
         self.changed();
         self.dirty_bytes += data.len() as u64;
+        self.written.insert(obj);
         if self.dirty_bytes >= self.opts.txg_bytes {
             self.sync_errno("sync (dirty data limit)")?;
         }
@@ -1386,6 +1468,7 @@ impl State {
         if mode & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) != 0 {
             return Err(libc::EOPNOTSUPP);
         }
+        self.written.insert(obj);
         let punch = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
         if punch && mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
             return Err(libc::EOPNOTSUPP);
@@ -1424,14 +1507,15 @@ impl State {
         Ok(())
     }
 
+    /// A directory handle; its listing is taken by the first `readdir`
+    /// (the kernel may serve the whole listing from its cache instead).
     fn do_opendir(&mut self, ino: u64) -> Res<u64> {
-        let listing = self.listing_ino(ino)?;
         if ino < snapdir::VIRT_MIN {
+            self.dir_attrs(self.obj(ino))?;
             self.touch_atime(self.obj(ino));
         }
         let fh = self.next_fh;
         self.next_fh += 1;
-        self.dirs.insert(fh, listing);
         Ok(fh)
     }
 
@@ -1854,6 +1938,10 @@ impl Filesystem for ZfsFuse {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
+        {
+            use fuser::consts::{FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO};
+            let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
+        }
         if self.lock().opts.posix_acl {
             // The kernel checks access against the ACLs it reads with
             // getxattr, and leaves the umask to us: it must not apply
@@ -1877,7 +1965,7 @@ impl Filesystem for ZfsFuse {
         match st.do_lookup(parent, name) {
             Ok((a, gen)) => {
                 st.looked_up(&a);
-                reply.entry(&TTL, &a, gen)
+                reply.entry(ttl(a.ino), &a, gen)
             }
             Err(e) => reply.error(e),
         }
@@ -1889,7 +1977,7 @@ impl Filesystem for ZfsFuse {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         match self.lock().do_getattr(ino) {
-            Ok((a, _)) => reply.attr(&TTL, &a),
+            Ok((a, _)) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
     }
@@ -1916,7 +2004,7 @@ impl Filesystem for ZfsFuse {
             .lock()
             .do_setattr(ino, mode, uid, gid, size, atime, mtime)
         {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
     }
@@ -1942,7 +2030,7 @@ impl Filesystem for ZfsFuse {
         match st.do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev) {
             Ok((a, gen)) => {
                 st.looked_up(&a);
-                reply.entry(&TTL, &a, gen)
+                reply.entry(ttl(a.ino), &a, gen)
             }
             Err(e) => reply.error(e),
         }
@@ -1961,7 +2049,7 @@ impl Filesystem for ZfsFuse {
         match st.do_mkdir(req.uid(), req.gid(), parent, name, mode, umask) {
             Ok((a, gen)) => {
                 st.looked_up(&a);
-                reply.entry(&TTL, &a, gen)
+                reply.entry(ttl(a.ino), &a, gen)
             }
             Err(e) => reply.error(e),
         }
@@ -1993,7 +2081,7 @@ impl Filesystem for ZfsFuse {
         match st.do_symlink(req.uid(), req.gid(), parent, link_name, target) {
             Ok((a, gen)) => {
                 st.looked_up(&a);
-                reply.entry(&TTL, &a, gen)
+                reply.entry(ttl(a.ino), &a, gen)
             }
             Err(e) => reply.error(e),
         }
@@ -2030,7 +2118,7 @@ impl Filesystem for ZfsFuse {
         match st.do_link(ino, newparent, newname) {
             Ok((a, gen)) => {
                 st.looked_up(&a);
-                reply.entry(&TTL, &a, gen)
+                reply.entry(ttl(a.ino), &a, gen)
             }
             Err(e) => reply.error(e),
         }
@@ -2117,7 +2205,9 @@ impl Filesystem for ZfsFuse {
         _lock_owner: u64,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Nothing to do at close: ENOSYS makes the kernel stop sending
+        // FLUSH, one request less per close.
+        reply.error(libc::ENOSYS);
     }
 
     fn release(
@@ -2160,8 +2250,16 @@ impl Filesystem for ZfsFuse {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        // The kernel keeps a listing it read in the directory's page cache
+        // and serves the next opendir from it, until the directory changes
+        // through this mount or is invalidated (`.zfs` changes unseen).
+        let flags = if ino >= snapdir::VIRT_MIN {
+            0
+        } else {
+            fuser::consts::FOPEN_CACHE_DIR | fuser::consts::FOPEN_KEEP_CACHE
+        };
         match self.lock().do_opendir(ino) {
-            Ok(fh) => reply.opened(fh, 0),
+            Ok(fh) => reply.opened(fh, flags),
             Err(e) => reply.error(e),
         }
     }
@@ -2192,6 +2290,49 @@ impl Filesystem for ZfsFuse {
                 break;
             }
         }
+        reply.ok();
+    }
+
+    /// READDIR with every entry's attributes (the kernel then needs no
+    /// LOOKUP per name for `ls -l`, `find`, nftw). Each name replied with
+    /// a node counts as a lookup the kernel holds, except `.` and `..`,
+    /// which the kernel never links.
+    fn readdirplus(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let mut st = self.lock();
+        let list = match st.dirs.remove(&fh) {
+            Some(l) if offset != 0 => l,
+            _ => match st.listing_ino(ino) {
+                Ok(l) => l,
+                Err(e) => return reply.error(e),
+            },
+        };
+        let mut added = false;
+        for (i, (eino, _, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
+            let (a, gen) = match st.do_getattr(*eino) {
+                Ok(v) => v,
+                Err(e) if !added => {
+                    st.dirs.insert(fh, list);
+                    return reply.error(e);
+                }
+                Err(_) => break,
+            };
+            let name = OsStr::from_bytes(name);
+            if reply.add(*eino, (i + 1) as i64, name, ttl(*eino), &a, gen) {
+                break;
+            }
+            added = true;
+            if name != "." && name != ".." {
+                st.looked_up(&a);
+            }
+        }
+        st.dirs.insert(fh, list);
         reply.ok();
     }
 
@@ -2297,7 +2438,7 @@ impl Filesystem for ZfsFuse {
         match r {
             Ok((a, gen, fh)) => {
                 st.looked_up(&a);
-                reply.created(&TTL, &a, gen, fh, 0)
+                reply.created(ttl(a.ino), &a, gen, fh, 0)
             }
             Err(e) => reply.error(e),
         }
@@ -2341,6 +2482,7 @@ fn open_session(
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
     let opts = mount_options(&o);
     let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    shared::lock(st).notifier = Some(session.notifier());
     Ok((session, mountpoint, interval))
 }
 

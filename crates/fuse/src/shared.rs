@@ -35,6 +35,7 @@ impl<'a> Guard<'a> {
                     g.dirty_bytes = 0;
                     g.dirty_since = None;
                     g.budget = 0;
+                    g.synced();
                 }
                 Ok(false) => {}
                 // A closed state (unmounted) never touches the writer.
@@ -139,6 +140,24 @@ impl Mounted {
     /// Sync the dataset's changes (the whole pool's open txg).
     pub fn sync(&self) -> Result<(), Error> {
         lock(&self.state).sync()
+    }
+
+    /// The file system was changed other than through this mount (a copy
+    /// into it, a record stored raw): make the kernel forget every entry,
+    /// attribute and cached page it holds of it, so that the next access
+    /// asks again. Called without the pool's writer or the state held: the
+    /// kernel takes directory locks that requests in flight may hold until
+    /// the request loop answers them.
+    pub fn drop_kernel_caches(&self) {
+        let Some((n, entries, inos)) = lock(&self.state).kernel_known() else {
+            return;
+        };
+        for (parent, name) in entries {
+            let _ = n.inval_entry(parent, std::ffi::OsStr::from_bytes(&name));
+        }
+        for ino in inos {
+            let _ = n.inval_inode(ino, 0, 0);
+        }
     }
 
     /// Unmount (EBUSY when in use: then it stays mounted) and wait for the
