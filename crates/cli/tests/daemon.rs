@@ -229,6 +229,29 @@ fn daemon_mounts() {
         fs::read(mnt_b.join("copied.txt")).unwrap(),
         b"copied in through the daemon"
     );
+    // The kernel now caches that entry, its attributes, its pages and the
+    // listing (for an hour): a copy into the mounted file system behind
+    // its back must be seen at once, not after the cache expires.
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&mnt_b), ["copied.txt"]);
+    let longer = b"copied in again through the daemon, longer".to_vec();
+    fs::write(&src, &longer).unwrap();
+    oz.ok(&["cp", &src.to_string_lossy(), &format!("{ds_b}:/copied.txt")]);
+    oz.ok(&["cp", &src.to_string_lossy(), &format!("{ds_b}:/second.txt")]);
+    assert_eq!(
+        fs::metadata(mnt_b.join("copied.txt")).unwrap().len(),
+        longer.len() as u64
+    );
+    assert_eq!(fs::read(mnt_b.join("copied.txt")).unwrap(), longer);
+    assert_eq!(names(&mnt_b), ["copied.txt", "second.txt"]);
+    assert_eq!(fs::read(mnt_b.join("second.txt")).unwrap(), longer);
     // Mount properties are followed at once: a new mountpoint moves the
     // mount, canmount=off unmounts, inheriting the mountpoint moves it back.
     let elsewhere = work.path().join("elsewhere");
@@ -236,10 +259,7 @@ fn daemon_mounts() {
     oz.ok(&["zfs", "set", &mp, &ds_b]);
     assert!(!is_mounted(&mnt_b), "{:?}", mounted_dirs());
     assert!(is_mounted(&elsewhere), "{:?}", mounted_dirs());
-    assert_eq!(
-        fs::read(elsewhere.join("copied.txt")).unwrap(),
-        b"copied in through the daemon"
-    );
+    assert_eq!(fs::read(elsewhere.join("copied.txt")).unwrap(), longer);
     oz.ok(&["zfs", "set", "canmount=off", &ds_b]);
     assert!(
         !is_mounted(&elsewhere),
