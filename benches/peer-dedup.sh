@@ -1,28 +1,5 @@
 #!/usr/bin/env bash
 # The peer harness's dedup workload (../shared/bench: 240 unique 2 MiB files,
-# each written twice, dedup=off then on) on zfs-fuse and ozfs in one run.
-# Results (jsonl + report) go to docs/bench-results/; the figures are copied
-# by hand into docs/BENCHMARKS.md with the machine and date.
-# Needs root, the zfs-fuse daemon (started here if it is not running) and a
-# release build of ozfs.
-set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-bench=${BENCH_DIR:-$here/../shared/bench}
-oz=$here/target/release/ozfs
-[ -x "$oz" ] || (cd "$here" && cargo build --release -p ozfs)
-# A daemon this script starts is stopped at the end: a global zfs-fuse
-# would stand in the way of the tests' private ones.
-started=
-if ! pgrep -x zfs-fuse >/dev/null; then
-    zfs-fuse
-    started=1
-    sleep 2
-fi
-stop() { [ -n "$started" ] && pkill -x zfs-fuse || true; }
-trap stop EXIT
-mkdir -p "$here/docs/bench-results"
-export BENCH_RESULTS=$here/docs/bench-results
-export PRODUCT_ZPOOL="$oz zpool" PRODUCT_ZFS="$oz zfs"
-export OZFS_STATE_DIR=${OZFS_STATE_DIR:-/tmp/ozfs-bench-state}
-cd "$bench"
-./run.sh dedup --targets "${TARGETS:-zfsfuse,product}" "$@"
+# each written twice, dedup=off then on) on zfs-fuse and ozfs in one run
+# (see peer.sh).
+exec "$(dirname "$0")/peer.sh" dedup "$@"

@@ -6,6 +6,9 @@
 //! entries, checking after each batch that the copy-out has exactly the
 //! expected entries; then they are removed in batches (`ozfs rm`, one
 //! entry per run) down to 0 with the same check, and a few are added back.
+//! On the way down the fat ZAP becomes a micro ZAP again once its entries
+//! need at most half of the limit (31 here): OpenZFS's zdb says which form
+//! the directory has at each step (OpenZFS itself never converts back).
 //! A second directory gets 2,040 entries (a micro ZAP just below the default
 //! 128 KiB limit of 2,047) and then 60 more with the default tunable.
 //! After export: zdb -bcc clean; zfs-fuse imports and lists both
@@ -55,6 +58,51 @@ fn check_dir(oz: &Ozfs, pool: &TestPool, src: &str, model: &Manifest, context: &
     model.assert_same(&got, context);
 }
 
+/// The form of directory `name` (an entry of the root) of dataset `ds`
+/// as OpenZFS's zdb reports it: "micro" or "fat" (None without the oracle,
+/// outside CI).
+fn zap_form(pool: &TestPool, ds: &str, name: &str) -> Option<&'static str> {
+    let zdb = oracle_zdb()?;
+    let out = std::process::Command::new(zdb)
+        .arg("-e")
+        .arg("-p")
+        .arg(pool.dev_dir())
+        .arg("-dddd")
+        .arg(ds)
+        .output()
+        .expect("run OpenZFS zdb -dddd");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "zdb -dddd {ds}:\n{text}");
+    // The root directory's entry names the object ("big = 4 (type: ...").
+    let entry = format!("\t\t{name} = ");
+    let obj: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&entry))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("zdb -dddd {ds}: no entry {name}:\n{text}"));
+    let mut lines = text.lines().skip_while(|l| {
+        l.split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            != Some(obj)
+            || !l.ends_with("ZFS directory")
+    });
+    assert!(lines.next().is_some(), "zdb -dddd {ds}: no object {obj}");
+    for l in lines {
+        if l.contains("microzap:") {
+            return Some("micro");
+        }
+        if l.contains("Fat ZAP stats") {
+            return Some("fat");
+        }
+        if l.trim_start().starts_with("Object ") {
+            break;
+        }
+    }
+    panic!("zdb -dddd {ds}: no ZAP summary for object {obj}:\n{text}");
+}
+
 #[test]
 fn write_zap_micro_fat_micro() {
     let tag = "zap";
@@ -96,7 +144,7 @@ fn write_zap_micro_fat_micro() {
     // Interleave removals across hash buckets: every 7th first, then the rest.
     names.sort_by_key(|i| (i % 7 != 0, *i));
     let mut left = 3000usize;
-    for to in [2999usize, 2900, 2000, 1000, 100, 64, 63, 1, 0] {
+    for to in [2999usize, 2900, 2000, 1000, 100, 64, 63, 32, 31, 1, 0] {
         while left > to {
             let i = names[3000 - left];
             let rel = entry_name(i);
@@ -111,6 +159,12 @@ fn write_zap_micro_fat_micro() {
             &model,
             &format!("after shrinking to {to} entries"),
         );
+        if matches!(to, 1000 | 32 | 31 | 0) {
+            let want = if to <= 31 { "micro" } else { "fat" };
+            if let Some(form) = zap_form(&pool, &ds, "big") {
+                assert_eq!(form, want, "ZAP form of /big at {to} entries");
+            }
+        }
     }
     assert!(model.is_empty());
     // And grow a little again (in the now empty fat ZAP).
@@ -119,7 +173,20 @@ fn write_zap_micro_fat_micro() {
     model.entries.extend(m.entries);
     oz_cp_in(&oz, &stage.join("big"), &format!("{ds}:/"));
     check_dir(&oz, &pool, &format!("{ds}:/big"), &model, "re-grown to 100");
-    phase(&format!("{tag}: shrunk to 0, re-grown to 100"), t1);
+    // And shrunk to 20 once more: zfs-fuse gets a micro ZAP that was fat.
+    for i in 5020..5100 {
+        let rel = entry_name(i);
+        oz_rm(&oz, &format!("{ds}:/big/{rel}"), i % 50 == 49);
+        model.entries.remove(Path::new(&rel));
+    }
+    check_dir(&oz, &pool, &format!("{ds}:/big"), &model, "shrunk to 20");
+    if let Some(form) = zap_form(&pool, &ds, "big") {
+        assert_eq!(form, "micro", "ZAP form of /big shrunk to 20 entries");
+    }
+    phase(
+        &format!("{tag}: shrunk to 0, re-grown to 100, shrunk to 20"),
+        t1,
+    );
 
     // Default tunable: 2,040 entries (micro), then 2,100 (fat).
     let t2 = Instant::now();

@@ -156,6 +156,9 @@ pub struct ObjsetTx {
     /// those objects changes: every staging call below drops it when it
     /// touches a watched object, so a reader never sees a stale copy.
     derived: std::cell::RefCell<Option<Derived>>,
+    /// Largest micro ZAP block this objset's pool allows (128 KiB; 1 MiB
+    /// with `large_microzap`, set by the DSL writer).
+    pub micro_max_cap: usize,
     /// Values an upper layer derived from one object each (a file's
     /// attributes as the front end reports them), dropped when the object
     /// changes and when a sync writes it (its allocated size moves then).
@@ -214,6 +217,7 @@ impl ObjsetTx {
             raw_maxblkid: BTreeMap::new(),
             raw_nlevels: BTreeMap::new(),
             derived: Default::default(),
+            micro_max_cap: 128 * 1024,
             obj_derived: Default::default(),
         }
     }

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 
 /// Default `zap_micro_max_size` (a tunable, as in OpenZFS).
 pub const ZAP_MICRO_MAX_SIZE: usize = 128 * 1024;
+/// Largest micro ZAP block where the pool has `large_microzap` (1 MiB,
+/// OpenZFS's limit for the tunable).
+pub const LARGE_MICRO_MAX: usize = 1 << 20;
 
 /// Load a ZAP object for editing.
 pub fn load(tx: &ObjsetTx, obj: u64) -> Result<ZapObject> {
@@ -31,11 +34,12 @@ pub fn load(tx: &ObjsetTx, obj: u64) -> Result<ZapObject> {
     }
     let mut z =
         ZapObject::load(bs, blocks, false).map_err(|e| e.context(&format!("ZAP object {obj}")))?;
-    z.micro_max = micro_max();
+    z.micro_max = micro_max().min(tx.micro_max_cap);
     Ok(z)
 }
 
-/// The tunable `zap_micro_max_size` (env `OZFS_ZAP_MICRO_MAX_SIZE`, default 128 KiB).
+/// The tunable `zap_micro_max_size` (env `OZFS_ZAP_MICRO_MAX_SIZE`, default
+/// 128 KiB); an objset takes at most its `micro_max_cap` of it.
 pub fn micro_max() -> usize {
     std::env::var("OZFS_ZAP_MICRO_MAX_SIZE")
         .ok()
@@ -53,13 +57,17 @@ pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
         return Ok(());
     }
     if new_bs as u64 != dn.datablksz() {
-        if !new_bs.is_multiple_of(512) || new_bs > 128 * 1024 {
+        if !new_bs.is_multiple_of(512) || new_bs > tx.micro_max_cap.max(128 * 1024) {
             return Err(Error::Invalid(format!("ZAP block size {new_bs}")));
         }
         dn.datablkszsec = (new_bs / 512) as u16;
-        // Every block is rewritten at the new size.
+        // Every block is rewritten at the new size; those gone (a fat ZAP
+        // made a microzap again) become holes.
         for (&blkid, b) in &z.blocks {
             tx.write_block(obj, blkid, b.clone());
+        }
+        for blkid in dirty.iter().filter(|b| !z.blocks.contains_key(b)) {
+            tx.punch_block(obj, *blkid);
         }
     } else {
         for blkid in dirty {
@@ -226,6 +234,21 @@ pub fn add(tx: &mut ObjsetTx, obj: u64, name: &[u8], int_len: u8, value: &[u64])
 /// Remove one entry; false if it was absent.
 pub fn remove(tx: &mut ObjsetTx, obj: u64, name: &[u8]) -> Result<bool> {
     with_zap(tx, obj, |z| z.remove(name))
+}
+
+/// Remove one entry, then make the ZAP a microzap again if it became small
+/// enough ([`ZapObject::shrink`]: directories); false if it was absent.
+/// `OZFS_ZAP_SHRINK=0` keeps fat ZAPs fat, as OpenZFS does (to compare).
+pub fn remove_and_shrink(tx: &mut ObjsetTx, obj: u64, name: &[u8]) -> Result<bool> {
+    static SHRINK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let shrink = *SHRINK.get_or_init(|| std::env::var("OZFS_ZAP_SHRINK").as_deref() != Ok("0"));
+    with_zap(tx, obj, |z| {
+        let found = z.remove(name)?;
+        if found && shrink {
+            z.shrink()?;
+        }
+        Ok(found)
+    })
 }
 
 pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> {

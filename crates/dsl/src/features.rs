@@ -538,6 +538,8 @@ pub const USEROBJ_ACCOUNTING: &str = "org.zfsonlinux:userobj_accounting";
 pub const PROJECT_QUOTA: &str = "org.zfsonlinux:project_quota";
 /// `org.open-zfs:large_blocks`: per dataset, blocks over 128 KiB.
 pub const LARGE_BLOCKS: &str = "org.open-zfs:large_blocks";
+/// `com.klarasystems:large_microzap`: per dataset, micro ZAPs over 128 KiB.
+pub const LARGE_MICROZAP: &str = "com.klarasystems:large_microzap";
 /// `org.freebsd:zstd_compress`: per dataset, zstd-compressed blocks.
 pub const ZSTD: &str = "org.freebsd:zstd_compress";
 /// Per-dataset checksum features: blocks with that checksum.
@@ -685,6 +687,9 @@ pub fn replace_dataset_features(w: &mut PoolWriter, from: u64, to: u64) -> Resul
 /// * `large_blocks`, `zstd_compress`, `sha512`, `skein`, `edonr`,
 ///   `blake3`: written as their blocks ask, and listed on the datasets
 ///   where such blocks are born (`crate::sync::block_features`);
+/// * `large_microzap`: directories stay micro ZAPs up to
+///   `OZFS_ZAP_MICRO_MAX_SIZE` (at most 1 MiB) where it is enabled, and
+///   the datasets holding such a block list it;
 /// * `longname` (long names looked up and removed, never made),
 ///   `zilsaxattr` (ozfs writes no intent log and no file system whose log
 ///   holds records), `allocation_classes` (new blocks in the normal class
@@ -733,6 +738,7 @@ pub const WRITTEN_ACTIVE: &[&str] = &[
     PROJECT_QUOTA,
     EMPTY_BPOBJ,
     LARGE_BLOCKS,
+    LARGE_MICROZAP,
     ZSTD,
     SHA512,
     SKEIN,

@@ -173,12 +173,16 @@ struct DsAcct {
 }
 
 /// The per-dataset features a block born in a dataset makes active there
-/// (OpenZFS's `dsl_dataset_block_born`): `large_blocks` past 128 KiB, and
-/// the feature of its checksum and of its compression, if any.
+/// (OpenZFS's `dsl_dataset_block_born`): `large_blocks` past 128 KiB (and
+/// `large_microzap` for a directory block that large: fat ZAP blocks never
+/// are, so it is a micro ZAP), and the feature of its checksum and of its
+/// compression, if any.
 pub(crate) fn block_features(bp: &BlkPtr) -> impl Iterator<Item = &'static str> {
     use ozfs_format::types::{cksum, comp};
-    let large = (!bp.is_embedded() && bp.lsize() > ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE)
-        .then_some(crate::features::LARGE_BLOCKS);
+    let big = !bp.is_embedded() && bp.lsize() > ozfs_format::blkptr::SPA_OLD_MAXBLOCKSIZE;
+    let large = big.then_some(crate::features::LARGE_BLOCKS);
+    let microzap = (big && bp.object_type() == ozfs_format::types::ot::DIRECTORY_CONTENTS)
+        .then_some(crate::features::LARGE_MICROZAP);
     let sum = if bp.is_embedded() {
         None
     } else {
@@ -191,7 +195,7 @@ pub(crate) fn block_features(bp: &BlkPtr) -> impl Iterator<Item = &'static str> 
         }
     };
     let zstd = (bp.compression() == comp::ZSTD).then_some(crate::features::ZSTD);
-    large.into_iter().chain(sum).chain(zstd)
+    large.into_iter().chain(microzap).chain(sum).chain(zstd)
 }
 
 impl Accounting for DsAcct {
@@ -842,6 +846,13 @@ impl PoolWriter {
         let mut t = ObjsetTx::new(os);
         if let Some(a) = a {
             t.enable_accounting(a);
+        }
+        // Micro ZAPs past 128 KiB where the pool has `large_microzap`
+        // enabled (the blocks then make the dataset list it).
+        if self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
+            && crate::features::refcount(self, crate::features::LARGE_MICROZAP)?.is_some()
+        {
+            t.micro_max_cap = ozfs_dmu::zap_tx::LARGE_MICRO_MAX;
         }
         Ok(t)
     }

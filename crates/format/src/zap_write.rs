@@ -24,6 +24,16 @@
 //! with its cd (slot order), then the new entry. Removal zeroes the slot;
 //! a microzap never shrinks.
 //!
+//! **Back to a microzap** ([`ZapObject::shrink`], beyond OpenZFS, which
+//! never converts a fat ZAP back). A fat ZAP with no flags whose entries
+//! all fit a microzap (one uint64 value, a name under 50 bytes) and need
+//! at most half of `micro_max` becomes a microzap again: the entries keep
+//! their cds (so readdir cookies, hash and cd, stay valid), in list order,
+//! in the smallest block (a multiple of 512) that holds them; every fat
+//! block becomes a hole. The half is the hysteresis: a directory whose size
+//! hovers around the limit is not converted back and forth. Every reader
+//! (OpenZFS, zfs-fuse) takes a ZAP in either form from its block 0.
+//!
 //! **Fat ZAP.** Block 0 is the header with the pointer table (embedded in its
 //! second half: `2^(bs-4)` entries, or in `zt_numblks` external blocks from
 //! `zt_blk`) mapping the top `zt_shift` hash bits to leaf blocks. A leaf
@@ -831,6 +841,9 @@ pub struct ZapObject {
     pub fat_shift: u32,
     /// Microzap index; `None` for a fat ZAP.
     micro: Option<MicroIndex>,
+    /// A [`Self::shrink`] found an entry no microzap can hold: not tried
+    /// again until an entry is added or one with a long name removed.
+    no_shrink: bool,
 }
 
 impl ZapObject {
@@ -849,6 +862,7 @@ impl ZapObject {
             micro_max: DEFAULT_MICRO_MAX,
             fat_shift: DEFAULT_FAT_SHIFT,
             micro: Some(micro),
+            no_shrink: false,
         }
     }
 
@@ -893,6 +907,7 @@ impl ZapObject {
             micro_max: DEFAULT_MICRO_MAX,
             fat_shift: shift,
             micro: None,
+            no_shrink: false,
         }
     }
 
@@ -933,6 +948,7 @@ impl ZapObject {
             micro_max: DEFAULT_MICRO_MAX,
             fat_shift: DEFAULT_FAT_SHIFT,
             micro: None,
+            no_shrink: false,
         };
         if micro {
             if z.blocks.len() != 1 {
@@ -976,6 +992,7 @@ impl ZapObject {
             micro_max: DEFAULT_MICRO_MAX,
             fat_shift: shift,
             micro: None,
+            no_shrink: false,
         };
         let h = z.hdr();
         if h.shift > 64 || h.freeblk == 0 {
@@ -1070,9 +1087,57 @@ impl ZapObject {
             l.remove(link, c)?;
             self.dirty.insert(blk);
             h.nentries -= 1;
+            // The obstacle to a shrink may be gone (directory values are
+            // always microzap-shaped; only a name can stand in the way).
+            if name.len() >= MZAP_NAME_LEN {
+                self.no_shrink = false;
+            }
         }
         self.put_hdr(&h);
         Ok(found.is_some())
+    }
+
+    /// Make a fat ZAP a microzap again when its entries fit one in at
+    /// most half of `micro_max` (see the module documentation); true if it
+    /// did. Cheap when nothing is to be done: the entries are only listed
+    /// once the count is low enough, and not again after a failed try
+    /// until an entry is added or one with a long name removed.
+    pub fn shrink(&mut self) -> Result<bool> {
+        if self.micro.is_some() || self.no_shrink {
+            return Ok(false);
+        }
+        let h = self.hdr();
+        let n = h.nentries as usize;
+        let size = ((n + 1) * MZAP_ENT_LEN).div_ceil(MZAP_GROW) * MZAP_GROW;
+        if h.flags != 0 || size > self.micro_max / 2 {
+            return Ok(false);
+        }
+        let ents = self.list()?;
+        let fits = |e: &ZapEntry| {
+            e.int_len == 8
+                && e.value.len() == 1
+                && check_str_name_max(&e.name, MZAP_NAME_LEN).is_ok()
+        };
+        if ents.len() != n || !ents.iter().all(fits) {
+            self.no_shrink = true;
+            return Ok(false);
+        }
+        let mut b0 = vec![0u8; size];
+        p64(&mut b0, 0, ZBT_MICRO);
+        p64(&mut b0, 8, h.salt);
+        p64(&mut b0, 16, h.normflags);
+        for (slot, e) in ents.iter().enumerate() {
+            let o = mz_off(slot as u32);
+            p64(&mut b0, o, e.value[0]);
+            p32(&mut b0, o + 8, e.cd);
+            b0[o + 14..o + 14 + e.name.len()].copy_from_slice(&e.name);
+        }
+        let mi = MicroIndex::build(&b0).map_err(|e| e.context("zap shrink"))?;
+        self.dirty.extend(self.blocks.keys().copied());
+        self.blocks = BTreeMap::from([(0, b0)]);
+        self.block_size = size;
+        self.micro = Some(mi);
+        Ok(true)
     }
 
     /// Look a name up (exact byte match).
@@ -1154,6 +1219,7 @@ impl ZapObject {
 
     fn put(&mut self, name: &[u8], int_len: u8, value: &[u64], mode: Mode) -> Result<()> {
         let vbytes = encode_value(int_len, value)?;
+        self.no_shrink = false;
         if let Some(mi) = &self.micro {
             check_str_name(name)?;
             let b0 = &self.blocks[&0];
@@ -2093,6 +2159,77 @@ mod tests {
         // u64 values only: stays micro until the block would pass micro_max.
         model_run(0xfeed_f00d_1234_0001, 5000, true, DEFAULT_MICRO_MAX, 1500);
         model_run(0xfeed_f00d_1234_0002, 3000, true, 4096, 400);
+    }
+
+    #[test]
+    fn a_fat_zap_shrinks_back_to_a_micro_zap() {
+        // 3000 entries (fat), removed one by one: the ZAP stays fat while
+        // its entries would need more than half of micro_max (1023 at 128
+        // KiB), then becomes a microzap holding the same entries with the
+        // same cds, read the same by the independent reader.
+        let mut z = ZapObject::new_micro(0x77aa, 0);
+        let mut model = Model::new();
+        for i in 0..3000u64 {
+            let name = format!("file-{i:05}").into_bytes();
+            z.add(&name, 8, &[i | (8 << 60)]).unwrap();
+            model.insert(name, (8, vec![i | (8 << 60)]));
+        }
+        assert!(!z.is_micro());
+        let cds: Map<Vec<u8>, u32> = z
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.cd))
+            .collect();
+        let fat_blocks: BTreeSet<u64> = z.blocks.keys().copied().collect();
+        z.take_dirty();
+        for i in 0..3000u64 {
+            let name = format!("file-{i:05}").into_bytes();
+            assert!(z.remove(&name).unwrap());
+            model.remove(&name);
+            let shrunk = z.shrink().unwrap();
+            let left = 2999 - i as usize;
+            assert_eq!(shrunk, left == 1023, "after removing to {left}");
+            assert_eq!(z.is_micro(), left <= 1023, "{left} entries");
+            if shrunk {
+                check_all(&z, &model);
+                assert_eq!(z.block_size, 1024 * 64, "1023 entries + header");
+                assert_eq!(z.blocks.keys().copied().collect::<Vec<_>>(), [0]);
+                // Every fat block is dirty: block 0 rewritten, the rest holes.
+                assert_eq!(z.take_dirty(), fat_blocks);
+                for e in z.list().unwrap() {
+                    assert_eq!(cds[&e.name], e.cd);
+                }
+            }
+        }
+        check_all(&z, &model);
+        assert!(z.is_micro() && z.is_empty());
+
+        // An entry no microzap can hold (a 50-byte name) keeps it fat
+        // until that entry goes.
+        let mut z = ZapObject::new_micro(0x77ab, 0);
+        let mut model = Model::new();
+        let long = vec![b'L'; 50];
+        for i in 0..2100u64 {
+            let name = format!("f{i}").into_bytes();
+            z.add(&name, 8, &[i]).unwrap();
+            model.insert(name, (8, vec![i]));
+        }
+        z.add(&long, 8, &[1]).unwrap();
+        for i in 0..2000u64 {
+            let name = format!("f{i}").into_bytes();
+            z.remove(&name).unwrap();
+            model.remove(&name);
+            assert!(!z.shrink().unwrap());
+        }
+        assert!(!z.is_micro());
+        z.remove(&long).unwrap();
+        assert!(z.shrink().unwrap());
+        assert!(z.is_micro());
+        check_all(&z, &model);
+        // Uint64-key ZAPs (flags) never become microzaps.
+        let mut z = ZapObject::new_fat(9, 0, ZAP_FLAG_UINT64_KEY);
+        assert!(!z.shrink().unwrap());
     }
 
     #[test]

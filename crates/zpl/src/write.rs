@@ -315,7 +315,7 @@ impl<'a> ZplTx<'a> {
     }
 
     fn remove_entry(&mut self, dir: u64, name: &[u8], subdir: bool) -> Result<()> {
-        if !zap_tx::remove(self.tx, dir, name)? {
+        if !zap_tx::remove_and_shrink(self.tx, dir, name)? {
             return Err(Error::not_found(String::from_utf8_lossy(name).into_owned()));
         }
         let mut d = self.dir_attrs(dir)?;
