@@ -247,3 +247,48 @@ fn write_zap_micro_fat_micro() {
     assert_zdb_clean(&pool, &pool.dev_dir(), "after zfs-fuse changes");
     phase(&format!("{tag}: zfs-fuse checks"), t3);
 }
+
+/// `OZFS_ZAP_MICRO_MAX_SIZE=1 MiB` on a pool with `large_microzap`: a
+/// directory of 3,000 entries stays a micro ZAP (a 192 KiB block), the
+/// dataset lists the feature (and `large_blocks`), and OpenZFS finds the
+/// pool clean and the directory micro. On a version-23 pool the same
+/// tunable stops at 128 KiB (2,047 entries): the directory goes fat.
+#[test]
+fn large_micro_zaps_where_the_pool_allows_them() {
+    let tag = "largemzap";
+    let Some(zdb) = oracle_zdb() else { return };
+    let local = local_dir(tag);
+    let stage = local.path().join("s");
+    let model = stage_batch(&stage, "big", 0..3000, 700);
+    for (version, want) in [(None, "micro"), (Some("version=23"), "fat")] {
+        let pool = new_devs("ozlmz", Layout::Stripe, 1, 256);
+        let oz = ozfs().with_env("OZFS_ZAP_MICRO_MAX_SIZE", "1048576");
+        let opts: Vec<&str> = match version {
+            Some(v) => vec!["-o", v],
+            None => vec!["-o", "feature@large_microzap=enabled"],
+        };
+        oz_create(&oz, &pool, None, &opts);
+        oz_create_ds(&oz, &pool, "ds", &[]);
+        let ds = pool.ds("ds");
+        oz_cp_in(&oz, &stage.join("big"), &format!("{ds}:/"));
+        check_dir(&oz, &pool, &format!("{ds}:/big"), &model, "3000 entries");
+        let feat = oz.ok(&[
+            "zpool",
+            "get",
+            "-H",
+            "-o",
+            "value",
+            "feature@large_microzap",
+            pool.name(),
+        ]);
+        oz_export(&oz, pool.name());
+        assert_eq!(zap_form(&pool, &ds, "big"), Some(want), "{version:?}");
+        match version {
+            None => {
+                assert_eq!(feat.trim(), "active", "feature@large_microzap");
+                openzfs_verdict(&zdb, &pool.dev_dir(), pool.name());
+            }
+            Some(_) => assert_zdb_clean(&pool, &pool.dev_dir(), tag),
+        }
+    }
+}
