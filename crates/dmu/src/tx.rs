@@ -162,7 +162,8 @@ pub struct ObjsetTx {
     /// Values an upper layer derived from one object each (a file's
     /// attributes as the front end reports them), dropped when the object
     /// changes and when a sync writes it (its allocated size moves then).
-    obj_derived: std::cell::RefCell<std::collections::HashMap<u64, DerivedValue>>,
+    /// (One value per type and object.)
+    obj_derived: std::cell::RefCell<std::collections::HashMap<u64, Vec<DerivedValue>>>,
 }
 
 type DerivedValue = Arc<dyn std::any::Any + Send + Sync>;
@@ -227,7 +228,9 @@ impl ObjsetTx {
     /// not change (nor was synced) since.
     pub fn obj_derived<T: std::any::Any + Send + Sync>(&self, obj: u64) -> Option<Arc<T>> {
         let m = self.obj_derived.borrow();
-        m.get(&obj).and_then(|v| v.clone().downcast::<T>().ok())
+        m.get(&obj)?
+            .iter()
+            .find_map(|v| v.clone().downcast::<T>().ok())
     }
 
     /// Keep `value`, derived from object `obj` alone, until it changes.
@@ -236,7 +239,9 @@ impl ObjsetTx {
         if m.len() >= OBJ_DERIVED_MAX {
             m.clear();
         }
-        m.insert(obj, value);
+        let vals = m.entry(obj).or_default();
+        vals.retain(|v| !v.is::<T>());
+        vals.push(value);
     }
 
     /// The value an upper layer derived and kept with [`Self::keep_derived`],
@@ -1329,16 +1334,23 @@ impl ObjsetTx {
             .collect();
         objs.extend(self.dnodes.keys().copied().filter(|o| *o != 0));
         objs.retain(|o| !is_accounting_object(*o));
-        // What was derived from them may name sizes this sync changes.
-        let derived = self.obj_derived.get_mut();
-        for o in &objs {
-            derived.remove(o);
-        }
-        for o in frees.keys() {
-            derived.remove(o);
-        }
         let spills = std::mem::take(&mut self.spills);
         let raw_spills = std::mem::take(&mut self.raw_spills);
+        // What was derived from objects whose blocks this sync writes or
+        // frees may name their allocated size, which changes now (a dnode
+        // changed alone keeps its blocks: what was derived stays true).
+        let derived = self.obj_derived.get_mut();
+        for (o, _) in self
+            .data
+            .keys()
+            .chain(self.ext.keys())
+            .chain(self.raw.keys())
+        {
+            derived.remove(o);
+        }
+        for o in frees.keys().chain(spills.keys()).chain(raw_spills.keys()) {
+            derived.remove(o);
+        }
         let accounting = self.accounting;
         let mut charges = Charges::default();
         let mut meta = self.dnode_meta();

@@ -124,7 +124,18 @@ impl<'a> ZplTx<'a> {
         })
     }
 
+    /// The attributes of `obj`, decoded once and kept with the objset
+    /// until the object changes ([`ObjsetTx::obj_derived`]).
     pub fn attrs(&self, obj: u64) -> Result<ZplAttrs> {
+        if let Some(a) = self.tx.obj_derived::<ZplAttrs>(obj) {
+            return Ok((*a).clone());
+        }
+        let a = self.decode_attrs(obj)?;
+        self.tx.keep_obj_derived(obj, Arc::new(a.clone()));
+        Ok(a)
+    }
+
+    fn decode_attrs(&self, obj: u64) -> Result<ZplAttrs> {
         let dn = self.tx.dnode(obj)?;
         match (&self.sa, dn.phys.bonustype) {
             (None, ot::ZNODE) => ZplAttrs::from_znode(&dn.phys.bonus, dn.swap),
