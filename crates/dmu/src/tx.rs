@@ -168,6 +168,9 @@ pub struct ObjsetTx {
 
 type DerivedValue = Arc<dyn std::any::Any + Send + Sync>;
 
+/// Staged entries past which a txg's maps are freed by another thread.
+const BACKGROUND_DROP_MIN: usize = 4096;
+
 /// Most per-object derived values kept (the map is emptied when full).
 const OBJ_DERIVED_MAX: usize = 1 << 20;
 
@@ -1163,13 +1166,13 @@ impl ObjsetTx {
 
     /// The level-0 blocks staged for `obj` in this txg (data, holes and
     /// external records), by block id.
-    fn staged_blocks(&self, obj: u64) -> Vec<(u64, Staged)> {
-        let mut blocks: Vec<(u64, Staged)> = self
+    fn staged_blocks(&self, obj: u64) -> Vec<(u64, Staged<'_>)> {
+        let mut blocks: Vec<(u64, Staged<'_>)> = self
             .data
             .range((obj, 0)..=(obj, u64::MAX))
             .map(|((_, b), d)| {
                 let s = match d {
-                    Some(d) => Staged::Data(d.clone()),
+                    Some(d) => Staged::Data(std::borrow::Cow::Borrowed(d.as_slice())),
                     None => Staged::Hole,
                 };
                 (*b, s)
@@ -1567,7 +1570,7 @@ impl ObjsetTx {
         } else {
             meta_dirty
                 .into_iter()
-                .map(|(b, d)| (b, Staged::Data(d)))
+                .map(|(b, d)| (b, Staged::Data(std::borrow::Cow::Owned(d))))
                 .collect()
         };
         if !meta_blocks.is_empty() {
@@ -1613,11 +1616,22 @@ impl ObjsetTx {
         let key = self.os.key.take();
         self.os = Objset::from_parts(pool.clone(), bp, phys);
         self.os.key = key;
-        self.dnodes.clear();
-        self.data.clear();
-        self.ext.clear();
-        self.raw.clear();
-        self.raw_spills.clear();
+        // What the txg staged goes; a large txg's maps (a dnode and a
+        // buffer per object, every block written) are freed by another
+        // thread so the next txg does not wait for it.
+        let staged = (
+            std::mem::take(&mut self.dnodes),
+            std::mem::take(&mut self.data),
+            std::mem::take(&mut self.ext),
+            std::mem::take(&mut self.raw),
+            std::mem::take(&mut self.raw_spills),
+        );
+        if staged.0.len() + staged.1.len() > BACKGROUND_DROP_MIN {
+            // (Should no thread be had, the maps go with the closure here.)
+            let _ = std::thread::Builder::new()
+                .name("ozfs-free".into())
+                .spawn(move || drop(staged));
+        }
         // `raw_dnode_blocks` and `raw_maxblkid` stay for the whole raw
         // receive: a dnode block may change again in a later txg.
         Ok(bp)
@@ -1741,9 +1755,10 @@ fn reencode_dnode_block(b: &[u8], swap: bool) -> Result<Vec<u8>> {
 }
 
 /// A level-0 block to write at sync.
-enum Staged {
+enum Staged<'a> {
     Hole,
-    Data(Vec<u8>),
+    /// Borrowed from the txg's staged blocks (a sync copies nothing).
+    Data(std::borrow::Cow<'a, [u8]>),
     External(ExtBlock),
     Raw(RawBlock),
 }
@@ -1930,7 +1945,7 @@ fn sync_tree(
         .zip(&olds)
         .filter(|(_, old)| old.birth() != txg)
         .filter_map(|((_, d), _)| match d {
-            Staged::Data(d) => Some((d.as_slice(), p0.clone())),
+            Staged::Data(d) => Some((d.as_ref(), p0.clone())),
             _ => None,
         })
         .collect();

@@ -73,10 +73,23 @@ const DDT_UNCOMMITTED: &str = "a sync that wrote the dedup tables failed before 
 /// changing is reallocated every pass and the passes need not converge.
 const SYNC_PASS_DONT_COMPRESS: u64 = 5;
 
-/// Write policy of the MOS: metadata everywhere, lzjb (until
-/// [`SYNC_PASS_DONT_COMPRESS`]), fletcher4, three copies.
+/// Write policy of the MOS: metadata everywhere, compressed (until
+/// [`SYNC_PASS_DONT_COMPRESS`]) as OpenZFS compresses metadata — lz4 where
+/// the pool has `lz4_compress` active, else lzjb —, fletcher4, three copies.
 pub struct MosPolicy {
     pub compress: bool,
+    /// The metadata algorithm (see [`meta_compress`]).
+    pub algorithm: u8,
+}
+
+/// How OpenZFS compresses metadata (`zio_compress_select` of "on"): lz4
+/// once the pool has `lz4_compress` active, lzjb before.
+pub fn meta_compress(pool: &ozfs_spa::pool::Pool) -> u8 {
+    if pool.feature_active(crate::features::LZ4) {
+        comp::LZ4
+    } else {
+        comp::LZJB
+    }
 }
 
 impl WritePolicy for MosPolicy {
@@ -85,7 +98,11 @@ impl WritePolicy for MosPolicy {
             object_type,
             level,
             checksum: cksum::FLETCHER4,
-            compress: if self.compress { comp::LZJB } else { comp::OFF },
+            compress: if self.compress {
+                self.algorithm
+            } else {
+                comp::OFF
+            },
             copies: 3,
             salt: None,
             seal: None,
@@ -109,6 +126,8 @@ pub struct FsPolicy {
     /// function), verified byte for byte on a match with `dedup_verify`.
     pub dedup: bool,
     pub dedup_verify: bool,
+    /// The algorithm of metadata blocks ([`meta_compress`]).
+    pub meta_compress: u8,
 }
 
 impl WritePolicy for FsPolicy {
@@ -134,7 +153,7 @@ impl WritePolicy for FsPolicy {
                 object_type,
                 level,
                 checksum: cksum::FLETCHER4,
-                compress: comp::LZJB,
+                compress: self.meta_compress,
                 copies: (self.copies + 1).min(3),
                 salt: None,
                 seal,
@@ -936,6 +955,7 @@ impl PoolWriter {
         }
         let copies = get("copies")?.unwrap_or(1).clamp(1, 3) as usize;
         Ok(FsPolicy {
+            meta_compress: meta_compress(&self.pool),
             checksum,
             compress,
             copies,
@@ -1543,6 +1563,7 @@ impl PoolWriter {
             if self.mos.is_dirty() {
                 let policy = MosPolicy {
                     compress: pass < SYNC_PASS_DONT_COMPRESS,
+                    algorithm: meta_compress(&self.pool),
                 };
                 rootbp = self.mos.sync(&mut self.alloc, txg, &policy, &mut acct)?;
             }

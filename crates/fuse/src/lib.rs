@@ -61,20 +61,43 @@
 //! Orphans left by a crash are freed when the file system is next mounted
 //! read-write (here, or by ZFS itself, which drains the same queue).
 //!
+//! ## Kernel caches
+//! The kernel may keep entries and attributes for an hour (`CACHE_TTL`;
+//! one second under `.zfs`, whose snapshots come and go unseen) and the
+//! listings it read (directories are opened with FOPEN_CACHE_DIR). Changes
+//! made through this mount the kernel sees itself. The others are notified
+//! to it ([`fuser::Notifier`]):
+//! * a file written in a txg: its attributes after the sync (the allocated
+//!   size is known then), whoever synced;
+//! * an access time recorded on a read or a listing;
+//! * a change made through the pool's writer outside this mount (the
+//!   daemon's `cp` into it, a raw record stored): every entry of every
+//!   directory the kernel knows and every inode it holds are invalidated
+//!   ([`shared::Mounted::drop_kernel_caches`]).
+//! Listings are answered with READDIRPLUS (attributes with each name: no
+//! LOOKUP per entry for `ls -l` or `find`); each name replied with a node
+//! counts as a lookup, `.` and `..` excepted, as the kernel counts them.
+//! FLUSH is refused once with ENOSYS: nothing is done at close, and the
+//! kernel then stops sending it. Attributes are computed once per object
+//! and kept with the objset until the object changes
+//! (`ObjsetTx::obj_derived`).
+//!
 //! ## Limits (known gaps)
-//! * Pool-version-23 file systems (legacy znode bonus, ZPL ≤ 4) only; ZPL 5
-//!   (system attributes) is refused by [`ZplTx`]. Those, and anything else
-//!   mounted read-only, are served by [`readonly`] ([`serve_readonly`])
-//!   straight from the read path.
-//! * atime is not updated on reads. Directory lookups and listings decode
-//!   the whole directory ZAP (fine up to tens of thousands of entries).
+//! * File systems mounted read-only, and those [`ZplTx`] does not write
+//!   (ZPL above 5, intent logs not replayed), are served by [`readonly`]
+//!   ([`serve_readonly`]) straight from the read path.
+//! * Directory lookups and listings decode the whole directory ZAP once
+//!   (kept decoded while it is changed: fine up to hundreds of thousands of
+//!   entries).
 //! * `RENAME_EXCHANGE` and `RENAME_WHITEOUT` are refused with EINVAL;
 //!   `RENAME_NOREPLACE` works. No POSIX locks beyond the kernel's local
-//!   ones; no `lseek(SEEK_DATA/SEEK_HOLE)` (ENOSYS). `fallocate` serves
-//!   mode 0 (extends the size, preallocates nothing: copy-on-write, as
-//!   OpenZFS), `KEEP_SIZE` and `PUNCH_HOLE`; other modes EOPNOTSUPP.
+//!   ones. `fallocate` serves mode 0 (extends the size, preallocates
+//!   nothing: copy-on-write, as OpenZFS), `KEEP_SIZE` and `PUNCH_HOLE`;
+//!   other modes EOPNOTSUPP.
 //! * POSIX conformance (pjdfstest) is in docs/POSIX.md.
-//! * The request loop is single-threaded: one request at a time.
+//! * One session thread takes the requests; only large reads of committed
+//!   data run beside it (see "Request threads"). A txg sync runs in the
+//!   thread that triggers it, and requests wait for it.
 
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
