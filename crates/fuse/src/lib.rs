@@ -74,6 +74,7 @@
 //!   daemon's `cp` into it, a raw record stored): every entry of every
 //!   directory the kernel knows and every inode it holds are invalidated
 //!   ([`shared::Mounted::drop_kernel_caches`]).
+//!
 //! Listings are answered with READDIRPLUS (attributes with each name: no
 //! LOOKUP per entry for `ls -l` or `find`); each name replied with a node
 //! counts as a lookup, `.` and `..` excepted, as the kernel counts them.
