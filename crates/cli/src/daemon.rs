@@ -1046,17 +1046,28 @@ impl Daemon {
         };
         drop(lease);
         if str_field(req, "cmd") != "rawio_read" {
-            self.drop_kernel_caches(ds);
+            self.drop_kernel_caches(ds, false);
         }
         r.unwrap_or_else(|e| err(format!("rawio: '{target}': {e}")))
     }
 
-    /// Make the kernel forget what it cached of `dataset`'s mount, if it
-    /// is mounted: it was changed other than through the mount.
-    fn drop_kernel_caches(&self, dataset: &str) {
-        let inner = lock(&self.inner);
-        for e in inner.mounts.iter().filter(|e| e.dataset == dataset) {
-            e.m.drop_kernel_caches();
+    /// Make the kernel forget what it cached of `dataset`'s mount (and,
+    /// with `below`, of its descendants' mounts): it was changed other than
+    /// through the mount. The notifications go out with no lock held.
+    fn drop_kernel_caches(&self, dataset: &str, below: bool) {
+        let states: Vec<_> = {
+            let inner = lock(&self.inner);
+            inner
+                .mounts
+                .iter()
+                .filter(|e| {
+                    e.dataset == dataset || (below && e.dataset.starts_with(&format!("{dataset}/")))
+                })
+                .map(|e| e.m.state.clone())
+                .collect()
+        };
+        for st in states {
+            ozfs_fuse::shared::drop_kernel_caches(&st);
         }
     }
 
@@ -1102,12 +1113,21 @@ impl Daemon {
                 eprintln!("ozfs daemon: mounting again: {e}");
             }
         }
-        // A copy into a mounted file system changed it behind the kernel.
+        // A copy or a raw record into a mounted file system changed it
+        // behind the kernel; `snapdir` changes what the root lists, in the
+        // named datasets and those inheriting from them.
         match req {
-            Request::CopyIn { dataset, .. } => self.drop_kernel_caches(dataset),
-            Request::Set { assigns, datasets } if assigns.iter().any(|(k, _)| k == "snapdir") => {
-                datasets.iter().for_each(|d| self.drop_kernel_caches(d))
+            Request::CopyIn { dataset, .. } | Request::RawioWrite { dataset, .. } => {
+                self.drop_kernel_caches(dataset, false)
             }
+            Request::Set { assigns, datasets } if assigns.iter().any(|(k, _)| k == "snapdir") => {
+                datasets
+                    .iter()
+                    .for_each(|d| self.drop_kernel_caches(d, true))
+            }
+            Request::Inherit { prop, datasets, .. } if prop == "snapdir" => datasets
+                .iter()
+                .for_each(|d| self.drop_kernel_caches(d, true)),
             _ => {}
         }
         let res = match ran {

@@ -262,6 +262,12 @@ impl ObjsetTx {
         *self.derived.borrow_mut() = Some(Derived { watch, value });
     }
 
+    /// Object `obj` is about to be changed by its caller directly (a raw
+    /// spill block): forget what was derived from it.
+    pub fn forget_derived(&mut self, obj: u64) {
+        self.touch(obj);
+    }
+
     /// Object `obj` is about to change: forget what was derived from it.
     fn touch(&mut self, obj: u64) {
         let d = self.derived.get_mut();

@@ -34,7 +34,14 @@ pub fn load(tx: &ObjsetTx, obj: u64) -> Result<ZapObject> {
     }
     let mut z =
         ZapObject::load(bs, blocks, false).map_err(|e| e.context(&format!("ZAP object {obj}")))?;
-    z.micro_max = micro_max().min(tx.micro_max_cap);
+    // Only directories grow micro ZAPs past 128 KiB (the blocks that make
+    // a dataset list `large_microzap`).
+    let cap = if dn.phys.object_type == ozfs_format::types::ot::DIRECTORY_CONTENTS {
+        tx.micro_max_cap
+    } else {
+        128 * 1024
+    };
+    z.micro_max = micro_max().min(cap);
     Ok(z)
 }
 
@@ -68,6 +75,12 @@ pub fn store(tx: &mut ObjsetTx, obj: u64, z: &mut ZapObject) -> Result<()> {
         }
         for blkid in dirty.iter().filter(|b| !z.blocks.contains_key(b)) {
             tx.punch_block(obj, *blkid);
+        }
+        if z.is_micro() {
+            // A micro ZAP is block 0 alone: OpenZFS grows one only while
+            // its maxblkid is 0 (`dnode_set_blksz`), so a fat ZAP made
+            // micro again says so at once, whatever holes its tree keeps.
+            dn.maxblkid = 0;
         }
     } else {
         for blkid in dirty {

@@ -972,6 +972,7 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
     if let Some(a) = accounting {
         otx.enable_accounting(a);
     }
+    otx.micro_max_cap = w.micro_max_cap()?;
     let zpl_version = zpl_version_for(w.version);
     let master = otx.create_zap(ot::MASTER_NODE, 0, Vec::new(), 0, 1)?;
     // ZPL 5: the system-attribute master node, every ZPL attribute

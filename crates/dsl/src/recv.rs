@@ -1434,6 +1434,7 @@ fn apply_spill_raw(
         return Err(Error::corrupt(&what, "the object has no system attributes"));
     }
     stored_compression(sp.compression, &what)?;
+    tx.forget_derived(sp.object);
     tx.spills.remove(&sp.object);
     tx.raw_spills.insert(
         sp.object,

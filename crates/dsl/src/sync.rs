@@ -866,14 +866,21 @@ impl PoolWriter {
         if let Some(a) = a {
             t.enable_accounting(a);
         }
-        // Micro ZAPs past 128 KiB where the pool has `large_microzap`
-        // enabled (the blocks then make the dataset list it).
-        if self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
-            && crate::features::refcount(self, crate::features::LARGE_MICROZAP)?.is_some()
-        {
-            t.micro_max_cap = ozfs_dmu::zap_tx::LARGE_MICRO_MAX;
-        }
+        t.micro_max_cap = self.micro_max_cap()?;
         Ok(t)
+    }
+
+    /// The largest micro ZAP block this pool takes: 1 MiB where it has
+    /// `large_microzap` enabled (the blocks then make their dataset list
+    /// it), else 128 KiB.
+    pub(crate) fn micro_max_cap(&self) -> Result<usize> {
+        let large = self.version >= ozfs_spa::pool::SPA_VERSION_FEATURES
+            && crate::features::refcount(self, crate::features::LARGE_MICROZAP)?.is_some();
+        Ok(if large {
+            ozfs_dmu::zap_tx::LARGE_MICRO_MAX
+        } else {
+            128 * 1024
+        })
     }
 
     /// The user, group and project accounting OpenZFS keeps in an objset

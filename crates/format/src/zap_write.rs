@@ -29,8 +29,9 @@
 //! all fit a microzap (one uint64 value, a name under 50 bytes) and need
 //! at most half of `micro_max` becomes a microzap again: the entries keep
 //! their cds (so readdir cookies, hash and cd, stay valid), in list order,
-//! in the smallest block (a multiple of 512) that holds them; every fat
-//! block becomes a hole. The half is the hysteresis: a directory whose size
+//! in a block (a multiple of 512) with room for as many entries again,
+//! within `micro_max`; every fat block becomes a hole (and the caller sets
+//! the object's maxblkid to 0, as a micro ZAP's is). The half is the hysteresis: a directory whose size
 //! hovers around the limit is not converted back and forth. Every reader
 //! (OpenZFS, zfs-fuse) takes a ZAP in either form from its block 0.
 //!
@@ -1108,10 +1109,15 @@ impl ZapObject {
         }
         let h = self.hdr();
         let n = h.nentries as usize;
-        let size = ((n + 1) * MZAP_ENT_LEN).div_ceil(MZAP_GROW) * MZAP_GROW;
-        if h.flags != 0 || size > self.micro_max / 2 {
+        let need = ((n + 1) * MZAP_ENT_LEN).div_ceil(MZAP_GROW) * MZAP_GROW;
+        if h.flags != 0 || need > self.micro_max / 2 {
             return Ok(false);
         }
+        // Room for as many entries again (within the limit): the next adds
+        // need not grow the block at once.
+        let size = (((2 * n + 1) * MZAP_ENT_LEN).div_ceil(MZAP_GROW) * MZAP_GROW)
+            .min(self.micro_max)
+            .max(need);
         let ents = self.list()?;
         let fits = |e: &ZapEntry| {
             e.int_len == 8
@@ -2193,7 +2199,11 @@ mod tests {
             assert_eq!(z.is_micro(), left <= 1023, "{left} entries");
             if shrunk {
                 check_all(&z, &model);
-                assert_eq!(z.block_size, 1024 * 64, "1023 entries + header");
+                assert_eq!(
+                    z.block_size,
+                    2048 * 64,
+                    "room for 2 x 1023 entries + header"
+                );
                 assert_eq!(z.blocks.keys().copied().collect::<Vec<_>>(), [0]);
                 // Every fat block is dirty: block 0 rewritten, the rest holes.
                 assert_eq!(z.take_dirty(), fat_blocks);

@@ -591,6 +591,17 @@ impl State {
         if self.opts.readonly {
             return Ok(());
         }
+        // Every object whose blocks this sync writes gets its allocated
+        // size then: the kernel is told after it.
+        if let Ok(tx) = self.writer.fs_tx(self.ds_obj) {
+            let mut last = None;
+            for &(o, _) in tx.data.keys().chain(tx.ext.keys()) {
+                if last != Some(o) {
+                    self.written.insert(o);
+                    last = Some(o);
+                }
+            }
+        }
         self.writer.sync()?;
         self.dirty_bytes = 0;
         self.dirty_since = None;
@@ -612,16 +623,21 @@ impl State {
     /// page is touched, so this is safe under any lock and in any request).
     fn inval_attrs(&self, obj: u64) {
         if let Some(n) = &self.notifier {
-            if self.lookups.contains_key(&obj) {
+            if obj == self.root || self.lookups.contains_key(&obj) {
                 let _ = n.inval_inode(self.ino(obj), -1, 0);
             }
         }
     }
 
     /// What the kernel may hold of this file system, with the notifier to
-    /// invalidate it by ([`shared::Mounted::drop_kernel_caches`]): every
-    /// inode it knows, and every name of every directory among them (a
-    /// dentry can only be cached under a directory the kernel knows).
+    /// invalidate it by ([`shared::drop_kernel_caches`]): every inode it
+    /// knows (a directory's listing and attributes go with its inode), and
+    /// every name in a directory it knows that is not a directory now (the
+    /// name may have held another object the kernel still maps it to).
+    /// Names of directories are left alone: invalidating one would detach
+    /// what is mounted on it (a child dataset) and the working directories
+    /// of processes below it; a copy merges into a directory, never
+    /// replaces it.
     pub(crate) fn kernel_known(&mut self) -> Option<KernelKnown> {
         let n = self.notifier.clone()?;
         let mut objs: Vec<u64> = self.lookups.keys().copied().collect();
@@ -635,8 +651,15 @@ impl State {
                 continue;
             }
             let Ok(tx) = self.tx() else { continue };
-            if let Ok(ents) = zap_tx::list(tx, o) {
-                entries.extend(ents.into_iter().map(|e| (dir, e.name)));
+            let Ok(ents) = zap_tx::list(tx, o) else {
+                continue;
+            };
+            for e in ents {
+                let Some(v) = e.as_u64() else { continue };
+                // ZPL 1 entries carry no type: those are invalidated too.
+                if v >> 60 != libc::DT_DIR as u64 {
+                    entries.push((dir, e.name));
+                }
             }
         }
         let inos = objs.iter().map(|&o| self.ino(o)).collect();
@@ -2338,9 +2361,26 @@ impl Filesystem for ZfsFuse {
             },
         };
         let mut added = false;
+        let dir = st.obj(ino);
         for (i, (eino, _, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
+            // The listing was taken at the first batch: a name removed or
+            // moved since is skipped, never handed to the kernel as an
+            // entry it would keep for an hour.
+            let dots = name == b"." || name == b"..";
+            if !dots && *eino < snapdir::VIRT_MIN {
+                match st.lookup_obj(dir, name) {
+                    Ok(Some(o)) if st.ino(o) == *eino => {}
+                    Ok(_) => continue,
+                    Err(e) if !added => {
+                        st.dirs.insert(fh, list);
+                        return reply.error(e);
+                    }
+                    Err(_) => break,
+                }
+            }
             let (a, gen) = match st.do_getattr(*eino) {
                 Ok(v) => v,
+                Err(ENOENT) => continue,
                 Err(e) if !added => {
                     st.dirs.insert(fh, list);
                     return reply.error(e);

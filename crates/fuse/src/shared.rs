@@ -91,6 +91,21 @@ pub fn new_state(
     Ok(st)
 }
 
+/// [`Mounted::drop_kernel_caches`] for a mount's state (callers may hold
+/// nothing: not the state, not the pool's writer, not a lock the request
+/// loop could wait for).
+pub fn drop_kernel_caches(state: &Mutex<State>) {
+    let Some((n, entries, inos)) = lock(state).kernel_known() else {
+        return;
+    };
+    for (parent, name) in entries {
+        let _ = n.inval_entry(parent, std::ffi::OsStr::from_bytes(&name));
+    }
+    for ino in inos {
+        let _ = n.inval_inode(ino, 0, 0);
+    }
+}
+
 /// A file system mounted by [`spawn`], served by its own thread.
 pub struct Mounted {
     pub mountpoint: PathBuf,
@@ -149,15 +164,7 @@ impl Mounted {
     /// kernel takes directory locks that requests in flight may hold until
     /// the request loop answers them.
     pub fn drop_kernel_caches(&self) {
-        let Some((n, entries, inos)) = lock(&self.state).kernel_known() else {
-            return;
-        };
-        for (parent, name) in entries {
-            let _ = n.inval_entry(parent, std::ffi::OsStr::from_bytes(&name));
-        }
-        for ino in inos {
-            let _ = n.inval_inode(ino, 0, 0);
-        }
+        drop_kernel_caches(&self.state)
     }
 
     /// Unmount (EBUSY when in use: then it stays mounted) and wait for the

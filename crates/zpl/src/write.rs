@@ -137,6 +137,9 @@ impl<'a> ZplTx<'a> {
 
     fn decode_attrs(&self, obj: u64) -> Result<ZplAttrs> {
         let dn = self.tx.dnode(obj)?;
+        if dn.phys.object_type == 0 {
+            return Err(Error::not_found(format!("object {obj}")));
+        }
         match (&self.sa, dn.phys.bonustype) {
             (None, ot::ZNODE) => ZplAttrs::from_znode(&dn.phys.bonus, dn.swap),
             (Some(sa), ot::SA) => {
