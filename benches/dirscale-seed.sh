@@ -49,9 +49,12 @@ form() { # the ZAP form of /dir in OpenZFS's zdb (pool exported)
     "$oz" zpool export sd
     local f=?
     if [ -x "$zdb" ]; then
-        f=$("$zdb" -e -p "$work" -dddd sd | awk -v p="	path	/$1" '
-            $0 == p {on = 1; next}
-            on && /microzap:/ {print "micro (" $2 " " $3 ")"; exit}
+        # The root directory's entry names the object; its dump says
+        # "microzap: SIZE bytes" or "Fat ZAP stats".
+        f=$("$zdb" -e -p "$work" -dddd sd/ | awk -v e="$1" '
+            !obj && $1 == e && $2 == "=" {obj = $3; next}
+            obj && $1 == obj && /ZFS directory$/ {on = 1; next}
+            on && /microzap:/ {print "micro, " $2 " bytes"; exit}
             on && /Fat ZAP stats/ {print "fat"; exit}')
     fi
     "$oz" zpool import -d "$work" sd
