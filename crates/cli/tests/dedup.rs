@@ -27,11 +27,7 @@ fn unique_files(dir: &Path, n: usize, size: usize, seed: u64) {
     }
 }
 
-fn get(oz: &Ozfs, prop: &str, pool: &str) -> String {
-    oz.ok(&["zpool", "get", "-Hp", "-o", "value", prop, pool])
-        .trim()
-        .to_string()
-}
+use common::zpool_get as get;
 
 /// OpenZFS's `zdb -DD` of an exported pool: the table lines
 /// (`DDT-sha256-zap-duplicate: dspace=…; entries=N`) as (name, entries).
@@ -177,16 +173,7 @@ fn openzfs_fast_dedup_pool_is_changed_and_stays_clean() {
     oz.ok(&["rm", "c5-dedup/b:/t1.txt"]);
     oz.ok(&["rm", "c5-dedup/b:/t2.txt"]);
     assert_eq!(get(&oz, "dedupratio", "c5-dedup"), "4.20");
-    let feat = oz.ok(&[
-        "zpool",
-        "get",
-        "-H",
-        "-o",
-        "value",
-        "feature@fast_dedup",
-        "c5-dedup",
-    ]);
-    assert_eq!(feat.trim(), "active");
+    assert_eq!(get(&oz, "feature@fast_dedup", "c5-dedup"), "active");
     oz.ok(&["rm", "c5-dedup/d:/unique.bin"]);
     assert_eq!(get(&oz, "dedupratio", "c5-dedup"), "5.00");
     oz.ok(&["zpool", "export", "c5-dedup"]);

@@ -272,20 +272,12 @@ fn large_micro_zaps_where_the_pool_allows_them() {
         let ds = pool.ds("ds");
         oz_cp_in(&oz, &stage.join("big"), &format!("{ds}:/"));
         check_dir(&oz, &pool, &format!("{ds}:/big"), &model, "3000 entries");
-        let feat = oz.ok(&[
-            "zpool",
-            "get",
-            "-H",
-            "-o",
-            "value",
-            "feature@large_microzap",
-            pool.name(),
-        ]);
+        let feat = zpool_get(&oz, "feature@large_microzap", pool.name());
         oz_export(&oz, pool.name());
         assert_eq!(zap_form(&pool, &ds, "big"), Some(want), "{version:?}");
         match version {
             None => {
-                assert_eq!(feat.trim(), "active", "feature@large_microzap");
+                assert_eq!(feat, "active", "feature@large_microzap");
                 openzfs_verdict(&zdb, &pool.dev_dir(), pool.name());
             }
             Some(_) => assert_zdb_clean(&pool, &pool.dev_dir(), tag),

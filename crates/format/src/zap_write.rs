@@ -2015,6 +2015,15 @@ mod tests {
         m
     }
 
+    /// Every entry's cd, by name.
+    fn cds_of(z: &ZapObject) -> Map<Vec<u8>, u32> {
+        z.list()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.cd))
+            .collect()
+    }
+
     fn check_all(z: &ZapObject, model: &Model) {
         z.verify().unwrap();
         assert_eq!(z.len(), model.len());
@@ -2181,12 +2190,7 @@ mod tests {
             model.insert(name, (8, vec![i | (8 << 60)]));
         }
         assert!(!z.is_micro());
-        let cds: Map<Vec<u8>, u32> = z
-            .list()
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.name, e.cd))
-            .collect();
+        let cds = cds_of(&z);
         let fat_blocks: BTreeSet<u64> = z.blocks.keys().copied().collect();
         z.take_dirty();
         for i in 0..3000u64 {
@@ -2261,12 +2265,7 @@ mod tests {
         }
         assert_eq!(z.block_size, 128 * 1024);
         check_all(&z, &model);
-        let cds: Map<Vec<u8>, u32> = z
-            .list()
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.name, e.cd))
-            .collect();
+        let cds = cds_of(&z);
         z.take_dirty();
         z.add(b"one-more", 8, &[7]).unwrap();
         model.insert(b"one-more".to_vec(), (8, vec![7]));

@@ -16,6 +16,13 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// `ozfs zpool get -Hp -o value PROP POOL`, trimmed.
+pub fn zpool_get(oz: &Ozfs, prop: &str, pool: &str) -> String {
+    oz.ok(&["zpool", "get", "-Hp", "-o", "value", prop, pool])
+        .trim()
+        .to_string()
+}
+
 /// An `Ozfs` runner for the binary under test, with a private state dir.
 pub fn ozfs() -> Ozfs {
     Ozfs::new(env!("CARGO_BIN_EXE_ozfs"))
