@@ -105,7 +105,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, Session, TimeOrNow,
 };
-use libc::{c_int, EEXIST, EINVAL, EIO, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EROFS};
+use libc::{c_int, EEXIST, EINVAL, EISDIR, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EROFS};
 use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
 use ozfs_dsl::sync::PoolWriter;
@@ -594,13 +594,8 @@ impl State {
         // Every object whose blocks this sync writes gets its allocated
         // size then: the kernel is told after it.
         if let Ok(tx) = self.writer.fs_tx(self.ds_obj) {
-            let mut last = None;
-            for &(o, _) in tx.data.keys().chain(tx.ext.keys()) {
-                if last != Some(o) {
-                    self.written.insert(o);
-                    last = Some(o);
-                }
-            }
+            let objs = tx.data.keys().chain(tx.ext.keys()).map(|&(o, _)| o);
+            self.written.extend(objs);
         }
         self.writer.sync()?;
         self.dirty_bytes = 0;
@@ -1566,6 +1561,40 @@ impl State {
         Ok(fh)
     }
 
+    /// The listing of directory handle `fh` for a read at `offset` (taken
+    /// out of the handle; the caller puts it back): a fresh one for the
+    /// first read or a rewind.
+    fn take_listing(
+        &mut self,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+    ) -> Res<Vec<(u64, FileType, Vec<u8>)>> {
+        match self.dirs.remove(&fh) {
+            Some(l) if offset != 0 => Ok(l),
+            _ => self.listing_ino(ino),
+        }
+    }
+
+    /// The attributes READDIRPLUS hands the kernel for entry `name` →
+    /// `eino` of directory `dir`; None when the name is gone or moved since
+    /// the listing was taken (never handed to the kernel as an entry it
+    /// would keep for an hour).
+    fn plus_entry(&mut self, dir: u64, eino: u64, name: &[u8]) -> Res<Option<(FileAttr, u64)>> {
+        let dots = name == b"." || name == b"..";
+        if !dots && eino < snapdir::VIRT_MIN {
+            match self.lookup_obj(dir, name)? {
+                Some(o) if self.ino(o) == eino => {}
+                _ => return Ok(None),
+            }
+        }
+        match self.do_getattr(eino) {
+            Ok(v) => Ok(Some(v)),
+            Err(ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Listing of any directory inode (live or under `.zfs`).
     fn listing_ino(&mut self, ino: u64) -> Res<Vec<(u64, FileType, Vec<u8>)>> {
         if ino >= snapdir::VIRT_MIN {
@@ -2320,23 +2349,16 @@ impl Filesystem for ZfsFuse {
         mut reply: ReplyDirectory,
     ) {
         let mut st = self.lock();
-        if offset == 0 || !st.dirs.contains_key(&fh) {
-            // First read or rewinddir: take a fresh listing.
-            match st.listing_ino(ino) {
-                Ok(l) => {
-                    st.dirs.insert(fh, l);
-                }
-                Err(e) => return reply.error(e),
-            }
-        }
-        let Some(list) = st.dirs.get(&fh) else {
-            return reply.error(EIO);
+        let list = match st.take_listing(ino, fh, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
             if reply.add(*ino, (i + 1) as i64, *kind, OsStr::from_bytes(name)) {
                 break;
             }
         }
+        st.dirs.insert(fh, list);
         reply.ok();
     }
 
@@ -2353,34 +2375,16 @@ impl Filesystem for ZfsFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         let mut st = self.lock();
-        let list = match st.dirs.remove(&fh) {
-            Some(l) if offset != 0 => l,
-            _ => match st.listing_ino(ino) {
-                Ok(l) => l,
-                Err(e) => return reply.error(e),
-            },
+        let list = match st.take_listing(ino, fh, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         let mut added = false;
         let dir = st.obj(ino);
         for (i, (eino, _, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
-            // The listing was taken at the first batch: a name removed or
-            // moved since is skipped, never handed to the kernel as an
-            // entry it would keep for an hour.
-            let dots = name == b"." || name == b"..";
-            if !dots && *eino < snapdir::VIRT_MIN {
-                match st.lookup_obj(dir, name) {
-                    Ok(Some(o)) if st.ino(o) == *eino => {}
-                    Ok(_) => continue,
-                    Err(e) if !added => {
-                        st.dirs.insert(fh, list);
-                        return reply.error(e);
-                    }
-                    Err(_) => break,
-                }
-            }
-            let (a, gen) = match st.do_getattr(*eino) {
-                Ok(v) => v,
-                Err(ENOENT) => continue,
+            let (a, gen) = match st.plus_entry(dir, *eino, name) {
+                Ok(Some(v)) => v,
+                Ok(None) => continue,
                 Err(e) if !added => {
                     st.dirs.insert(fh, list);
                     return reply.error(e);
