@@ -110,6 +110,7 @@ impl TestPool {
             obsolete: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
+            writeback: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
             spares: Default::default(),

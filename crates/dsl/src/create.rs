@@ -539,6 +539,7 @@ pub fn create_pool(
         obsolete: Default::default(),
         indirect: Default::default(),
         io_hold: Default::default(),
+        writeback: Default::default(),
         heal: Default::default(),
         repaired: Default::default(),
         spares: Default::default(),

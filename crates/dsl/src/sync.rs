@@ -1472,7 +1472,29 @@ impl PoolWriter {
 
     /// Commit the open txg.
     pub fn sync(&mut self) -> Result<()> {
+        let open = self.txg;
+        self.sync_behind()?;
+        self.pool.writeback.drain()?;
+        // Debug builds (and OZFS_CHECK_LEAKS=1): what was just committed
+        // has no leaked and no doubly referenced space.
+        if self.txg > open && crate::verify::after_sync_enabled() {
+            crate::verify::check_committed(&self.pool, open)?;
+        }
+        Ok(())
+    }
+
+    /// [`sync`](Self::sync) without waiting for the devices: the txg is
+    /// committed in memory (the next one is open, reads see it) and its
+    /// writes — blocks, flushes, labels, uberblock — are queued in order
+    /// on the pool's I/O thread ([`ozfs_spa::writeback`]). It is durable
+    /// once [`wait_synced`](Self::wait_synced) returns. A failure of a
+    /// queued write stops the writer (every later sync reports it), and
+    /// nothing after it reaches the devices.
+    pub fn sync_behind(&mut self) -> Result<()> {
         self.refuse_after_space_failure()?;
+        if let Some(e) = self.pool.writeback.failed() {
+            return Err(e);
+        }
         if self.clones_dirty && self.version >= 26 {
             crate::create::refresh_dir_clones(self)?;
         }
@@ -1637,11 +1659,6 @@ impl PoolWriter {
         self.txg += 1;
         self.reserved = 0;
         self.quota.reset();
-        // Debug builds (and OZFS_CHECK_LEAKS=1): what was just committed
-        // has no leaked and no doubly referenced space.
-        if crate::verify::after_sync_enabled() {
-            crate::verify::check_committed(&self.pool, txg)?;
-        }
         Ok(())
     }
 
@@ -1732,10 +1749,18 @@ impl PoolWriter {
         self.pool.flush_all()?;
         self.pool.write_uberblock(&ub)?;
         self.pool.flush_all()?;
+        self.pool.writeback.drain()?;
         self.alloc.sync_done_keeping(txg, self.pool.oldest_hold())?;
         self.txg += 1;
         self.reserved = 0;
         Ok(())
+    }
+
+    /// Wait until every txg synced so far is on the devices (see
+    /// [`sync_behind`](Self::sync_behind)); the failure of a queued write
+    /// if one failed.
+    pub fn wait_synced(&self) -> Result<()> {
+        self.pool.writeback.drain()
     }
 
     /// After a failed space check the writer's state is not what the

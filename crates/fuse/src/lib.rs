@@ -31,10 +31,18 @@
 //!   released by committing it) — only then is ENOSPC returned;
 //! * on unmount (`destroy`) and on SIGINT/SIGTERM (see [`serve`]).
 //!
+//! The first two commit the txg in memory and queue its writes on the
+//! pool's I/O thread ([`ozfs_spa::writeback`]): the next txg takes requests
+//! while they are written, reads of blocks not yet written wait for them,
+//! and the queue (at most 192 MiB) holds the session back only when the
+//! devices fall behind. The others also wait until everything queued is
+//! written (and report a failed write as EIO).
+//!
 //! What is durable when: nothing of a request is on disk before the next
-//! sync; after a sync everything before it is. A crash loses at most the
-//! open txg, and the pool stays consistent (the uberblock is the only commit
-//! point). `write` never syncs synchronously except at the 64 MiB mark.
+//! sync; after an fsync everything before it is. A crash loses at most the
+//! txgs not yet written, and the pool stays consistent (the uberblock is
+//! the only commit point, and the queue writes in order). A failed queued
+//! write stops the writer: later syncs and fsyncs fail.
 //!
 //! ## Request threads
 //! The session thread takes every request under the state lock. A read of
@@ -97,8 +105,10 @@
 //!   other modes EOPNOTSUPP.
 //! * POSIX conformance (pjdfstest) is in docs/POSIX.md.
 //! * One session thread takes the requests; only large reads of committed
-//!   data run beside it (see "Request threads"). A txg sync runs in the
-//!   thread that triggers it, and requests wait for it.
+//!   data run beside it (see "Request threads"). A txg sync's CPU work
+//!   (trees, checksums, compression, allocation) runs in the thread that
+//!   triggers it, and requests wait for that part; its device writes run
+//!   behind.
 
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
@@ -586,8 +596,20 @@ impl State {
         self.dirty_since.get_or_insert_with(Instant::now);
     }
 
-    /// Commit the open txg (no-op when read-only or nothing changed).
+    /// Commit the open txg and wait until it — and every txg committed
+    /// before it — is on the devices (no-op when read-only).
     pub fn sync(&mut self) -> Result<(), Error> {
+        self.commit(true)
+    }
+
+    /// Commit the open txg and go on: its writes are queued on the pool's
+    /// I/O thread while the next txg takes requests (the timer and the
+    /// dirty-data limit; [`PoolWriter::sync_behind`]).
+    fn sync_behind(&mut self) -> Result<(), Error> {
+        self.commit(false)
+    }
+
+    fn commit(&mut self, wait: bool) -> Result<(), Error> {
         if self.opts.readonly {
             return Ok(());
         }
@@ -597,7 +619,11 @@ impl State {
             let objs = tx.data.keys().chain(tx.ext.keys()).map(|&(o, _)| o);
             self.written.extend(objs);
         }
-        self.writer.sync()?;
+        if wait {
+            self.writer.sync()?;
+        } else {
+            self.writer.sync_behind()?;
+        }
         self.dirty_bytes = 0;
         self.dirty_since = None;
         self.budget = 0;
@@ -669,7 +695,7 @@ impl State {
     pub fn sync_if_old(&mut self) {
         if let Some(t) = self.dirty_since {
             if t.elapsed() >= self.opts.txg_interval {
-                if let Err(e) = self.sync() {
+                if let Err(e) = self.sync_behind() {
                     log_err("periodic sync", &e);
                 }
             }
@@ -1495,7 +1521,8 @@ impl State {
         self.dirty_bytes += data.len() as u64;
         self.written.insert(obj);
         if self.dirty_bytes >= self.opts.txg_bytes {
-            self.sync_errno("sync (dirty data limit)")?;
+            self.sync_behind()
+                .map_err(|e| errno_of("sync (dirty data limit)", &e))?;
         }
         Ok(data.len() as u32)
     }

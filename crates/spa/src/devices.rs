@@ -351,6 +351,9 @@ impl Pool {
                 v.stats.resilver_from.store(0, Ordering::Relaxed);
             }
         });
+        // Queued writes go to the tree they were queued on: let them land
+        // before a leaf changes.
+        self.writeback.drain()?;
         self.root.replace(root);
         Ok(())
     }

@@ -133,6 +133,14 @@ impl Pool {
             depth: depth + 1,
         };
         if !matches!(top.kind, VdevKind::Indirect { .. }) {
+            // A block of a txg still being written: its queued bytes, if
+            // they verify; else what the devices hold once it is written.
+            if let Some(d) = self.writeback.queued(top.id, offset) {
+                if d.len() as u64 == size && verify(&d) {
+                    return Ok(d.to_vec());
+                }
+            }
+            self.writeback.wait_written(top.id, offset);
             return top.read_block_born(offset, size, birth, verify, ctx);
         }
         let what = format!("indirect vdev {}", top.id);

@@ -6,6 +6,12 @@
 //! uberblock goes into slot `txg mod count` of all four labels of every
 //! leaf, and is flushed; finally the odd labels (L1, L3). A crash at any
 //! point leaves either the old or the new uberblock as the newest valid one.
+//!
+//! The writes of a sync are queued ([`crate::writeback`]) and run in this
+//! order on the pool's I/O thread: [`Pool::write_labels`],
+//! [`Pool::write_uberblock`] and [`Pool::flush_all`] queue them. (Labels
+//! of a new or changed device, and the rings of fresh leaves, are written
+//! directly by the operations that make them.)
 
 use crate::pool::Pool;
 use ozfs_codec::checksum::sha256;
@@ -115,35 +121,64 @@ impl Pool {
         nv
     }
 
-    /// Rewrite the config nvlist of labels `which` (e.g. [0, 2] then [1, 3]) on every present leaf.
+    /// Queue the rewrite of the config nvlist of labels `which` (e.g. [0,
+    /// 2] then [1, 3]) on every present leaf ([`crate::writeback`]: after
+    /// every write queued before). The nvlists are built now; which leaves
+    /// are present is decided when the job runs.
     pub fn write_labels(&self, txg: u64, state: u64, version: u64, which: &[usize]) -> Result<()> {
-        for top in &self.root.children {
+        let root = self.current_root()?;
+        let mut packed: std::collections::HashMap<u64, Vec<u8>> = Default::default();
+        for top in &root.children {
             let mut leaves = Vec::new();
-            leaf_devs(top, &mut leaves);
-            for (leaf, dev) in leaves {
-                let nv = self.label_nvlist(top, leaf.guid, txg, state, version);
-                let packed = nv.pack_xdr();
-                if packed.len() > VDEV_PHYS_SIZE - ZIO_ECK_SIZE {
+            top.walk(0, &mut |v, _| {
+                if matches!(v.kind, VdevKind::Leaf(_)) {
+                    leaves.push(v.guid);
+                }
+            });
+            for guid in leaves {
+                let nv = self.label_nvlist(top, guid, txg, state, version);
+                let p = nv.pack_xdr();
+                if p.len() > VDEV_PHYS_SIZE - ZIO_ECK_SIZE {
                     return Err(Error::Invalid(format!(
                         "label config of {} bytes does not fit",
-                        packed.len()
+                        p.len()
                     )));
                 }
-                let psize = aligned_psize(dev.size());
-                for &l in which {
-                    let mut region = vec![0u8; VDEV_PHYS_SIZE];
-                    region[..packed.len()].copy_from_slice(&packed);
-                    let off = label_offset(psize, l, VDEV_PHYS_OFFSET);
-                    seal_region(&mut region, off);
-                    // A failing device is faulted; the others carry the pool.
-                    if let Err(e) = dev.write_at(&region, off) {
-                        leaf.note_write_error(&e);
-                        break;
+                packed.insert(guid, p);
+            }
+        }
+        let which = which.to_vec();
+        let job: crate::writeback::Job = Box::new(move || {
+            for top in &root.children {
+                let mut leaves = Vec::new();
+                leaf_devs(top, &mut leaves);
+                for (leaf, dev) in leaves {
+                    let Some(p) = packed.get(&leaf.guid) else {
+                        continue;
+                    };
+                    let psize = aligned_psize(dev.size());
+                    for &l in &which {
+                        let mut region = vec![0u8; VDEV_PHYS_SIZE];
+                        region[..p.len()].copy_from_slice(p);
+                        let off = label_offset(psize, l, VDEV_PHYS_OFFSET);
+                        seal_region(&mut region, off);
+                        // A failing device is faulted; the others carry the pool.
+                        if let Err(e) = dev.write_at(&region, off) {
+                            leaf.note_write_error(&e);
+                            break;
+                        }
                     }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        });
+        self.writeback.enqueue(job, None)
+    }
+
+    fn current_root(&self) -> Result<Arc<Vdev>> {
+        self.root
+            .current()
+            .ok_or_else(|| Error::Invalid("the pool has no vdev tree".into()))
     }
 
     /// Zero the whole uberblock rings and boot-environment areas of fresh leaves (pool creation).
@@ -160,44 +195,55 @@ impl Pool {
         Ok(())
     }
 
-    /// Write `ub` into slot `txg mod count` of all four labels of every present leaf.
+    /// Queue the write of `ub` into slot `txg mod count` of all four
+    /// labels of every present leaf (after every write queued before).
     pub fn write_uberblock(&self, ub: &Uberblock) -> Result<()> {
-        let mut written = 0;
-        let mut last_err = None;
-        for top in &self.root.children {
-            let shift = uberblock_shift(top.ashift);
-            let slot_size = 1usize << shift;
-            let count = UBERBLOCK_RING_SIZE as usize / slot_size;
-            let slot = (ub.txg % count as u64) as usize;
-            let mut leaves = Vec::new();
-            leaf_devs(top, &mut leaves);
-            for (leaf, dev) in leaves {
-                let psize = aligned_psize(dev.size());
-                for l in 0..4 {
-                    let off =
-                        label_offset(psize, l, UBERBLOCK_RING_OFFSET + (slot * slot_size) as u64);
-                    let mut region = ub.encode(slot_size);
-                    region.resize(slot_size, 0);
-                    seal_region(&mut region, off);
-                    match dev.write_at(&region, off) {
-                        Ok(()) => written += 1,
-                        Err(e) => {
-                            leaf.note_write_error(&e);
-                            last_err = Some(e);
-                        }
+        let root = self.current_root()?;
+        let ub = *ub;
+        let job: crate::writeback::Job = Box::new(move || write_uberblock_to(&root, &ub));
+        self.writeback.enqueue(job, None)
+    }
+
+    /// Queue a flush of every present leaf (after every write queued before).
+    pub fn flush_all(&self) -> Result<()> {
+        let root = self.current_root()?;
+        let job: crate::writeback::Job = Box::new(move || root.flush_all_tops());
+        self.writeback.enqueue(job, None)
+    }
+}
+
+/// Write `ub` into its ring slot of all four labels of every present leaf;
+/// fails only if no copy could be written.
+fn write_uberblock_to(root: &Vdev, ub: &Uberblock) -> Result<()> {
+    let mut written = 0;
+    let mut last_err = None;
+    for top in &root.children {
+        let shift = uberblock_shift(top.ashift);
+        let slot_size = 1usize << shift;
+        let count = UBERBLOCK_RING_SIZE as usize / slot_size;
+        let slot = (ub.txg % count as u64) as usize;
+        let mut leaves = Vec::new();
+        leaf_devs(top, &mut leaves);
+        for (leaf, dev) in leaves {
+            let psize = aligned_psize(dev.size());
+            for l in 0..4 {
+                let off = label_offset(psize, l, UBERBLOCK_RING_OFFSET + (slot * slot_size) as u64);
+                let mut region = ub.encode(slot_size);
+                region.resize(slot_size, 0);
+                seal_region(&mut region, off);
+                match dev.write_at(&region, off) {
+                    Ok(()) => written += 1,
+                    Err(e) => {
+                        leaf.note_write_error(&e);
+                        last_err = Some(e);
                     }
                 }
             }
         }
-        if written == 0 {
-            return Err(last_err
-                .unwrap_or_else(|| Error::Invalid("no device to write the uberblock to".into())));
-        }
-        Ok(())
     }
-
-    /// Flush every present leaf.
-    pub fn flush_all(&self) -> Result<()> {
-        self.root.flush_all_tops()
+    if written == 0 {
+        return Err(last_err
+            .unwrap_or_else(|| Error::Invalid("no device to write the uberblock to".into())));
     }
+    Ok(())
 }

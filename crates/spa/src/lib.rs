@@ -38,6 +38,7 @@ pub mod range;
 pub mod spacemap;
 pub mod spares;
 pub mod write;
+pub mod writeback;
 
 pub use import::{discover, FoundPool};
 pub use pool::{KeyStore, Pool, PoolOptions};

@@ -97,6 +97,9 @@ pub struct Pool {
     /// (the writer asks [`Pool::oldest_hold`]), so no block such a reader
     /// follows can be reused and overwritten under it. Syncs go on.
     pub io_hold: IoHold,
+    /// The queue that writes a sync's blocks, flushes, labels and
+    /// uberblock in order on the pool's I/O thread ([`crate::writeback`]).
+    pub writeback: Arc<crate::writeback::WriteBack>,
     /// Rewrite copies proven wrong as reads find them (self-healing). Only
     /// the pool's single writer turns this on: a repair must never race a
     /// free and reuse of the same space.
@@ -223,6 +226,14 @@ pub struct IoHold {
 
 /// A hold on the tree synced in a txg (see [`Pool::io_hold`]); released on drop.
 pub struct IoToken(Arc<Pool>, u64);
+
+/// Nothing that owns the pool goes away before its queued writes are on
+/// the devices (a failure was already reported to the writer).
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.writeback.drain();
+    }
+}
 
 impl Drop for IoToken {
     fn drop(&mut self) {
@@ -464,6 +475,7 @@ impl Pool {
             active_features: Default::default(),
             indirect: Default::default(),
             io_hold: Default::default(),
+            writeback: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
             spares: Default::default(),
@@ -979,6 +991,9 @@ impl Pool {
 
     /// Raw read through a top-level vdev (zdb -R): no checksum, RAID-Z data columns assembled.
     pub fn read_raw(&self, vdev: u64, offset: u64, size: u64) -> Result<Vec<u8>> {
+        // Any range may hold queued blocks: read what is on the devices
+        // once they are all written.
+        let _ = self.writeback.drain();
         let top = self.top(vdev)?;
         top.read_block(offset, size, &|_| true)
     }

@@ -330,8 +330,15 @@ impl Pool {
                 return self.write_dedup(ddt, alloc, txg, e, p, fill);
             }
         }
-        self.write_plain(alloc, txg, &e, p)
-            .and_then(|dvas| Self::make_bp(&e, p, txg, fill, &dvas))
+        let dvas = self.alloc_dvas(
+            alloc,
+            txg,
+            e.data.len() as u64,
+            p.dva_count(e.sealed.as_ref()),
+        )?;
+        let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
+        self.write_dvas(&dvas, Arc::new(e.data))?;
+        Ok(bp)
     }
 
     /// A dedup write (`zio_ddt_write`): a block the table holds with as
@@ -389,6 +396,7 @@ impl Pool {
     /// Whether the block stored at `dvas` (born in `birth`) is `data`.
     fn holds(&self, dvas: &[Dva], birth: u64, data: &[u8]) -> bool {
         dvas.iter().any(|d| {
+            self.writeback.wait_written(d.vdev, d.offset);
             self.root.children.get(d.vdev as usize).is_some_and(|top| {
                 top.read_block_born(
                     d.offset,
@@ -402,7 +410,7 @@ impl Pool {
         })
     }
 
-    /// Allocate the block's copies and write them.
+    /// Allocate the block's copies and queue their writes.
     fn write_plain(
         &self,
         alloc: &mut Allocator,
@@ -410,10 +418,29 @@ impl Pool {
         e: &Encoded,
         p: &BlockProps,
     ) -> Result<Vec<Dva>> {
-        let psize = e.data.len() as u64;
-        let mut dvas: Vec<Dva> = Vec::with_capacity(p.copies);
+        let dvas = self.alloc_dvas(
+            alloc,
+            txg,
+            e.data.len() as u64,
+            p.dva_count(e.sealed.as_ref()),
+        )?;
+        self.write_dvas(&dvas, Arc::new(e.data.clone()))?;
+        Ok(dvas)
+    }
+
+    /// Allocate `count` copies of `psize` bytes, each on another vdev
+    /// where there is one (all or none: a failure gives back what was
+    /// taken).
+    fn alloc_dvas(
+        &self,
+        alloc: &mut Allocator,
+        txg: u64,
+        psize: u64,
+        count: usize,
+    ) -> Result<Vec<Dva>> {
+        let mut dvas: Vec<Dva> = Vec::with_capacity(count);
         let mut used: Vec<u64> = Vec::new();
-        for _ in 0..p.dva_count(e.sealed.as_ref()) {
+        for _ in 0..count {
             let ext = match alloc.alloc(psize, txg, &used) {
                 Ok(x) => x,
                 Err(err) => {
@@ -431,28 +458,45 @@ impl Pool {
                 gang: false,
             });
         }
-        for d in &dvas {
-            self.write_dva(d, &e.data)?;
-        }
         Ok(dvas)
     }
 
-    fn write_dva(&self, d: &Dva, data: &[u8]) -> Result<()> {
-        let top = self
+    /// Queue the writes of one block's copies ([`crate::writeback`]):
+    /// each is padded to its vdev's allocation unit (so RAID-Z columns and
+    /// 4K sectors are whole) and written, in queue order, on the pool's
+    /// I/O thread. Reads of these DVAs wait until they are written.
+    fn write_dvas(&self, dvas: &[Dva], data: Arc<Vec<u8>>) -> Result<()> {
+        let root = self
             .root
-            .children
-            .get(d.vdev as usize)
-            .ok_or_else(|| Error::corrupt("DVA", format!("vdev {} does not exist", d.vdev)))?;
-        // Pad to the allocation unit so RAID-Z columns and 4K sectors are whole.
-        let unit = 1u64 << top.ashift;
-        let padded_len = (data.len() as u64).div_ceil(unit) * unit;
-        if padded_len as usize == data.len() {
-            top.write_block(d.offset, data)
-        } else {
-            let mut b = data.to_vec();
-            b.resize(padded_len as usize, 0);
-            top.write_block(d.offset, &b)
+            .current()
+            .ok_or_else(|| Error::Invalid("the pool has no vdev tree".into()))?;
+        for d in dvas {
+            if root.children.get(d.vdev as usize).is_none() {
+                return Err(Error::corrupt(
+                    "DVA",
+                    format!("vdev {} does not exist", d.vdev),
+                ));
+            }
+            let (root, data, vdev, offset) = (root.clone(), data.clone(), d.vdev, d.offset);
+            let block = data.clone();
+            let job: crate::writeback::Job = Box::new(move || {
+                let top = root
+                    .children
+                    .get(vdev as usize)
+                    .ok_or_else(|| Error::corrupt("DVA", format!("vdev {vdev} does not exist")))?;
+                let unit = 1u64 << top.ashift;
+                let padded_len = (data.len() as u64).div_ceil(unit) * unit;
+                if padded_len as usize == data.len() {
+                    top.write_block(offset, &data)
+                } else {
+                    let mut b = data.to_vec();
+                    b.resize(padded_len as usize, 0);
+                    top.write_block(offset, &b)
+                }
+            });
+            self.writeback.enqueue(job, Some((vdev, offset, block)))?;
         }
+        Ok(())
     }
 
     /// Rewrite a block born in `txg` at the same DVAs if the new contents fit.
@@ -488,10 +532,9 @@ impl Pool {
                 return Ok(None);
             }
         }
-        for d in &dvas {
-            self.write_dva(d, &e.data)?;
-        }
-        Self::make_bp(&e, p, txg, fill, &dvas).map(Some)
+        let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
+        self.write_dvas(&dvas, Arc::new(e.data))?;
+        Ok(Some(bp))
     }
 
     /// Every place `size` bytes at `offset` of top-level vdev `vdev` pass
@@ -633,6 +676,7 @@ impl Pool {
                     .children
                     .get(d.vdev as usize)
                     .ok_or_else(|| Error::corrupt("DVA", "no such vdev"))?;
+                self.writeback.wait_written(d.vdev, d.offset);
                 let hdr = top.read_block_born(
                     d.offset,
                     512,

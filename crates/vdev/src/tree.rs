@@ -135,6 +135,17 @@ impl VdevCell {
         }
     }
 
+    /// The current tree, held (queued writes keep the tree they were
+    /// queued on).
+    pub fn current(&self) -> Option<Arc<Vdev>> {
+        let all = self.all.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = self.cur.load(Ordering::Acquire);
+        all.iter()
+            .rev()
+            .find(|a| std::ptr::eq(Arc::as_ptr(a), cur))
+            .cloned()
+    }
+
     /// Install a new tree; later derefs see it.
     pub fn replace(&self, v: Vdev) {
         let a = Arc::new(v);
