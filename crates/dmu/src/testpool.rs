@@ -97,6 +97,7 @@ impl TestPool {
             readonly: false,
             device_paths: vec!["mem".into()],
             cache: ozfs_spa::arc::BlockCache::new(16 << 20),
+            data_cache: ozfs_spa::arc::BlockCache::new(16 << 20),
             cache_data: Default::default(),
             external: Default::default(),
             hole_birth: Default::default(),

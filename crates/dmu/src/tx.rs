@@ -648,6 +648,16 @@ impl ObjsetTx {
         self.touch(obj);
         let bs = self.dnode(obj)?.phys.datablksz() as usize;
         let tag = self.modifiable_tag(obj, blkid)?;
+        // A block this txg already holds whole (staged data is never also
+        // a pre-compressed or raw record) is changed where it is.
+        if tag.is_none() {
+            if let Some(Some(b)) = self.data.get_mut(&(obj, blkid)) {
+                if b.len() == bs {
+                    f(b);
+                    return Ok(());
+                }
+            }
+        }
         let mut block = self.read_block(obj, blkid)?.unwrap_or_default();
         block.resize(bs, 0);
         f(&mut block);

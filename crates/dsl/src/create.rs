@@ -526,6 +526,7 @@ pub fn create_pool(
         readonly: false,
         device_paths: devices.values().map(|(_, p)| p.clone()).collect(),
         cache: ozfs_spa::arc::BlockCache::new(ozfs_spa::arc::BlockCache::default_budget()),
+        data_cache: ozfs_spa::arc::BlockCache::new(ozfs_spa::arc::BlockCache::data_budget()),
         cache_data: Default::default(),
         external: Default::default(),
         hole_birth: Default::default(),

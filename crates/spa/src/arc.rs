@@ -178,6 +178,18 @@ impl BlockCache {
         (mem / 8).clamp(64 << 20, 4 << 30)
     }
 
+    /// The budget of the data-block cache: `OZFS_ARC_DATA_MAX` (bytes),
+    /// else 1/16 of [`default_budget`](Self::default_budget), 16–512 MiB.
+    pub fn data_budget() -> usize {
+        if let Some(n) = std::env::var("OZFS_ARC_DATA_MAX")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            return n;
+        }
+        (Self::default_budget() / 16).clamp(16 << 20, 512 << 20)
+    }
+
     /// Change the budget, evicting at once if it shrank.
     pub fn set_budget(&self, budget: usize) {
         let per = budget / SHARDS;

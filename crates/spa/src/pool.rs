@@ -88,6 +88,12 @@ pub struct Pool {
     /// Verified blocks kept in memory (metadata always, data when
     /// [`cache_data`](Self::cache_data) is set).
     pub cache: BlockCache,
+    /// Level-0 data blocks kept in memory (when [`cache_data`](Self::cache_data)
+    /// is set), apart and smaller ([`BlockCache::data_budget`]): a mount's
+    /// buffered reads are kept by the kernel's page cache already, and
+    /// streaming reads through a small cache reuse its memory instead of
+    /// faulting in fresh pages for every block.
+    pub data_cache: BlockCache,
     /// Whether level-0 data blocks go through the cache too (long-lived
     /// servers: the daemon and mounts; one-shot commands read data once).
     pub cache_data: std::sync::atomic::AtomicBool,
@@ -462,6 +468,7 @@ impl Pool {
                 .map(|d| d.path.display().to_string())
                 .collect(),
             cache: BlockCache::new(BlockCache::default_budget()),
+            data_cache: BlockCache::new(BlockCache::data_budget()),
             cache_data: Default::default(),
             external: Default::default(),
             checksum_salt: Default::default(),
@@ -806,14 +813,15 @@ impl Pool {
                 k[2] |= 1 << 62;
             }
         }
+        let cache = if data { &self.data_cache } else { &self.cache };
         if let Some(k) = &ck {
-            if let Some(b) = self.cache.get(k) {
+            if let Some(b) = cache.get(k) {
                 return Ok(b);
             }
         }
         let b = Arc::new(self.read_bp_inner(bp, None, key)?);
         if let Some(k) = ck {
-            self.cache.insert(k, b.clone());
+            cache.insert(k, b.clone());
         }
         Ok(b)
     }
