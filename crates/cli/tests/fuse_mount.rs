@@ -65,7 +65,55 @@ fn statvfs(p: &Path) -> libc::statvfs {
 }
 
 /// Everything a program would do with files, checked as it goes.
+/// A directory listed in several READDIRPLUS batches while its names are
+/// moved away (the files live on elsewhere): whatever the later batches
+/// return, no moved name is handed to the kernel as an entry of this
+/// directory (it would keep it for an hour: `stat` would find a file
+/// that is not there), and a name created meanwhile is found.
+fn listing_while_changed(m: &Path) {
+    let d = m.join("listing");
+    fs::create_dir_all(&d).unwrap();
+    let names: Vec<String> = (0..3000).map(|i| format!("entry-{i:05}")).collect();
+    for n in &names {
+        fs::write(d.join(n), b"x").unwrap();
+    }
+    let mut it = fs::read_dir(&d).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let e = it.next().expect("an entry").unwrap();
+        seen.insert(e.file_name().to_string_lossy().into_owned());
+    }
+    let removed: Vec<&String> = names.iter().filter(|n| !seen.contains(*n)).collect();
+    let away = m.join("listing-away");
+    fs::create_dir_all(&away).unwrap();
+    for n in &removed {
+        fs::rename(d.join(n), away.join(n)).unwrap();
+    }
+    fs::write(d.join("late"), b"y").unwrap();
+    for e in it {
+        e.unwrap();
+    }
+    for n in &removed {
+        assert_eq!(
+            errno_of(fs::symlink_metadata(d.join(n))),
+            libc::ENOENT,
+            "{n}: moved during the listing, still found"
+        );
+    }
+    assert_eq!(fs::read_dir(&away).unwrap().count(), removed.len());
+    assert_eq!(fs::read(d.join("late")).unwrap(), b"y");
+    let left: Vec<String> = fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "late")
+        .collect();
+    assert_eq!(left.len(), seen.len(), "a fresh listing shows what is left");
+    fs::remove_dir_all(&d).unwrap();
+    fs::remove_dir_all(&away).unwrap();
+}
+
 fn posix_checks(m: &Path) {
+    listing_while_changed(m);
     // create / write / read / append / truncate
     let f = m.join("ops/file.txt");
     fs::create_dir_all(m.join("ops")).unwrap();

@@ -163,10 +163,72 @@ pub struct ObjsetTx {
     /// attributes as the front end reports them), dropped when the object
     /// changes and when a sync writes it (its allocated size moves then).
     /// (One value per type and object.)
-    obj_derived: std::cell::RefCell<std::collections::HashMap<u64, Vec<DerivedValue>>>,
+    obj_derived: std::cell::RefCell<ObjDerived>,
 }
 
 type DerivedValue = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Values derived from single objects, one per (object, type): flat in
+/// one map with a multiplicative hash (a lookup is one probe of the
+/// table and the value's own cache line — listings look up tens of
+/// thousands of objects in a row). `types` lists the types ever kept, so
+/// an object's values are forgotten by exact keys.
+#[derive(Default)]
+struct ObjDerived {
+    map: std::collections::HashMap<(u64, std::any::TypeId), DerivedValue, KeyHash>,
+    types: Vec<std::any::TypeId>,
+}
+
+type KeyHash = std::hash::BuildHasherDefault<WordHasher>;
+
+/// A multiplicative hash of whole words (object numbers and type ids
+/// are not chosen by an adversary: they come from this process).
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl ObjDerived {
+    fn get<T: std::any::Any + Send + Sync>(&self, obj: u64) -> Option<&T> {
+        self.map
+            .get(&(obj, std::any::TypeId::of::<T>()))
+            .and_then(|v| v.downcast_ref::<T>())
+    }
+
+    fn keep<T: std::any::Any + Send + Sync>(&mut self, obj: u64, value: Arc<T>) {
+        if self.map.len() >= OBJ_DERIVED_MAX {
+            self.map.clear();
+        }
+        let t = std::any::TypeId::of::<T>();
+        if !self.types.contains(&t) {
+            self.types.push(t);
+        }
+        self.map.insert((obj, t), value);
+    }
+
+    fn forget(&mut self, obj: u64) {
+        if self.map.is_empty() {
+            return;
+        }
+        for t in &self.types {
+            self.map.remove(&(obj, *t));
+        }
+    }
+}
 
 /// Staged entries past which a txg's maps are freed by another thread.
 const BACKGROUND_DROP_MIN: usize = 4096;
@@ -231,20 +293,23 @@ impl ObjsetTx {
     /// not change (nor was synced) since.
     pub fn obj_derived<T: std::any::Any + Send + Sync>(&self, obj: u64) -> Option<Arc<T>> {
         let m = self.obj_derived.borrow();
-        m.get(&obj)?
-            .iter()
-            .find_map(|v| v.clone().downcast::<T>().ok())
+        let v = m.map.get(&(obj, std::any::TypeId::of::<T>()))?;
+        v.clone().downcast::<T>().ok()
+    }
+
+    /// [`Self::obj_derived`] seen through `f` (no reference is taken: a
+    /// listing reads tens of thousands of these in a row).
+    pub fn with_obj_derived<T: std::any::Any + Send + Sync, R>(
+        &self,
+        obj: u64,
+        f: impl FnOnce(&T) -> R,
+    ) -> Option<R> {
+        self.obj_derived.borrow().get::<T>(obj).map(f)
     }
 
     /// Keep `value`, derived from object `obj` alone, until it changes.
     pub fn keep_obj_derived<T: std::any::Any + Send + Sync>(&self, obj: u64, value: Arc<T>) {
-        let mut m = self.obj_derived.borrow_mut();
-        if m.len() >= OBJ_DERIVED_MAX {
-            m.clear();
-        }
-        let vals = m.entry(obj).or_default();
-        vals.retain(|v| !v.is::<T>());
-        vals.push(value);
+        self.obj_derived.borrow_mut().keep(obj, value);
     }
 
     /// The value an upper layer derived and kept with [`Self::keep_derived`],
@@ -274,7 +339,7 @@ impl ObjsetTx {
         if d.as_ref().is_some_and(|d| d.watch.contains(&obj)) {
             *d = None;
         }
-        self.obj_derived.get_mut().remove(&obj);
+        self.obj_derived.get_mut().forget(obj);
     }
 
     /// Stage a raw block (a raw receive's WRITE).
@@ -1365,10 +1430,10 @@ impl ObjsetTx {
             .chain(self.ext.keys())
             .chain(self.raw.keys())
         {
-            derived.remove(o);
+            derived.forget(*o);
         }
         for o in frees.keys().chain(spills.keys()).chain(raw_spills.keys()) {
-            derived.remove(o);
+            derived.forget(*o);
         }
         let accounting = self.accounting;
         let mut charges = Charges::default();

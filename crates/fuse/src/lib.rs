@@ -317,8 +317,8 @@ pub struct State {
     lookups: HashMap<u64, u64>,
     /// Unlinked objects kept alive by open handles or kernel references.
     orphans: BTreeSet<u64>,
-    /// Directory handle → listing taken at opendir / rewind.
-    dirs: HashMap<u64, Vec<(u64, FileType, Vec<u8>)>>,
+    /// Directory handle → listing taken at the first read / rewind.
+    dirs: HashMap<u64, Listing>,
     next_fh: u64,
     /// Set once the final sync ran: later requests change nothing.
     closed: bool,
@@ -453,6 +453,21 @@ fn file_attr(ino: u64, a: &ZplAttrs, used: u64, blksz: u64) -> FileAttr {
         flags: 0,
     }
 }
+
+/// A directory handle's listing: `.`, `..` and the entries, as (inode,
+/// kind, name), and the mark kept with the objset while the directory
+/// is unchanged (live directories only).
+struct Listing {
+    entries: Vec<(u64, FileType, Vec<u8>)>,
+    mark: Option<Arc<ListingMark>>,
+}
+
+/// Kept with the objset as a value derived from a directory
+/// ([`ObjsetTx::keep_obj_derived`]) when its listing is taken: every
+/// change to the directory (and a sync of its blocks) drops it, so while
+/// the objset holds this very mark the listing is current.
+/// (Not zero-sized: marks are told apart by address.)
+struct ListingMark(#[allow(dead_code)] u8);
 
 fn check_name(name: &OsStr) -> Res<&[u8]> {
     let b = name.as_bytes();
@@ -785,8 +800,8 @@ impl State {
     /// objset until the object changes or is synced.
     fn fattr(&mut self, obj: u64) -> Res<(FileAttr, u64)> {
         if let Ok(tx) = self.tx() {
-            if let Some(v) = tx.obj_derived::<(FileAttr, u64)>(obj) {
-                return Ok(*v);
+            if let Some(v) = tx.with_obj_derived(obj, |v: &(FileAttr, u64)| *v) {
+                return Ok(v);
             }
         }
         let a = self.attrs(obj)?;
@@ -1590,26 +1605,49 @@ impl State {
 
     /// The listing of directory handle `fh` for a read at `offset` (taken
     /// out of the handle; the caller puts it back): a fresh one for the
-    /// first read or a rewind.
-    fn take_listing(
-        &mut self,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-    ) -> Res<Vec<(u64, FileType, Vec<u8>)>> {
+    /// first read or a rewind. A live directory's listing is marked with
+    /// the objset ([`ListingMark`]) until the directory changes.
+    fn take_listing(&mut self, ino: u64, fh: u64, offset: i64) -> Res<Listing> {
         match self.dirs.remove(&fh) {
             Some(l) if offset != 0 => Ok(l),
-            _ => self.listing_ino(ino),
+            _ => {
+                let entries = self.listing_ino(ino)?;
+                let mut mark = None;
+                if ino < snapdir::VIRT_MIN {
+                    let obj = self.obj(ino);
+                    if let Ok(tx) = self.tx() {
+                        let m = Arc::new(ListingMark(0));
+                        tx.keep_obj_derived(obj, m.clone());
+                        mark = Some(m);
+                    }
+                }
+                Ok(Listing { entries, mark })
+            }
         }
     }
 
     /// The attributes READDIRPLUS hands the kernel for entry `name` →
     /// `eino` of directory `dir`; None when the name is gone or moved since
     /// the listing was taken (never handed to the kernel as an entry it
-    /// would keep for an hour).
-    fn plus_entry(&mut self, dir: u64, eino: u64, name: &[u8]) -> Res<Option<(FileAttr, u64)>> {
+    /// would keep for an hour). A listing whose mark the objset still
+    /// holds is of the directory as it is: its names need no lookup.
+    fn plus_entry(
+        &mut self,
+        dir: u64,
+        eino: u64,
+        name: &[u8],
+        mark: Option<&Arc<ListingMark>>,
+    ) -> Res<Option<(FileAttr, u64)>> {
         let dots = name == b"." || name == b"..";
-        if !dots && eino < snapdir::VIRT_MIN {
+        let current = mark.is_some_and(|m| {
+            self.tx()
+                .ok()
+                .and_then(|tx| {
+                    tx.with_obj_derived(dir, |held: &ListingMark| std::ptr::eq(held, &**m))
+                })
+                .unwrap_or(false)
+        });
+        if !dots && !current && eino < snapdir::VIRT_MIN {
             match self.lookup_obj(dir, name)? {
                 Some(o) if self.ino(o) == eino => {}
                 _ => return Ok(None),
@@ -2380,7 +2418,8 @@ impl Filesystem for ZfsFuse {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
+        let skip = offset.max(0) as usize;
+        for (i, (ino, kind, name)) in list.entries.iter().enumerate().skip(skip) {
             if reply.add(*ino, (i + 1) as i64, *kind, OsStr::from_bytes(name)) {
                 break;
             }
@@ -2408,8 +2447,9 @@ impl Filesystem for ZfsFuse {
         };
         let mut added = false;
         let dir = st.obj(ino);
-        for (i, (eino, _, name)) in list.iter().enumerate().skip(offset.max(0) as usize) {
-            let (a, gen) = match st.plus_entry(dir, *eino, name) {
+        let skip = offset.max(0) as usize;
+        for (i, (eino, _, name)) in list.entries.iter().enumerate().skip(skip) {
+            let (a, gen) = match st.plus_entry(dir, *eino, name, list.mark.as_ref()) {
                 Ok(Some(v)) => v,
                 Ok(None) => continue,
                 Err(e) if !added => {

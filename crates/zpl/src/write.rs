@@ -127,8 +127,8 @@ impl<'a> ZplTx<'a> {
     /// The attributes of `obj`, decoded once and kept with the objset
     /// until the object changes ([`ObjsetTx::obj_derived`]).
     pub fn attrs(&self, obj: u64) -> Result<ZplAttrs> {
-        if let Some(a) = self.tx.obj_derived::<ZplAttrs>(obj) {
-            return Ok((*a).clone());
+        if let Some(a) = self.tx.with_obj_derived(obj, |a: &ZplAttrs| a.clone()) {
+            return Ok(a);
         }
         let a = self.decode_attrs(obj)?;
         self.tx.keep_obj_derived(obj, Arc::new(a.clone()));
