@@ -1246,17 +1246,23 @@ impl ObjsetTx {
     }
 
     /// The level-0 blocks staged for `obj` in this txg (data, holes and
-    /// external records), by block id.
-    fn staged_blocks(&self, obj: u64) -> Vec<(u64, Staged<'_>)> {
-        let mut blocks: Vec<(u64, Staged<'_>)> = self
-            .data
-            .range((obj, 0)..=(obj, u64::MAX))
+    /// external records), by block id. The data blocks are taken out of
+    /// the txg (a sync hands them on to the devices without a copy: they
+    /// are left to no one else — the sync clears the txg's maps).
+    fn staged_blocks(&mut self, obj: u64) -> Vec<(u64, Staged<'static>)> {
+        let mut mine = self.data.split_off(&(obj, 0));
+        if let Some(next) = obj.checked_add(1) {
+            let mut rest = mine.split_off(&(next, 0));
+            self.data.append(&mut rest);
+        }
+        let mut blocks: Vec<(u64, Staged<'static>)> = mine
+            .into_iter()
             .map(|((_, b), d)| {
                 let s = match d {
-                    Some(d) => Staged::Data(std::borrow::Cow::Borrowed(d.as_slice())),
+                    Some(d) => Staged::Data(std::borrow::Cow::Owned(d)),
                     None => Staged::Hole,
                 };
-                (*b, s)
+                (b, s)
             })
             .collect();
         blocks.extend(
@@ -1838,7 +1844,8 @@ fn reencode_dnode_block(b: &[u8], swap: bool) -> Result<Vec<u8>> {
 /// A level-0 block to write at sync.
 enum Staged<'a> {
     Hole,
-    /// Borrowed from the txg's staged blocks (a sync copies nothing).
+    /// The txg's staged bytes, taken or borrowed (a sync copies nothing:
+    /// an uncompressed block goes to the devices as it was staged).
     Data(std::borrow::Cow<'a, [u8]>),
     External(ExtBlock),
     Raw(RawBlock),
@@ -1884,7 +1891,7 @@ fn sync_tree(
     policy: &dyn WritePolicy,
     acct: &mut dyn Accounting,
     dn: &mut DnodePhys,
-    blocks: Vec<(u64, Staged)>,
+    mut blocks: Vec<(u64, Staged)>,
     l0_fill: &dyn Fn(&[u8]) -> u64,
     min_levels: u8,
 ) -> Result<()> {
@@ -2021,17 +2028,22 @@ fn sync_tree(
         }
         olds.push(get_bp(os, &mut ind, dn, nlevels, epbs, 0, *blkid)?);
     }
-    let fresh: Vec<(&[u8], BlockProps)> = blocks
-        .iter()
-        .zip(&olds)
-        .filter(|(_, old)| old.birth() != txg)
-        .filter_map(|((_, d), _)| match d {
-            Staged::Data(d) => Some((d.as_ref(), p0.clone())),
-            _ => None,
-        })
-        .collect();
-    let mut encoded = ozfs_spa::write::encode_many(&fresh)?.into_iter();
-    for ((blkid, data), old) in blocks.into_iter().zip(olds) {
+    // Blocks that need a new home are handed to the encoders whole (their
+    // fill counted first); those born in this txg are rewritten in place.
+    let mut fills = Vec::with_capacity(blocks.len());
+    let mut fresh = Vec::new();
+    for ((_, d), old) in blocks.iter_mut().zip(&olds) {
+        let mut fill = 0;
+        if let Staged::Data(c) = d {
+            fill = l0_fill(c);
+            if old.birth() != txg {
+                fresh.push((std::mem::take(c), p0.clone()));
+            }
+        }
+        fills.push(fill);
+    }
+    let mut encoded = ozfs_spa::write::encode_many(fresh)?.into_iter();
+    for (((blkid, data), old), fill) in blocks.into_iter().zip(olds).zip(fills) {
         let p = &p0;
         let hole = || punched(pool, &old, txg, dn.object_type, 0, dn.datablksz());
         let new = match &data {
@@ -2093,7 +2105,6 @@ fn sync_tree(
                 bp
             }
             Staged::Data(d) => {
-                let fill = l0_fill(d);
                 let in_place = if old.birth() == txg {
                     pool.rewrite_block(alloc, &old, txg, d, p, fill)?
                 } else {

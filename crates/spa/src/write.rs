@@ -85,6 +85,12 @@ pub struct Encoded {
 
 /// Compress `data` per `p` (FORMAT.md §2.10). None = all zeros with compression on (a hole).
 pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
+    encode_cow(std::borrow::Cow::Borrowed(data), p)
+}
+
+/// [`encode`] of bytes that may be owned: a block stored as it is (no
+/// compression, or none that pays, and no sealing) keeps its own buffer.
+pub fn encode_cow(data: std::borrow::Cow<'_, [u8]>, p: &BlockProps) -> Result<Option<Encoded>> {
     let lsize = data.len() as u64;
     if lsize == 0 || !lsize.is_multiple_of(512) {
         return Err(Error::Invalid(format!(
@@ -106,22 +112,40 @@ pub fn encode(data: &[u8], p: &BlockProps) -> Result<Option<Encoded>> {
         c = comp::OFF;
     }
     if c == comp::OFF || c == comp::INHERIT || c == comp::EMPTY {
-        return with_cksum(data.to_vec(), data, comp::OFF, lsize, p).map(Some);
+        return stored(data, lsize, p).map(Some);
     }
     if data.iter().all(|&b| b == 0) {
         return Ok(None);
     }
     let cap = (lsize - lsize / 8) as usize;
     let mut buf = vec![0u8; cap];
-    if let Some(n) = compress::compress(c, data, &mut buf)? {
+    if let Some(n) = compress::compress(c, &data, &mut buf)? {
         let psize = (n as u64).div_ceil(512) * 512;
         if psize < lsize {
             buf.truncate(n);
             buf.resize(psize as usize, 0);
-            return with_cksum(buf, data, c, lsize, p).map(Some);
+            return with_cksum(buf, &data, c, lsize, p).map(Some);
         }
     }
-    with_cksum(data.to_vec(), data, comp::OFF, lsize, p).map(Some)
+    stored(data, lsize, p).map(Some)
+}
+
+/// A block stored uncompressed: an unsealed one is its own bytes (an
+/// owned buffer is kept, not copied); sealing needs the logical bytes
+/// beside the ones it encrypts.
+fn stored(data: std::borrow::Cow<'_, [u8]>, lsize: u64, p: &BlockProps) -> Result<Encoded> {
+    if p.seal.is_some() {
+        return with_cksum(data.to_vec(), &data, comp::OFF, lsize, p);
+    }
+    let data = data.into_owned();
+    let cksum = sealed_cksum(&data, p, None)?;
+    Ok(Encoded {
+        data,
+        compress: comp::OFF,
+        lsize,
+        cksum,
+        sealed: None,
+    })
 }
 
 /// Seal (in an encrypted objset) and checksum the physical bytes `data`
@@ -702,27 +726,42 @@ impl Pool {
 /// Encode (compress) many blocks on several threads; the order of results
 /// follows the input. Compression is the CPU-heavy part of a sync, and
 /// blocks are independent, so this is where a txg's work is spread out.
-pub fn encode_many(blocks: &[(&[u8], BlockProps)]) -> Result<Vec<Option<Encoded>>> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8);
+pub fn encode_many(
+    blocks: Vec<(std::borrow::Cow<'_, [u8]>, BlockProps)>,
+) -> Result<Vec<Option<Encoded>>> {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8)
+    });
     if blocks.len() < 8 || threads == 1 {
-        return blocks.iter().map(|(d, p)| encode(d, p)).collect();
+        return blocks.into_iter().map(|(d, p)| encode_cow(d, &p)).collect();
     }
-    let chunk = blocks.len().div_ceil(threads);
+    let total = blocks.len();
+    let chunk = total.div_ceil(threads);
+    let mut parts = Vec::with_capacity(threads);
+    let mut it = blocks.into_iter();
+    loop {
+        let part: Vec<_> = it.by_ref().take(chunk).collect();
+        if part.is_empty() {
+            break;
+        }
+        parts.push(part);
+    }
     std::thread::scope(|s| {
-        let handles: Vec<_> = blocks
-            .chunks(chunk)
+        let handles: Vec<_> = parts
+            .into_iter()
             .map(|part| {
                 s.spawn(move || {
-                    part.iter()
-                        .map(|(d, p)| encode(d, p))
+                    part.into_iter()
+                        .map(|(d, p)| encode_cow(d, &p))
                         .collect::<Result<Vec<_>>>()
                 })
             })
             .collect();
-        let mut out = Vec::with_capacity(blocks.len());
+        let mut out = Vec::with_capacity(total);
         for h in handles {
             out.extend(
                 h.join()
