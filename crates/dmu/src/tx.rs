@@ -1891,7 +1891,7 @@ fn sync_tree(
     policy: &dyn WritePolicy,
     acct: &mut dyn Accounting,
     dn: &mut DnodePhys,
-    mut blocks: Vec<(u64, Staged)>,
+    blocks: Vec<(u64, Staged)>,
     l0_fill: &dyn Fn(&[u8]) -> u64,
     min_levels: u8,
 ) -> Result<()> {
