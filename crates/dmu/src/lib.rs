@@ -30,3 +30,5 @@ pub use objset::{Dnode, Objset};
 mod bounds_tests;
 #[cfg(test)]
 mod testpool;
+#[cfg(test)]
+mod tx_tests;

@@ -394,6 +394,22 @@ impl Objset {
         self.cached_block(dn, blkid, true)
     }
 
+    /// Level-0 block `blkid` read whole by a client
+    /// ([`Pool::read_bp_passing`]: from the cache, never into it).
+    fn passing_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
+        if blkid > dn.phys.maxblkid {
+            return Ok(None);
+        }
+        match self.block_bp(dn, 0, blkid)? {
+            Some(bp) if !bp.is_hole() => self
+                .pool
+                .read_bp_passing(&bp, self.key.as_deref())
+                .map(Some)
+                .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
+            _ => Ok(None),
+        }
+    }
+
     /// Level-0 block `blkid` through the pool's cache (`data`: cached only
     /// where the pool caches file data).
     fn cached_block(&self, dn: &Dnode, blkid: u64, data: bool) -> Result<Option<Arc<Vec<u8>>>> {
@@ -443,7 +459,12 @@ impl Objset {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = ((bs as usize) - inner).min(out.len() - done);
-            match self.data_block(dn, blkid)? {
+            let block = if inner == 0 && n == bs as usize {
+                self.passing_block(dn, blkid)?
+            } else {
+                self.data_block(dn, blkid)?
+            };
+            match block {
                 Some(b) => {
                     // A block shorter than the declared block size (hostile
                     // datablkszsec) reads as zeros past its end.

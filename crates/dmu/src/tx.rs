@@ -581,13 +581,34 @@ impl ObjsetTx {
         Ok(None)
     }
 
-    /// Whether `obj` is unchanged in this txg: its committed dnode and
-    /// blocks are then current, and may be read without this tx.
-    pub fn is_clean(&self, obj: u64) -> bool {
-        !self.dnodes.contains_key(&obj)
-            && !self.free_trees.contains_key(&obj)
-            && self.data.range((obj, 0)..=(obj, u64::MAX)).next().is_none()
-            && self.ext.range((obj, 0)..=(obj, u64::MAX)).next().is_none()
+    /// Whether `obj`'s data is unchanged in this txg: no block staged or
+    /// freed, and its dnode, if changed (an access time, a mode), still
+    /// names the committed block tree. Its committed dnode's blocks are
+    /// then its data, and may be read without this tx.
+    pub fn data_is_clean(&self, obj: u64) -> bool {
+        let blocks = (obj, 0)..=(obj, u64::MAX);
+        if self.free_trees.contains_key(&obj)
+            || self.data.range(blocks.clone()).next().is_some()
+            || self.ext.range(blocks.clone()).next().is_some()
+            || self.raw.range(blocks).next().is_some()
+        {
+            return false;
+        }
+        let Some(now) = self.dnodes.get(&obj) else {
+            return true;
+        };
+        let Ok(was) = self.os.dnode(obj) else {
+            return false;
+        };
+        let was = &was.phys;
+        now.object_type == was.object_type
+            && now.indblkshift == was.indblkshift
+            && now.nlevels == was.nlevels
+            && now.nblkptr == was.nblkptr
+            && now.datablkszsec == was.datablkszsec
+            && now.maxblkid == was.maxblkid
+            && now.extra_slots == was.extra_slots
+            && now.blkptr == was.blkptr
     }
 
     /// Replace block `blkid` of `obj` (length must be the object's block size).

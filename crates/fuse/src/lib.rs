@@ -1456,7 +1456,7 @@ impl State {
         self.touch_atime(obj);
         let synced = self.writer.txg.saturating_sub(1);
         let tx = self.tx().map_err(|e| errno_of("open", &e))?;
-        if size < OFFLOAD_MIN || !tx.is_clean(obj) {
+        if size < OFFLOAD_MIN || !tx.data_is_clean(obj) {
             return tx
                 .read(obj, off, n)
                 .map(ReadPlan::Done)

@@ -179,7 +179,7 @@ impl BlockCache {
     }
 
     /// The budget of the data-block cache: `OZFS_ARC_DATA_MAX` (bytes),
-    /// else 1/16 of [`default_budget`](Self::default_budget), 16–512 MiB.
+    /// else as much as [`default_budget`](Self::default_budget).
     pub fn data_budget() -> usize {
         if let Some(n) = std::env::var("OZFS_ARC_DATA_MAX")
             .ok()
@@ -187,7 +187,7 @@ impl BlockCache {
         {
             return n;
         }
-        (Self::default_budget() / 16).clamp(16 << 20, 512 << 20)
+        Self::default_budget()
     }
 
     /// Change the budget, evicting at once if it shrank.

@@ -89,10 +89,8 @@ pub struct Pool {
     /// [`cache_data`](Self::cache_data) is set).
     pub cache: BlockCache,
     /// Level-0 data blocks kept in memory (when [`cache_data`](Self::cache_data)
-    /// is set), apart and smaller ([`BlockCache::data_budget`]): a mount's
-    /// buffered reads are kept by the kernel's page cache already, and
-    /// streaming reads through a small cache reuse its memory instead of
-    /// faulting in fresh pages for every block.
+    /// is set), apart from the metadata ([`BlockCache::data_budget`]), so
+    /// that streams of data never push out the trees that find it.
     pub data_cache: BlockCache,
     /// Whether level-0 data blocks go through the cache too (long-lived
     /// servers: the daemon and mounts; one-shot commands read data once).
@@ -824,6 +822,28 @@ impl Pool {
             cache.insert(k, b.clone());
         }
         Ok(b)
+    }
+
+    /// A data block read whole by a client: from the cache when it is
+    /// there, else read and handed over without being kept. (A buffered
+    /// reader's kernel keeps the pages itself; a direct reader of whole
+    /// blocks asked for no cache, as OpenZFS's Direct I/O bypasses the
+    /// ARC for aligned reads; and a stream of them through the cache
+    /// would fault in fresh memory for every block.) Partial reads keep
+    /// their block: the next one is likely its neighbour.
+    pub fn read_bp_passing(
+        &self,
+        bp: &BlkPtr,
+        key: Option<&ozfs_codec::crypt::MasterKey>,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Some(k) = key_of(bp) {
+            if key.is_some() || !bp.is_encrypted() {
+                if let Some(b) = self.data_cache.get(&k) {
+                    return Ok(b);
+                }
+            }
+        }
+        Ok(Arc::new(self.read_bp_inner(bp, None, key)?))
     }
 
     /// Read a block's logical contents (exactly LSIZE bytes).
