@@ -2618,7 +2618,77 @@ fn open_session(
     let opts = mount_options(&o);
     let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
     shared::lock(st).notifier = Some(session.notifier());
+    raise_readahead(&mountpoint);
     Ok((session, mountpoint, interval))
+}
+
+/// The kernel's readahead for a new mount: `OZFS_READAHEAD_KB`, default
+/// 4096 (OpenZFS's prefetch reaches 8 MiB ahead). A FUSE mount starts
+/// with its backing device's default, 128 KiB, which keeps sequential
+/// readers to one 128 KiB request at a time, and the kernel applies
+/// FUSE_INIT's limit (never above that default) when the session
+/// answers it. So the mount's bdi is raised in sysfs (root only; best
+/// effort) by a short-lived thread once the session has answered INIT:
+/// it looks a few times in the first seconds.
+pub(crate) fn raise_readahead(mountpoint: &Path) {
+    let kb = std::env::var("OZFS_READAHEAD_KB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(4096);
+    if kb == 0 {
+        return;
+    }
+    let mountpoint = mountpoint.to_path_buf();
+    let _ = std::thread::Builder::new()
+        .name("ozfs-readahead".into())
+        .spawn(move || {
+            for ms in [100, 400, 1500] {
+                std::thread::sleep(Duration::from_millis(ms));
+                let Some(path) = bdi_readahead_path(&mountpoint) else {
+                    continue;
+                };
+                let now = std::fs::read_to_string(&path).unwrap_or_default();
+                if now.trim() != kb.to_string() {
+                    let _ = std::fs::write(&path, format!("{kb}\n"));
+                }
+            }
+        });
+}
+
+/// `/sys/class/bdi/MAJ:MIN/read_ahead_kb` of the newest mount on
+/// `mountpoint`, from `/proc/self/mountinfo` (a `stat` of the mount point
+/// would be a request to the session).
+fn bdi_readahead_path(mountpoint: &Path) -> Option<String> {
+    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
+        return None;
+    };
+    let want = mountinfo_escape(mountpoint.as_os_str().as_bytes());
+    // The newest mount on that point is listed last.
+    let dev = info.split(|&b| b == b'\n').rev().find_map(|l| {
+        let mut f = l.split(|&b| b == b' ');
+        let dev = f.nth(2)?;
+        let point = f.nth(1)?;
+        (point == want.as_slice()).then_some(dev)
+    });
+    // A device number is "major:minor", digits only.
+    let dev = dev.filter(|d| d.iter().all(|&b| b.is_ascii_digit() || b == b':'))?;
+    Some(format!(
+        "/sys/class/bdi/{}/read_ahead_kb",
+        String::from_utf8_lossy(dev)
+    ))
+}
+
+/// A path as `/proc/self/mountinfo` writes it (space, tab, newline and
+/// backslash as octal escapes).
+fn mountinfo_escape(p: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(p.len());
+    for &b in p {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => s.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => s.push(b),
+        }
+    }
+    s
 }
 
 /// The periodic txg sync of a mount: a thread that syncs a txg at most

@@ -630,6 +630,7 @@ pub fn serve_readonly(zpl: Zpl, mountpoint: &Path, mut opts: Options) -> std::io
     let mount_opts = mount_options(&opts);
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
     let mut session = Session::new(ReadOnlyFs::new(zpl, opts), &mountpoint, &mount_opts)?;
+    crate::raise_readahead(&mountpoint);
 
     // Termination signals: unmount (the request loop then ends), or
     // detach a busy mount and exit (nothing is pending: nothing to lose).
