@@ -922,7 +922,13 @@ impl Daemon {
         };
         let e = &mut inner.mounts[i];
         if let Err(err) = e.m.sync() {
-            return Err(format!("cannot unmount '{target}': {err}"));
+            // A pool whose queued writes failed can sync nothing more:
+            // unmounting must still be possible (the pool is then
+            // exported and imported again from its last committed txg).
+            if !e.m.writes_failed() {
+                return Err(format!("cannot unmount '{target}': {err}"));
+            }
+            eprintln!("ozfs daemon: unmounting {target} without a final sync: {err}");
         }
         match e.m.unmount() {
             Ok(()) => {

@@ -446,6 +446,18 @@ impl Objset {
 
     /// Fill `out` from `offset` of the object's data.
     pub fn read_into(&self, dn: &Dnode, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.read_into_as(dn, offset, out, false)
+    }
+
+    /// [`read_into`](Self::read_into) for a client's read of file data
+    /// (FUSE, copy-out): blocks it reads whole pass the data cache by
+    /// ([`ozfs_spa::pool::Pool::read_bp_passing`]); blocks read in part
+    /// are kept, as their neighbours are likely next.
+    pub fn read_into_client(&self, dn: &Dnode, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.read_into_as(dn, offset, out, true)
+    }
+
+    fn read_into_as(&self, dn: &Dnode, offset: u64, out: &mut [u8], client: bool) -> Result<()> {
         let bs = dn.phys.datablksz();
         if bs == 0 {
             return Err(Error::corrupt(
@@ -459,7 +471,7 @@ impl Objset {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = ((bs as usize) - inner).min(out.len() - done);
-            let block = if inner == 0 && n == bs as usize {
+            let block = if client && inner == 0 && n == bs as usize {
                 self.passing_block(dn, blkid)?
             } else {
                 self.data_block(dn, blkid)?

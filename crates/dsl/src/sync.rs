@@ -1594,7 +1594,15 @@ impl PoolWriter {
                     compress: pass < SYNC_PASS_DONT_COMPRESS,
                     algorithm: meta_compress(&self.pool),
                 };
-                rootbp = self.mos.sync(&mut self.alloc, txg, &policy, &mut acct)?;
+                // A MOS pass takes its staged blocks out as it writes
+                // them: one that fails leaves a txg no later sync may
+                // commit.
+                rootbp = self
+                    .mos
+                    .sync(&mut self.alloc, txg, &policy, &mut acct)
+                    .inspect_err(|e| {
+                        self.space_failed = Some(format!("a sync of the MOS failed: {e}"));
+                    })?;
             }
             let charged = acct.sums.dsize == 0 && acct.sums.psize == 0 && acct.sums.ucsize == 0;
             if !self.alloc.is_dirty() && !self.mos.is_dirty() && (charged || mos_dir.is_none()) {

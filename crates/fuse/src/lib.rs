@@ -34,7 +34,7 @@
 //! The first two commit the txg in memory and queue its writes on the
 //! pool's I/O thread ([`ozfs_spa::writeback`]): the next txg takes requests
 //! while they are written, reads of blocks not yet written wait for them,
-//! and the queue (at most 192 MiB) holds the session back only when the
+//! and the queue (`OZFS_WRITEBACK_BYTES`, 192 MiB) holds the session back only when the
 //! devices fall behind. The others also wait until everything queued is
 //! written (and report a failed write as EIO).
 //!
@@ -46,12 +46,14 @@
 //!
 //! ## Request threads
 //! The session thread takes every request under the state lock. A read of
-//! at least 64 KiB of an object the open txg has not changed is only
-//! *planned* there — the committed objset, the dnode and an I/O hold on the
-//! pool ([`ozfs_spa::pool::Pool::hold_io`]) — and a request thread reads,
+//! at least 64 KiB of an object whose data the open txg has not changed
+//! (an access time or mode staged does not count) is only *planned* there
+//! — the committed objset, the dnode and an I/O hold on the pool
+//! ([`ozfs_spa::pool::Pool::hold_io`]) — and a request thread reads,
 //! verifies and replies while the session takes the next request. Blocks
-//! come through the pool's block cache, so re-reads do not reach the
-//! devices. While the hold is out, space freed after the held txg is not
+//! read in part come through the pool's data cache and stay there; blocks
+//! read whole are taken from it when there and otherwise not kept (the
+//! kernel keeps a buffered reader's pages itself). While the hold is out, space freed after the held txg is not
 //! made allocatable again: blocks a planned read follows cannot be reused
 //! and overwritten under it (syncs go on).
 //!
@@ -712,6 +714,8 @@ impl State {
             if t.elapsed() >= self.opts.txg_interval {
                 if let Err(e) = self.sync_behind() {
                     log_err("periodic sync", &e);
+                    // Tried again an interval later, not at every tick.
+                    self.dirty_since = Some(Instant::now());
                 }
             }
         }
@@ -1435,10 +1439,11 @@ impl State {
         Ok(self.new_handle(obj))
     }
 
-    /// Plan a read: small reads and reads of objects changed in the open
-    /// txg are done here, under the state lock; large reads of unchanged
-    /// objects come back as the committed objset and dnode, to be read by a
-    /// request thread without the lock ([`ReadPlan::Committed`]).
+    /// Plan a read: small reads and reads of objects whose data changed in
+    /// the open txg are done here, under the state lock; large reads of
+    /// objects whose data is unchanged ([`ObjsetTx::data_is_clean`]) come
+    /// back as the committed objset and dnode, to be read by a request
+    /// thread without the lock ([`ReadPlan::Committed`]).
     fn plan_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<ReadPlan> {
         if ino >= snapdir::VIRT_MIN {
             return self.v_read(ino, offset, size).map(ReadPlan::Done);
@@ -2296,7 +2301,7 @@ impl Filesystem for ZfsFuse {
                 } = *r;
                 let _hold = hold;
                 let mut out = vec![0u8; len];
-                match os.read_into(&dn, off, &mut out) {
+                match os.read_into_client(&dn, off, &mut out) {
                     Ok(()) => reply.data(&out),
                     Err(e) => reply.error(errno_of(&format!("read object {}", dn.object), &e)),
                 }

@@ -449,7 +449,7 @@ impl Filesystem for ReadOnlyFs {
         let os = self.zpl.os.clone();
         self.workers.run(Box::new(move || {
             let mut out = vec![0u8; len];
-            match os.read_into(&dn, off, &mut out) {
+            match os.read_into_client(&dn, off, &mut out) {
                 Ok(()) => reply.data(&out),
                 Err(e) => reply.error(errno_of(&format!("read object {}", dn.object), &e)),
             }

@@ -157,6 +157,12 @@ impl Mounted {
         lock(&self.state).sync()
     }
 
+    /// Whether the pool's queued writes failed (no sync can succeed
+    /// until the pool is imported again).
+    pub fn writes_failed(&self) -> bool {
+        lock(&self.state).writer.pool.writeback.failed().is_some()
+    }
+
     /// The file system was changed other than through this mount (a copy
     /// into it, a record stored raw): make the kernel forget every entry,
     /// attribute and cached page it holds of it, so that the next access

@@ -153,7 +153,7 @@ pub fn copy_volume_out_with(ds_name: &str, dest: &Path, keys: &KeyLoad) -> Resul
         let mut off = 0u64;
         while off < written {
             let n = (written - off).min(CHUNK as u64) as usize;
-            os.read_into(&dn, off, &mut buf[..n]).map_err(ctx)?;
+            os.read_into_client(&dn, off, &mut buf[..n]).map_err(ctx)?;
             if buf[..n].iter().any(|&b| b != 0) {
                 f.seek(SeekFrom::Start(off)).map_err(werr)?;
                 f.write_all(&buf[..n]).map_err(werr)?;

@@ -199,6 +199,7 @@ impl Pool {
         path: &str,
         guid: u64,
     ) -> Result<()> {
+        self.settle_writes()?;
         let (top, redundant) = self
             .top_of(old)
             .ok_or_else(|| Error::not_found(format!("device {old} in pool '{}'", self.name)))?;
@@ -240,6 +241,7 @@ impl Pool {
     /// export. A leaf coming back resilvers the blocks born while it was
     /// away (all of them if that txg is not known, e.g. after an import).
     pub fn set_offline(&self, guid: u64, offline: bool, txg: u64) -> Result<()> {
+        self.settle_writes()?;
         let (top, _) = self
             .top_of(guid)
             .ok_or_else(|| Error::not_found(format!("device {guid} in pool '{}'", self.name)))?;
@@ -318,12 +320,22 @@ impl Pool {
         self.install_with(tops_nv, extra.into_iter().collect(), resilver)
     }
 
+    /// Before a device operation checks or changes anything: every queued
+    /// write lands first ([`crate::writeback`]). Queued writes go to the
+    /// tree they were queued on, and a device one of them faults must be
+    /// known before redundancy is judged; a leaf taken offline after
+    /// them has missed nothing its resilver would not see.
+    pub(crate) fn settle_writes(&self) -> Result<()> {
+        self.writeback.drain()
+    }
+
     pub(crate) fn install_with(
         &self,
         tops_nv: Vec<NvList>,
         extra: Vec<(u64, Arc<dyn BlockDevice>, String)>,
         resilver: Option<u64>,
     ) -> Result<()> {
+        self.settle_writes()?;
         let mut devs = HashMap::new();
         collect(&self.root, &mut devs);
         for (g, d, p) in extra {
@@ -351,9 +363,6 @@ impl Pool {
                 v.stats.resilver_from.store(0, Ordering::Relaxed);
             }
         });
-        // Queued writes go to the tree they were queued on: let them land
-        // before a leaf changes.
-        self.writeback.drain()?;
         self.root.replace(root);
         Ok(())
     }
@@ -369,6 +378,7 @@ impl Pool {
         guid: u64,
         txg: u64,
     ) -> Result<()> {
+        self.settle_writes()?;
         let (top, _) = self.top_of(existing).ok_or_else(|| {
             Error::not_found(format!("device {existing} in pool '{}'", self.name))
         })?;
@@ -436,6 +446,7 @@ impl Pool {
     /// with one side becomes that device again. Refused when no other side
     /// holds every block (the others are missing, offline or resilvering).
     pub fn detach_leaf(&self, guid: u64) -> Result<()> {
+        self.settle_writes()?;
         let (top, _) = self
             .top_of(guid)
             .ok_or_else(|| Error::not_found(format!("device {guid} in pool '{}'", self.name)))?;
@@ -486,6 +497,7 @@ impl Pool {
         nv: NvList,
         devs: Vec<(u64, Arc<dyn BlockDevice>, String)>,
     ) -> Result<()> {
+        self.settle_writes()?;
         let mut tops_nv: Vec<NvList> = self
             .root
             .children

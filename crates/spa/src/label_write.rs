@@ -9,9 +9,10 @@
 //!
 //! The writes of a sync are queued ([`crate::writeback`]) and run in this
 //! order on the pool's I/O thread: [`Pool::write_labels`],
-//! [`Pool::write_uberblock`] and [`Pool::flush_all`] queue them. (Labels
-//! of a new or changed device, and the rings of fresh leaves, are written
-//! directly by the operations that make them.)
+//! [`Pool::write_uberblock`] and [`Pool::flush_all`] queue them — also
+//! for attach, replace and add, whose labels the next sync writes. (Spare
+//! labels, labels cleared on a removed device and the rings of fresh
+//! leaves are written directly, on devices no queued write touches.)
 
 use crate::pool::Pool;
 use ozfs_codec::checksum::sha256;
@@ -175,7 +176,9 @@ impl Pool {
         self.writeback.enqueue(job, None)
     }
 
-    fn current_root(&self) -> Result<Arc<Vdev>> {
+    /// The vdev tree in use, held (a queued job keeps the tree it was
+    /// queued on).
+    pub(crate) fn current_root(&self) -> Result<Arc<Vdev>> {
         self.root
             .current()
             .ok_or_else(|| Error::Invalid("the pool has no vdev tree".into()))

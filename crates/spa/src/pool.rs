@@ -714,16 +714,12 @@ impl Pool {
                 if matches!(top.kind, VdevKind::Indirect { .. }) {
                     continue;
                 }
-                let unit = 1u64 << top.ashift;
-                let mut buf = good.clone();
-                buf.resize(
-                    (buf.len() as u64).div_ceil(unit).saturating_mul(unit) as usize,
-                    0,
-                );
-                match top.write_block(d.offset, &buf) {
+                match top.write_padded(d.offset, &good) {
                     Ok(()) => {
+                        let unit = 1u64 << top.ashift;
+                        let n = (good.len() as u64).div_ceil(unit).saturating_mul(unit);
                         ctx.repaired
-                            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                         if ctx.log {
                             eprintln!(
                                 "ozfs: repaired ditto copy <{}:{:#x}:{:#x}>",

@@ -281,6 +281,7 @@ impl Pool {
     /// Put available spare `spare` in the place of leaf `failed`: a `spare`
     /// vdev over both, the spare resilvering.
     pub fn activate_spare(&self, failed: u64, spare: &Spare, txg: u64) -> Result<()> {
+        self.settle_writes()?;
         let what = |m: &str| Error::Invalid(format!("cannot use spare {}: {m}", spare.path));
         if self.spare_state(spare) != SpareState::Avail {
             return Err(what("it is not available"));
@@ -333,6 +334,7 @@ impl Pool {
     /// takes the spare vdev's place. Returns the guid of the child kept.
     /// Refused when the child kept does not hold every block.
     pub fn unspare(&self, leave: u64) -> Result<u64> {
+        self.settle_writes()?;
         let sp = spare_parent_of(&self.root, leave)
             .ok_or_else(|| Error::Invalid("the device is not part of a spare".into()))?;
         let keep = sp

@@ -354,15 +354,24 @@ impl Pool {
                 return self.write_dedup(ddt, alloc, txg, e, p, fill);
             }
         }
-        let dvas = self.alloc_dvas(
-            alloc,
-            txg,
-            e.data.len() as u64,
-            p.dva_count(e.sealed.as_ref()),
-        )?;
+        self.place(alloc, txg, e, p, fill).map(|(bp, _)| bp)
+    }
+
+    /// Allocate the block's copies, make its pointer and queue its writes
+    /// (the encoded bytes go to the queue as they are: no copy).
+    fn place(
+        &self,
+        alloc: &mut Allocator,
+        txg: u64,
+        e: Encoded,
+        p: &BlockProps,
+        fill: u64,
+    ) -> Result<(BlkPtr, Vec<Dva>)> {
+        let count = p.dva_count(e.sealed.as_ref());
+        let dvas = self.alloc_dvas(alloc, txg, e.data.len() as u64, count)?;
         let bp = Self::make_bp(&e, p, txg, fill, &dvas)?;
         self.write_dvas(&dvas, Arc::new(e.data))?;
-        Ok(bp)
+        Ok((bp, dvas))
     }
 
     /// A dedup write (`zio_ddt_write`): a block the table holds with as
@@ -398,21 +407,17 @@ impl Pool {
                 // A collision (or a copy that cannot be read back): give
                 // the reference back and write the block apart.
                 ddt.free(&bp)?;
-                let dvas = self.write_plain(alloc, txg, &e, p)?;
-                Self::make_bp(&e, p, txg, fill, &dvas)
+                self.place(alloc, txg, e, p, fill).map(|(bp, _)| bp)
             }
-            DedupHit::Plain => {
-                let dvas = self.write_plain(alloc, txg, &e, p)?;
-                Self::make_bp(&e, p, txg, fill, &dvas)
-            }
+            DedupHit::Plain => self.place(alloc, txg, e, p, fill).map(|(bp, _)| bp),
             DedupHit::Write => {
-                let dvas = self.write_plain(alloc, txg, &e, p)?;
+                let (bp, dvas) = self.place(alloc, txg, e, p, fill)?;
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_secs())
                     .unwrap_or(0);
                 ddt.record(p.checksum, &key, copies, &dvas, txg, now)?;
-                Ok(mark(Self::make_bp(&e, p, txg, fill, &dvas)?, txg))
+                Ok(mark(bp, txg))
             }
         }
     }
@@ -432,24 +437,6 @@ impl Pool {
                 .is_ok_and(|b| b == data)
             })
         })
-    }
-
-    /// Allocate the block's copies and queue their writes.
-    fn write_plain(
-        &self,
-        alloc: &mut Allocator,
-        txg: u64,
-        e: &Encoded,
-        p: &BlockProps,
-    ) -> Result<Vec<Dva>> {
-        let dvas = self.alloc_dvas(
-            alloc,
-            txg,
-            e.data.len() as u64,
-            p.dva_count(e.sealed.as_ref()),
-        )?;
-        self.write_dvas(&dvas, Arc::new(e.data.clone()))?;
-        Ok(dvas)
     }
 
     /// Allocate `count` copies of `psize` bytes, each on another vdev
@@ -490,10 +477,7 @@ impl Pool {
     /// 4K sectors are whole) and written, in queue order, on the pool's
     /// I/O thread. Reads of these DVAs wait until they are written.
     fn write_dvas(&self, dvas: &[Dva], data: Arc<Vec<u8>>) -> Result<()> {
-        let root = self
-            .root
-            .current()
-            .ok_or_else(|| Error::Invalid("the pool has no vdev tree".into()))?;
+        let root = self.current_root()?;
         for d in dvas {
             if root.children.get(d.vdev as usize).is_none() {
                 return Err(Error::corrupt(
@@ -508,15 +492,7 @@ impl Pool {
                     .children
                     .get(vdev as usize)
                     .ok_or_else(|| Error::corrupt("DVA", format!("vdev {vdev} does not exist")))?;
-                let unit = 1u64 << top.ashift;
-                let padded_len = (data.len() as u64).div_ceil(unit) * unit;
-                if padded_len as usize == data.len() {
-                    top.write_block(offset, &data)
-                } else {
-                    let mut b = data.to_vec();
-                    b.resize(padded_len as usize, 0);
-                    top.write_block(offset, &b)
-                }
+                top.write_padded(offset, &data)
             });
             self.writeback.enqueue(job, Some((vdev, offset, block)))?;
         }

@@ -30,12 +30,15 @@
 //! waits on a reader). Both cost one atomic load when nothing is queued.
 //!
 //! ## Failures
-//! A job that fails stops the queue: the jobs behind it are dropped
-//! unexecuted — in particular the uberblock of the txg whose block failed
-//! is never written, so the pool on disk stays the last committed one —
-//! and every later [`drain`](WriteBack::drain) and [`enqueue`](WriteBack::enqueue)
-//! reports the failure (OpenZFS suspends the pool; here the writer stops
-//! until the pool is imported again).
+//! A job that fails (or panics) stops the queue: the jobs behind it are
+//! dropped unexecuted — in particular the uberblock of the txg whose block
+//! failed is never written, so the pool on disk stays the last committed
+//! one — and every later [`drain`](WriteBack::drain) and
+//! [`enqueue`](WriteBack::enqueue) reports the failure (OpenZFS suspends
+//! the pool; here the writer stops until the pool is imported again).
+//! Blocks never written stay readable from their queued bytes, so readers
+//! of what is committed in memory neither fail nor blame healthy devices
+//! for checksum errors.
 //!
 //! ## Memory
 //! Queued payload is bounded (`OZFS_WRITEBACK_BYTES`, default 192 MiB,
@@ -181,11 +184,22 @@ impl WriteBack {
             let failed = g.failed.is_some();
             g.busy = true;
             drop(g);
-            let r = if failed { Ok(()) } else { (q.job)() };
+            let r = if failed {
+                Ok(())
+            } else {
+                // A job that panics fails the queue like one that errs:
+                // the thread lives on, and waiters are told.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(q.job))
+                    .unwrap_or_else(|_| Err(Error::Invalid("a queued pool write panicked".into())))
+            };
             g = self.lock();
             g.busy = false;
             g.bytes -= q.bytes;
-            if let Some(k) = q.dva {
+            // A block written leaves the queue; one never written (the
+            // queue stopped) stays readable from its bytes: the devices do
+            // not hold it, and its pointer is in memory.
+            let written = !failed && r.is_ok();
+            if let Some(k) = q.dva.filter(|_| written) {
                 if let Some(p) = g.pending.get_mut(&k) {
                     p.n -= 1;
                     if p.n == 0 {
@@ -227,7 +241,7 @@ impl WriteBack {
             return;
         }
         let mut g = self.lock();
-        while g.pending.contains_key(&(vdev, offset)) {
+        while g.pending.contains_key(&(vdev, offset)) && g.failed.is_none() {
             g = self.wait(g);
         }
     }
@@ -351,6 +365,17 @@ mod tests {
         assert!(wb.enqueue(Box::new(|| Ok(())), None).is_err());
         wb.wait_written(0, 512);
         assert!(wb.failed().is_some());
+        // The failed block never reached a device: it stays readable.
+        assert!(wb.queued(0, 0).is_some());
+    }
+
+    /// A job that panics fails the queue; drain returns.
+    #[test]
+    fn a_panic_fails_the_queue() {
+        let wb = Arc::new(WriteBack::default());
+        wb.enqueue(Box::new(|| panic!("job")), None).unwrap();
+        let e = wb.drain().expect_err("the panic is a failure");
+        assert!(e.to_string().contains("panicked"), "{e}");
     }
 
     /// The queue's bound holds: enqueue waits while it is full.

@@ -734,6 +734,20 @@ impl Vdev {
         }
     }
 
+    /// [`write_block`](Self::write_block) of `data` zero-padded to this
+    /// vdev's allocation unit (whole RAID-Z columns and 4K sectors).
+    pub fn write_padded(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let unit = 1u64 << self.ashift;
+        let padded = (data.len() as u64).div_ceil(unit).saturating_mul(unit) as usize;
+        if padded == data.len() {
+            return self.write_block(offset, data);
+        }
+        let mut b = Vec::with_capacity(padded);
+        b.extend_from_slice(data);
+        b.resize(padded, 0);
+        self.write_block(offset, &b)
+    }
+
     /// Flush every present leaf in service below this vdev. A leaf whose
     /// flush fails is charged (and faulted if it went away); the flush
     /// fails only if no leaf could be flushed.
