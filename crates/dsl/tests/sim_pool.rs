@@ -591,6 +591,53 @@ fn write_behind_reads_queued_blocks_and_keeps_order() {
     assert!(outcomes[1] > 0 && outcomes[3] > 0, "{outcomes:?}");
 }
 
+/// A mirror side taken offline while a txg's writes are still queued: the
+/// offline waits for them (device operations drain the queue first), so
+/// that side holds the txg — its resilver after an online starts past it.
+/// Read with the other side unreadable, the file comes from it.
+#[test]
+fn offline_waits_for_queued_writes() {
+    init();
+    let (devs, paths) = devices("offq", 2, 21);
+    let (mut w, ds) = new_pool(&paths);
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let g = gate.clone();
+    let shut: ozfs_spa::writeback::Job = Box::new(move || {
+        let mut open = g.0.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = g.1.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+        Ok(())
+    });
+    w.pool.writeback.enqueue(shut, None).unwrap();
+    let data = pattern(3, 300_000);
+    write_file(&mut w, ds, "f", &data).unwrap();
+    w.sync_behind().unwrap();
+    assert!(w.pool.writeback.queued_bytes() > 0, "the txg is queued");
+    let g = gate.clone();
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        *g.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        g.1.notify_all();
+    });
+    let side1 = w.pool.root.leaves()[1].guid;
+    let txg = w.txg;
+    w.pool.set_offline(side1, true, txg).unwrap();
+    opener.join().unwrap();
+    assert_eq!(w.pool.writeback.queued_bytes(), 0);
+    drop(w);
+    devs[0].set_faults(Faults {
+        read_error_ranges: vec![VDEV_LABEL_START_SIZE..DEV_SIZE - VDEV_LABEL_END_SIZE],
+        ..Default::default()
+    });
+    let pool = open_pool(&paths, false).unwrap();
+    assert!(
+        read_file(&zpl(&pool).unwrap(), "f").unwrap() == data,
+        "side 1 lacks the txg"
+    );
+    devs[0].set_faults(Faults::default());
+}
+
 /// d. A mirror whose one side returns corrupted data: reads are correct
 /// (the other side verifies), the bad side is charged checksum errors,
 /// and a writer's reads heal the damaged copies on disk.
