@@ -626,8 +626,9 @@ fn offline_waits_for_queued_writes() {
     opener.join().unwrap();
     assert_eq!(w.pool.writeback.queued_bytes(), 0);
     drop(w);
+    let data_area = VDEV_LABEL_START_SIZE..DEV_SIZE - VDEV_LABEL_END_SIZE;
     devs[0].set_faults(Faults {
-        read_error_ranges: vec![VDEV_LABEL_START_SIZE..DEV_SIZE - VDEV_LABEL_END_SIZE],
+        read_error_ranges: vec![data_area],
         ..Default::default()
     });
     let pool = open_pool(&paths, false).unwrap();
