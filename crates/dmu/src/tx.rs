@@ -179,28 +179,7 @@ struct ObjDerived {
     types: Vec<std::any::TypeId>,
 }
 
-type KeyHash = std::hash::BuildHasherDefault<WordHasher>;
-
-/// A multiplicative hash of whole words (object numbers and type ids
-/// are not chosen by an adversary: they come from this process).
-#[derive(Default, Clone, Copy)]
-struct WordHasher(u64);
-
-impl std::hash::Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
+type KeyHash = std::hash::BuildHasherDefault<ozfs_spa::arc::WordHasher>;
 
 impl ObjDerived {
     fn get<T: std::any::Any + Send + Sync>(&self, obj: u64) -> Option<&T> {

@@ -497,6 +497,26 @@ fn crash_live_at_sampled_writes() {
     assert!(points >= 16);
 }
 
+/// Hold `pool`'s write queue shut for half a second: a job that waits is
+/// queued now, and the returned thread lets it go.
+fn hold_queue(pool: &Pool) -> std::thread::JoinHandle<()> {
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let g = gate.clone();
+    let shut: ozfs_spa::writeback::Job = Box::new(move || {
+        let mut open = g.0.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = g.1.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+        Ok(())
+    });
+    pool.writeback.enqueue(shut, None).unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        *gate.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        gate.1.notify_all();
+    })
+}
+
 /// c''. Write-behind (`sync_behind`): the next txg reads every block the
 /// last one queued (files, directory, dnodes) and gets the new content —
 /// reads of queued blocks wait for their writes — and changes them. Power
@@ -515,22 +535,7 @@ fn write_behind_reads_queued_blocks_and_keeps_order() {
     let start = run[0].write_clock();
     // The queue is held shut for a while: txg A's writes wait behind the
     // gate, so the reads below come before them and must wait.
-    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let g = gate.clone();
-    let shut: ozfs_spa::writeback::Job = Box::new(move || {
-        let mut open = g.0.lock().unwrap_or_else(|e| e.into_inner());
-        while !*open {
-            open = g.1.wait(open).unwrap_or_else(|e| e.into_inner());
-        }
-        Ok(())
-    });
-    w.pool.writeback.enqueue(shut, None).unwrap();
-    let g = gate.clone();
-    let opener = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        *g.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        g.1.notify_all();
-    });
+    let opener = hold_queue(&w.pool);
     change(&mut w, ds).unwrap();
     w.sync_behind().unwrap();
     assert!(
@@ -600,26 +605,11 @@ fn offline_waits_for_queued_writes() {
     init();
     let (devs, paths) = devices("offq", 2, 21);
     let (mut w, ds) = new_pool(&paths);
-    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let g = gate.clone();
-    let shut: ozfs_spa::writeback::Job = Box::new(move || {
-        let mut open = g.0.lock().unwrap_or_else(|e| e.into_inner());
-        while !*open {
-            open = g.1.wait(open).unwrap_or_else(|e| e.into_inner());
-        }
-        Ok(())
-    });
-    w.pool.writeback.enqueue(shut, None).unwrap();
+    let opener = hold_queue(&w.pool);
     let data = pattern(3, 300_000);
     write_file(&mut w, ds, "f", &data).unwrap();
     w.sync_behind().unwrap();
     assert!(w.pool.writeback.queued_bytes() > 0, "the txg is queued");
-    let g = gate.clone();
-    let opener = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        *g.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        g.1.notify_all();
-    });
     let side1 = w.pool.root.leaves()[1].guid;
     let txg = w.txg;
     w.pool.set_offline(side1, true, txg).unwrap();
