@@ -385,43 +385,38 @@ impl Objset {
     /// A block of a metadata object, through the pool's block cache (which
     /// keeps metadata whatever it does with file data); no copy.
     pub fn metadata_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
-        self.cached_block(dn, blkid, false)
+        self.cached_block(dn, blkid, false, true)
     }
 
     /// [`read_block`](Self::read_block) without a copy: the block as the
     /// pool's cache holds it (readers copy only the bytes they want).
     pub fn data_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
-        self.cached_block(dn, blkid, true)
-    }
-
-    /// Level-0 block `blkid` read whole by a client
-    /// ([`Pool::read_bp_passing`]: from the cache, never into it).
-    fn passing_block(&self, dn: &Dnode, blkid: u64) -> Result<Option<Arc<Vec<u8>>>> {
-        if blkid > dn.phys.maxblkid {
-            return Ok(None);
-        }
-        match self.block_bp(dn, 0, blkid)? {
-            Some(bp) if !bp.is_hole() => self
-                .pool
-                .read_bp_passing(&bp, self.key.as_deref())
-                .map(Some)
-                .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
-            _ => Ok(None),
-        }
+        self.cached_block(dn, blkid, true, true)
     }
 
     /// Level-0 block `blkid` through the pool's cache (`data`: cached only
-    /// where the pool caches file data).
-    fn cached_block(&self, dn: &Dnode, blkid: u64, data: bool) -> Result<Option<Arc<Vec<u8>>>> {
+    /// where the pool caches file data; `keep` false: a client's read of
+    /// the whole block, taken from the cache but not kept,
+    /// [`Pool::read_bp_passing`]).
+    fn cached_block(
+        &self,
+        dn: &Dnode,
+        blkid: u64,
+        data: bool,
+        keep: bool,
+    ) -> Result<Option<Arc<Vec<u8>>>> {
         if blkid > dn.phys.maxblkid {
             return Ok(None);
         }
+        let key = self.key.as_deref();
         match self.block_bp(dn, 0, blkid)? {
-            Some(bp) if !bp.is_hole() => self
-                .pool
-                .read_bp_cached_keyed(&bp, data, self.key.as_deref())
-                .map(Some)
-                .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
+            Some(bp) if !bp.is_hole() => if keep {
+                self.pool.read_bp_cached_keyed(&bp, data, key)
+            } else {
+                self.pool.read_bp_passing(&bp, key)
+            }
+            .map(Some)
+            .map_err(|e| e.context(&format!("object {} block {blkid}", dn.object))),
             _ => Ok(None),
         }
     }
@@ -471,12 +466,8 @@ impl Objset {
             let blkid = pos / bs;
             let inner = (pos % bs) as usize;
             let n = ((bs as usize) - inner).min(out.len() - done);
-            let block = if client && inner == 0 && n == bs as usize {
-                self.passing_block(dn, blkid)?
-            } else {
-                self.data_block(dn, blkid)?
-            };
-            match block {
+            let whole = inner == 0 && n == bs as usize;
+            match self.cached_block(dn, blkid, true, !(client && whole))? {
                 Some(b) => {
                     // A block shorter than the declared block size (hostile
                     // datablkszsec) reads as zeros past its end.

@@ -1634,24 +1634,17 @@ impl State {
     /// The attributes READDIRPLUS hands the kernel for entry `name` →
     /// `eino` of directory `dir`; None when the name is gone or moved since
     /// the listing was taken (never handed to the kernel as an entry it
-    /// would keep for an hour). A listing whose mark the objset still
-    /// holds is of the directory as it is: its names need no lookup.
+    /// would keep for an hour). A `current` listing (its mark still held,
+    /// [`Self::listing_current`]) is of the directory as it is: its names
+    /// need no lookup.
     fn plus_entry(
         &mut self,
         dir: u64,
         eino: u64,
         name: &[u8],
-        mark: Option<&Arc<ListingMark>>,
+        current: bool,
     ) -> Res<Option<(FileAttr, u64)>> {
         let dots = name == b"." || name == b"..";
-        let current = mark.is_some_and(|m| {
-            self.tx()
-                .ok()
-                .and_then(|tx| {
-                    tx.with_obj_derived(dir, |held: &ListingMark| std::ptr::eq(held, &**m))
-                })
-                .unwrap_or(false)
-        });
         if !dots && !current && eino < snapdir::VIRT_MIN {
             match self.lookup_obj(dir, name)? {
                 Some(o) if self.ino(o) == eino => {}
@@ -1663,6 +1656,15 @@ impl State {
             Err(ENOENT) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the objset still holds `mark`, the mark taken with a
+    /// listing of `dir`: the directory has not changed since.
+    fn listing_current(&mut self, dir: u64, mark: Option<&Arc<ListingMark>>) -> bool {
+        let Some(m) = mark else { return false };
+        let Ok(tx) = self.tx() else { return false };
+        tx.with_obj_derived(dir, |held: &ListingMark| std::ptr::eq(held, &**m))
+            .unwrap_or(false)
     }
 
     /// Listing of any directory inode (live or under `.zfs`).
@@ -2453,8 +2455,10 @@ impl Filesystem for ZfsFuse {
         let mut added = false;
         let dir = st.obj(ino);
         let skip = offset.max(0) as usize;
+        // Nothing below changes the directory: one look for the batch.
+        let current = st.listing_current(dir, list.mark.as_ref());
         for (i, (eino, _, name)) in list.entries.iter().enumerate().skip(skip) {
-            let (a, gen) = match st.plus_entry(dir, *eino, name, list.mark.as_ref()) {
+            let (a, gen) = match st.plus_entry(dir, *eino, name, current) {
                 Ok(Some(v)) => v,
                 Ok(None) => continue,
                 Err(e) if !added => {

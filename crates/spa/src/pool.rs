@@ -800,6 +800,19 @@ impl Pool {
         data: bool,
         key: Option<&ozfs_codec::crypt::MasterKey>,
     ) -> Result<Arc<Vec<u8>>> {
+        self.read_through(bp, data, key, true)
+    }
+
+    /// A block through its cache (metadata, or file data where the pool
+    /// caches it): a hit costs no I/O; a miss is read, verified and, with
+    /// `keep`, kept.
+    fn read_through(
+        &self,
+        bp: &BlkPtr,
+        data: bool,
+        key: Option<&ozfs_codec::crypt::MasterKey>,
+        keep: bool,
+    ) -> Result<Arc<Vec<u8>>> {
         let use_cache = !data || self.cache_data.load(std::sync::atomic::Ordering::Relaxed);
         let mut ck = if use_cache { key_of(bp) } else { None };
         if key.is_none() && bp.is_encrypted() {
@@ -814,7 +827,7 @@ impl Pool {
             }
         }
         let b = Arc::new(self.read_bp_inner(bp, None, key)?);
-        if let Some(k) = ck {
+        if let Some(k) = ck.filter(|_| keep) {
             cache.insert(k, b.clone());
         }
         Ok(b)
@@ -832,14 +845,7 @@ impl Pool {
         bp: &BlkPtr,
         key: Option<&ozfs_codec::crypt::MasterKey>,
     ) -> Result<Arc<Vec<u8>>> {
-        if let Some(k) = key_of(bp) {
-            if key.is_some() || !bp.is_encrypted() {
-                if let Some(b) = self.data_cache.get(&k) {
-                    return Ok(b);
-                }
-            }
-        }
-        Ok(Arc::new(self.read_bp_inner(bp, None, key)?))
+        self.read_through(bp, true, key, false)
     }
 
     /// Read a block's logical contents (exactly LSIZE bytes).
