@@ -252,6 +252,25 @@ fn daemon_mounts() {
     assert_eq!(fs::read(mnt_b.join("copied.txt")).unwrap(), longer);
     assert_eq!(names(&mnt_b), ["copied.txt", "second.txt"]);
     assert_eq!(fs::read(mnt_b.join("second.txt")).unwrap(), longer);
+    // A name looked up and missing is kept by the kernel as missing (a
+    // negative entry, for an hour too): a copy must make it appear, a
+    // directory too (directories are not among the names invalidated
+    // for what they held before).
+    let tree = work.path().join("tree");
+    fs::create_dir(&tree).unwrap();
+    fs::write(tree.join("inner.txt"), b"inner").unwrap();
+    for name in ["third.txt", "newdir"] {
+        assert!(!mnt_b.join(name).exists());
+    }
+    oz.ok(&["cp", &src.to_string_lossy(), &format!("{ds_b}:/third.txt")]);
+    oz.ok(&[
+        "cp",
+        "-r",
+        &tree.to_string_lossy(),
+        &format!("{ds_b}:/newdir"),
+    ]);
+    assert_eq!(fs::read(mnt_b.join("third.txt")).unwrap(), longer);
+    assert_eq!(fs::read(mnt_b.join("newdir/inner.txt")).unwrap(), b"inner");
     // Mount properties are followed at once: a new mountpoint moves the
     // mount, canmount=off unmounts, inheriting the mountpoint moves it back.
     let elsewhere = work.path().join("elsewhere");

@@ -268,6 +268,11 @@ pub fn lookup(tx: &ObjsetTx, obj: u64, name: &[u8]) -> Result<Option<ZapEntry>> 
     with_loaded(tx, obj, |z| z.lookup(name))
 }
 
+/// The ZAP's name normalization flags (0: names match byte for byte).
+pub fn normflags(tx: &ObjsetTx, obj: u64) -> Result<u64> {
+    with_loaded(tx, obj, |z| Ok(z.normflags()))
+}
+
 pub fn lookup_u64(tx: &ObjsetTx, obj: u64, name: &str) -> Result<u64> {
     lookup(tx, obj, name.as_bytes())?
         .and_then(|e| e.as_u64())

@@ -1147,6 +1147,15 @@ impl ZapObject {
     }
 
     /// Look a name up (exact byte match).
+    /// The name normalization flags (case folding, Unicode forms): 0
+    /// when names match byte for byte.
+    pub fn normflags(&self) -> u64 {
+        match &self.micro {
+            Some(mi) => mi.normflags,
+            None => self.hdr().normflags,
+        }
+    }
+
     pub fn lookup(&self, name: &[u8]) -> Result<Option<ZapEntry>> {
         if let Some(mi) = &self.micro {
             let b0 = &self.blocks[&0];

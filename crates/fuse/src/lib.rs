@@ -73,8 +73,12 @@
 //!
 //! ## Kernel caches
 //! The kernel may keep entries and attributes for an hour (`CACHE_TTL`;
-//! one second under `.zfs`, whose snapshots come and go unseen) and the
-//! listings it read (directories are opened with FOPEN_CACHE_DIR). Changes
+//! one second under `.zfs`, whose snapshots come and go unseen), the
+//! listings it read (directories are opened with FOPEN_CACHE_DIR) and,
+//! for an hour too, names looked up and missing (negative entries; only
+//! in directories whose names match byte for byte, and at most
+//! `MISSING_MAX` between invalidations, past which a missing name is
+//! answered with ENOENT, which the kernel does not keep). Changes
 //! made through this mount the kernel sees itself. The others are notified
 //! to it ([`fuser::Notifier`]):
 //! * a file written in a txg: its attributes after the sync (the allocated
@@ -82,7 +86,8 @@
 //! * an access time recorded on a read or a listing;
 //! * a change made through the pool's writer outside this mount (the
 //!   daemon's `cp` into it, a raw record stored): every entry of every
-//!   directory the kernel knows and every inode it holds are invalidated
+//!   directory the kernel knows, every name it was told is missing and
+//!   every inode it holds are invalidated
 //!   ([`shared::Mounted::drop_kernel_caches`]).
 //!
 //! Listings are answered with READDIRPLUS (attributes with each name: no
@@ -142,6 +147,32 @@ const TTL: Duration = Duration::from_secs(1);
 /// read-write mount: every change the kernel does not see itself is
 /// notified to it (see "Kernel caches" above).
 const CACHE_TTL: Duration = Duration::from_secs(3600);
+
+/// Most names kept by the kernel as missing at once (past it, a missing
+/// name is answered ENOENT, which the kernel does not keep).
+const MISSING_MAX: usize = 1 << 16;
+
+/// The attributes of a negative entry: node 0 tells the kernel the name
+/// is missing and to remember that for the entry's TTL.
+fn missing_attr() -> FileAttr {
+    FileAttr {
+        ino: 0,
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
+    }
+}
 
 /// The TTL of an inode's entry and attributes.
 fn ttl(ino: u64) -> &'static Duration {
@@ -317,6 +348,10 @@ pub struct State {
     /// Kernel lookup count per object (entries replied minus forgotten):
     /// an object number the kernel still knows must not be reused.
     lookups: HashMap<u64, u64>,
+    /// Names the kernel was told are missing (negative entries it keeps
+    /// for `CACHE_TTL`), as (directory inode, name): invalidated with the
+    /// rest when the file system changes behind the kernel.
+    missing: std::collections::HashSet<(u64, Vec<u8>)>,
     /// Unlinked objects kept alive by open handles or kernel references.
     orphans: BTreeSet<u64>,
     /// Directory handle → listing taken at the first read / rewind.
@@ -519,6 +554,7 @@ impl State {
             budget: 0,
             opens: HashMap::new(),
             lookups: HashMap::new(),
+            missing: Default::default(),
             handles: HashMap::new(),
             orphans: BTreeSet::new(),
             dirs: HashMap::new(),
@@ -671,7 +707,9 @@ impl State {
     /// invalidate it by ([`shared::drop_kernel_caches`]): every inode it
     /// knows (a directory's listing and attributes go with its inode), and
     /// every name in a directory it knows that is not a directory now (the
-    /// name may have held another object the kernel still maps it to).
+    /// name may have held another object the kernel still maps it to),
+    /// and every name it was told is missing (forgotten here: the kernel
+    /// looks each up again).
     /// Names of directories are left alone: invalidating one would detach
     /// what is mounted on it (a child dataset) and the working directories
     /// of processes below it; a copy merges into a directory, never
@@ -700,6 +738,7 @@ impl State {
                 }
             }
         }
+        entries.extend(self.missing.drain());
         let inos = objs.iter().map(|&o| self.ino(o)).collect();
         Some((n, entries, inos))
     }
@@ -974,6 +1013,30 @@ impl State {
                 log_err(&format!("free unlinked object {obj}"), &e);
             }
         }
+    }
+
+    /// Whether the kernel may keep `name` in directory `parent` as missing
+    /// (a negative entry, node 0): a live directory whose names match
+    /// byte for byte (a case-folding one would make another spelling
+    /// appear with each create the kernel cannot know to invalidate),
+    /// on a mount that can invalidate it, within [`MISSING_MAX`] names.
+    /// The name is remembered for [`Self::kernel_known`].
+    fn remember_missing(&mut self, parent: u64, name: &[u8]) -> bool {
+        if parent >= snapdir::VIRT_MIN
+            || self.notifier.is_none()
+            || self.missing.len() >= MISSING_MAX
+        {
+            return false;
+        }
+        let dir = self.obj(parent);
+        let exact = match self.tx() {
+            Ok(tx) => zap_tx::normflags(tx, dir).is_ok_and(|f| f == 0),
+            Err(_) => false,
+        };
+        if exact {
+            self.missing.insert((parent, name.to_vec()));
+        }
+        exact
     }
 
     /// An entry for `a` is being replied: the kernel now holds one more lookup.
@@ -2114,6 +2177,9 @@ impl Filesystem for ZfsFuse {
             Ok((a, gen)) => {
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
+            }
+            Err(ENOENT) if st.remember_missing(parent, name.as_bytes()) => {
+                reply.entry(&CACHE_TTL, &missing_attr(), 0)
             }
             Err(e) => reply.error(e),
         }
