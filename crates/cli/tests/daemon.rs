@@ -271,6 +271,20 @@ fn daemon_mounts() {
     ]);
     assert_eq!(fs::read(mnt_b.join("third.txt")).unwrap(), longer);
     assert_eq!(fs::read(mnt_b.join("newdir/inner.txt")).unwrap(), b"inner");
+    // A directory made through the mount under a name the kernel was told
+    // is missing (a child's mountpoint, which the daemon makes through
+    // this mount) is not invalidated by the next copy: that would detach
+    // the child mounted on it.
+    let child = format!("{ds_b}/child");
+    oz.ok(&["zfs", "create", &child]);
+    assert!(is_mounted(&mnt_b.join("child")), "{:?}", mounted_dirs());
+    oz.ok(&["cp", &src.to_string_lossy(), &format!("{ds_b}:/fourth.txt")]);
+    assert!(
+        is_mounted(&mnt_b.join("child")),
+        "a copy into the parent detached its child: {:?}",
+        mounted_dirs()
+    );
+    oz.ok(&["zfs", "destroy", &child]);
     // Mount properties are followed at once: a new mountpoint moves the
     // mount, canmount=off unmounts, inheriting the mountpoint moves it back.
     let elsewhere = work.path().join("elsewhere");

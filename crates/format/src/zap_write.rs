@@ -1146,7 +1146,6 @@ impl ZapObject {
         Ok(true)
     }
 
-    /// Look a name up (exact byte match).
     /// The name normalization flags (case folding, Unicode forms): 0
     /// when names match byte for byte.
     pub fn normflags(&self) -> u64 {
@@ -1156,6 +1155,7 @@ impl ZapObject {
         }
     }
 
+    /// Look a name up (exact byte match).
     pub fn lookup(&self, name: &[u8]) -> Result<Option<ZapEntry>> {
         if let Some(mi) = &self.micro {
             let b0 = &self.blocks[&0];

@@ -77,8 +77,10 @@
 //! listings it read (directories are opened with FOPEN_CACHE_DIR) and,
 //! for an hour too, names looked up and missing (negative entries; only
 //! in directories whose names match byte for byte, and at most
-//! `MISSING_MAX` between invalidations, past which a missing name is
-//! answered with ENOENT, which the kernel does not keep). Changes
+//! `MISSING_MAX` remembered at once: a name leaves the set when it is
+//! made through the mount or at an invalidation; past the bound a
+//! missing name is answered with ENOENT, which the kernel does not
+//! keep). Changes
 //! made through this mount the kernel sees itself. The others are notified
 //! to it ([`fuser::Notifier`]):
 //! * a file written in a txg: its attributes after the sync (the allocated
@@ -709,7 +711,7 @@ impl State {
     /// every name in a directory it knows that is not a directory now (the
     /// name may have held another object the kernel still maps it to),
     /// and every name it was told is missing (forgotten here: the kernel
-    /// looks each up again).
+    /// looks each up again) unless it is now a directory the kernel holds.
     /// Names of directories are left alone: invalidating one would detach
     /// what is mounted on it (a child dataset) and the working directories
     /// of processes below it; a copy merges into a directory, never
@@ -738,7 +740,22 @@ impl State {
                 }
             }
         }
-        entries.extend(self.missing.drain());
+        // Names once missing, unless now a directory the kernel holds
+        // (made or found through the mount since: a READDIRPLUS, a
+        // rename): left alone as directories are above.
+        let missing: Vec<(u64, Vec<u8>)> = self.missing.drain().collect();
+        for (parent, name) in missing {
+            let held_dir = match self.lookup_obj(self.obj(parent), &name) {
+                Ok(Some(o)) => {
+                    self.lookups.contains_key(&o)
+                        && self.attrs(o).is_ok_and(|a| a.mode & S_IFMT == S_IFDIR)
+                }
+                _ => false,
+            };
+            if !held_dir {
+                entries.push((parent, name));
+            }
+        }
         let inos = objs.iter().map(|&o| self.ino(o)).collect();
         Some((n, entries, inos))
     }
@@ -1016,11 +1033,13 @@ impl State {
     }
 
     /// Whether the kernel may keep `name` in directory `parent` as missing
-    /// (a negative entry, node 0): a live directory whose names match
-    /// byte for byte (a case-folding one would make another spelling
-    /// appear with each create the kernel cannot know to invalidate),
-    /// on a mount that can invalidate it, within [`MISSING_MAX`] names.
-    /// The name is remembered for [`Self::kernel_known`].
+    /// (a negative entry, node 0): a live directory whose ZAP matches
+    /// names byte for byte (left out, conservatively: one that folds case
+    /// or normalizes Unicode, where ZFS finds other spellings of a name,
+    /// which this lookup does not yet do), on a mount that can invalidate
+    /// it, within [`MISSING_MAX`] names. The name is remembered for
+    /// [`Self::kernel_known`] until it exists through this mount
+    /// ([`Self::named`]).
     fn remember_missing(&mut self, parent: u64, name: &[u8]) -> bool {
         if parent >= snapdir::VIRT_MIN
             || self.notifier.is_none()
@@ -1037,6 +1056,15 @@ impl State {
             self.missing.insert((parent, name.to_vec()));
         }
         exact
+    }
+
+    /// Name `name` of directory `parent` now exists through this mount
+    /// (the kernel holds it): it is no longer one the kernel was told is
+    /// missing.
+    fn named(&mut self, parent: u64, name: &OsStr) {
+        if !self.missing.is_empty() {
+            self.missing.remove(&(parent, name.as_bytes().to_vec()));
+        }
     }
 
     /// An entry for `a` is being replied: the kernel now holds one more lookup.
@@ -1097,12 +1125,15 @@ impl State {
         Ok(())
     }
 
-    fn do_lookup(&mut self, parent: u64, name: &OsStr) -> Res<(FileAttr, u64)> {
+    /// The entry `name` of directory `parent`: None when the name is
+    /// missing from a live directory (only that: a damaged entry is an
+    /// error, and a name missing under `.zfs` is ENOENT).
+    fn lookup_entry(&mut self, parent: u64, name: &OsStr) -> Res<Option<(FileAttr, u64)>> {
         if parent >= snapdir::VIRT_MIN {
-            return self.v_lookup(parent, name.as_bytes());
+            return self.v_lookup(parent, name.as_bytes()).map(Some);
         }
         if snapdir::is_ctl_name(parent, name) {
-            return self.v_getattr(snapdir::CTL_INO);
+            return self.v_getattr(snapdir::CTL_INO).map(Some);
         }
         let dir = self.obj(parent);
         let name = name.as_bytes();
@@ -1114,9 +1145,12 @@ impl State {
         } else if name == b".." {
             self.dir_attrs(dir)?.parent
         } else {
-            self.lookup_obj(dir, name)?.ok_or(ENOENT)?
+            match self.lookup_obj(dir, name)? {
+                Some(o) => o,
+                None => return Ok(None),
+            }
         };
-        self.fattr(obj)
+        self.fattr(obj).map(Some)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -2173,14 +2207,15 @@ impl Filesystem for ZfsFuse {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let mut st = self.lock();
-        match st.do_lookup(parent, name) {
-            Ok((a, gen)) => {
+        match st.lookup_entry(parent, name) {
+            Ok(Some((a, gen))) => {
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
             }
-            Err(ENOENT) if st.remember_missing(parent, name.as_bytes()) => {
+            Ok(None) if st.remember_missing(parent, name.as_bytes()) => {
                 reply.entry(&CACHE_TTL, &missing_attr(), 0)
             }
+            Ok(None) => reply.error(ENOENT),
             Err(e) => reply.error(e),
         }
     }
@@ -2243,6 +2278,7 @@ impl Filesystem for ZfsFuse {
         let mut st = self.lock();
         match st.do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev) {
             Ok((a, gen)) => {
+                st.named(parent, name);
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
             }
@@ -2262,6 +2298,7 @@ impl Filesystem for ZfsFuse {
         let mut st = self.lock();
         match st.do_mkdir(req.uid(), req.gid(), parent, name, mode, umask) {
             Ok((a, gen)) => {
+                st.named(parent, name);
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
             }
@@ -2294,6 +2331,7 @@ impl Filesystem for ZfsFuse {
         let mut st = self.lock();
         match st.do_symlink(req.uid(), req.gid(), parent, link_name, target) {
             Ok((a, gen)) => {
+                st.named(parent, link_name);
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
             }
@@ -2311,11 +2349,12 @@ impl Filesystem for ZfsFuse {
         flags: u32,
         reply: ReplyEmpty,
     ) {
-        match self
-            .lock()
-            .do_rename(parent, name, newparent, newname, flags)
-        {
-            Ok(()) => reply.ok(),
+        let mut st = self.lock();
+        match st.do_rename(parent, name, newparent, newname, flags) {
+            Ok(()) => {
+                st.named(newparent, newname);
+                reply.ok()
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -2331,6 +2370,7 @@ impl Filesystem for ZfsFuse {
         let mut st = self.lock();
         match st.do_link(ino, newparent, newname) {
             Ok((a, gen)) => {
+                st.named(newparent, newname);
                 st.looked_up(&a);
                 reply.entry(ttl(a.ino), &a, gen)
             }
@@ -2647,6 +2687,7 @@ impl Filesystem for ZfsFuse {
             });
         match r {
             Ok((a, gen, fh)) => {
+                st.named(parent, name);
                 st.looked_up(&a);
                 reply.created(ttl(a.ino), &a, gen, fh, 0)
             }
