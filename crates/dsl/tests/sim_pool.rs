@@ -350,6 +350,23 @@ impl Gens {
 }
 
 /// A two-way mirror with generation 1 written and synced; its devices.
+/// Forks of `base` (seeded `seed`) sharing one crash point, registered
+/// under `paths`, recording their writes from now on; the writer opened
+/// on them, its dataset, and the write clock where the trace starts.
+fn traced_run(
+    base: &[Arc<SimDevice>],
+    paths: &[PathBuf],
+    seed: u64,
+) -> (Vec<Arc<SimDevice>>, PoolWriter, u64, u64) {
+    let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(seed)).collect();
+    sim::share_crash_point(&run.iter().collect::<Vec<_>>());
+    register_all(&run);
+    let (w, ds) = open_writer(paths).unwrap();
+    run.iter().for_each(|d| d.record_trace(true));
+    let start = run[0].write_clock();
+    (run, w, ds, start)
+}
+
 fn crash_base(tag: &str, version: u64) -> (Vec<Arc<SimDevice>>, Vec<PathBuf>) {
     let (devs, paths) = devices(tag, 2, 3);
     let (mut w, ds) = new_pool_v(&paths, version);
@@ -410,12 +427,7 @@ fn crash_at_every_write(version: u64) {
     let t0 = Instant::now();
     let gens = Gens::new();
     let (base, paths) = crash_base(&format!("crash{version}"), version);
-    let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(101)).collect();
-    sim::share_crash_point(&run.iter().collect::<Vec<_>>());
-    register_all(&run);
-    let (mut w, ds) = open_writer(&paths).unwrap();
-    run.iter().for_each(|d| d.record_trace(true));
-    let start = run[0].write_clock();
+    let (run, mut w, ds, start) = traced_run(&base, &paths, 101);
     change(&mut w, ds).unwrap();
     w.sync().unwrap();
     drop(w);
@@ -527,12 +539,7 @@ fn write_behind_reads_queued_blocks_and_keeps_order() {
     init();
     let gens = Gens::new();
     let (base, paths) = crash_base("behind", 5000);
-    let run: Vec<Arc<SimDevice>> = base.iter().map(|d| d.fork(103)).collect();
-    sim::share_crash_point(&run.iter().collect::<Vec<_>>());
-    register_all(&run);
-    let (mut w, ds) = open_writer(&paths).unwrap();
-    run.iter().for_each(|d| d.record_trace(true));
-    let start = run[0].write_clock();
+    let (run, mut w, ds, start) = traced_run(&base, &paths, 103);
     // The queue is held shut for a while: txg A's writes wait behind the
     // gate, so the reads below come before them and must wait.
     let opener = hold_queue(&w.pool);
