@@ -811,10 +811,25 @@ impl Sealed {
 /// `zio_crypt_do_indirect_mac_checksum`. Needs no key: raw receives and
 /// keyless writers compute it too.
 pub fn indirect_mac(block: &[u8]) -> Result<[u8; 16]> {
+    indirect_mac_swapped(block, false)
+}
+
+/// [`indirect_mac`] of an indirect block written in the other byte order
+/// (`swap`: its pointers are read swapped, as `BP_SHOULD_BYTESWAP`).
+pub fn indirect_mac_swapped(block: &[u8], swap: bool) -> Result<[u8; 16]> {
     use sha2::Digest;
+    if !block.len().is_multiple_of(128) {
+        return Err(Error::corrupt(
+            "indirect block of an encrypted dataset",
+            format!(
+                "{} bytes, not a whole number of block pointers",
+                block.len()
+            ),
+        ));
+    }
     let mut aad = Vec::with_capacity(block.len() / 128 * 32);
     for c in block.chunks_exact(128) {
-        auth_bp(&mut aad, c, false, KEY_VERSION_CURRENT)?;
+        auth_bp(&mut aad, c, swap, KEY_VERSION_CURRENT)?;
     }
     let d = sha2::Sha512::digest(&aad);
     let mut mac = [0u8; 16];
@@ -951,7 +966,7 @@ fn auth_bp(aad: &mut Vec<u8>, raw: &[u8], swap: bool, version: u64) -> Result<()
     let bp = BlkPtr::from_bytes(raw, swap)?;
     if bp.is_embedded() {
         return Err(Error::corrupt(
-            "encrypted dnode block",
+            "block pointer of an encrypted dataset",
             "an embedded block pointer (never written in an encrypted dataset)",
         ));
     }

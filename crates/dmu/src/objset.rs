@@ -81,11 +81,18 @@ impl Objset {
     pub fn open_keyed(pool: Arc<Pool>, bp: &BlkPtr, key: Option<Arc<MasterKey>>) -> Result<Objset> {
         let data = pool.read_bp(bp)?;
         let swap = swap_of(bp);
-        // An encrypted objset is authenticated by its own MACs.
+        // An encrypted objset is authenticated by its own MACs, always:
+        // whether the dataset is encrypted is the caller's to say (the
+        // DSL's crypto key), never the pointer's crypt bit, which sits in
+        // the unauthenticated MOS.
         if let Some(k) = key.as_deref() {
-            if bp.uses_crypt() {
-                k.verify_objset(&data, swap)?;
+            if !bp.uses_crypt() || bp.object_type() != ozfs_format::types::ot::OBJSET {
+                return Err(Error::corrupt(
+                    "encrypted dataset",
+                    "its objset block pointer is not protected (crypt bit clear): refused",
+                ));
             }
+            k.verify_objset(&data, swap)?;
         }
         let phys = ObjsetPhys::parse(&data, swap)?;
         Ok(Objset {

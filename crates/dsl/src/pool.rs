@@ -584,6 +584,12 @@ impl DslPool {
         }
     }
 
+    /// Whether dataset `ds` is encrypted: its DSL directory has a crypto
+    /// key object, or its objset pointer the crypt bit.
+    pub fn is_encrypted(&self, ds: &DatasetInfo) -> Result<bool> {
+        Ok(ds.ds.bp.uses_crypt() || self.crypto_key_obj(ds.dir_obj)?.is_some())
+    }
+
     /// Open a dataset's objset.
     pub fn objset(&self, ds: &DatasetInfo) -> Result<Objset> {
         if ds.ds.bp.is_hole() {
@@ -594,7 +600,10 @@ impl DslPool {
         }
         // An encrypted dataset is read with its master key, which needs
         // its encryption root's key loaded (refused, naming it, if not).
-        let key = if ds.ds.bp.uses_crypt() {
+        // Encrypted is what its DSL directory says (a crypto key object),
+        // or the pointer's crypt bit: never the bit alone, which whoever
+        // edits the MOS may clear to have the objset read unauthenticated.
+        let key = if self.is_encrypted(ds)? {
             Some(self.dataset_key(ds)?)
         } else {
             None

@@ -279,7 +279,7 @@ pub fn send_with(
         }
     }
     // An encrypted snapshot sent raw is read as stored, without a key.
-    let encrypted = to.ds.bp.uses_crypt();
+    let encrypted = dsl.is_encrypted(to)?;
     let raw = opts.raw && encrypted;
     let open = |d: &DatasetInfo| {
         if raw {

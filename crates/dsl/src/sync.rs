@@ -798,7 +798,9 @@ impl PoolWriter {
             // (its encryption root's key loaded in this process): every
             // block sealed as OpenZFS seals it. The objset's own MACs are
             // checked as it is opened.
-            let key = if ds.bp.uses_crypt() {
+            // Encrypted as the DSL directory says, not only as the
+            // (unauthenticated) crypt bit of the objset pointer says.
+            let key = if ds.bp.uses_crypt() || self.dir_key_obj(ds.dir_obj)?.is_some() {
                 let dsl = self.dsl();
                 let name = dsl
                     .dir_name(ds.dir_obj)

@@ -281,6 +281,30 @@ impl Pool {
     }
 }
 
+/// An indirect block of an encrypted objset authenticates its children:
+/// its pointer's checksum words 2–3 hold the MAC of their authenticated
+/// forms (each child's portable properties — crypt bit, type, level,
+/// sizes at level 0 — and its own MAC, in order), which needs no key to
+/// recompute (`zio_crypt_do_indirect_mac_checksum`). Checked on every read,
+/// keyed or not: with it, an edited, reordered or unprotected child is
+/// refused even when every checksum up to the uberblock was recomputed.
+fn check_indirect_mac(bp: &BlkPtr, logical: &[u8]) -> Result<()> {
+    let mac = ozfs_codec::crypt::indirect_mac_swapped(logical, swap_of(bp))
+        .map_err(|e| e.context(&format!("indirect block {}", dva_str(bp))))?;
+    if mac != bp.mac(swap_of(bp)) {
+        return Err(Error::corrupt(
+            "encrypted dataset",
+            format!(
+                "level-{} indirect block {} fails its MAC: its block pointers were changed \
+                 (authentication error)",
+                bp.level(),
+                dva_str(bp)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn swap_of(bp: &BlkPtr) -> bool {
     bp.little_endian() != HOST_LITTLE_ENDIAN
 }
@@ -882,6 +906,21 @@ impl Pool {
         key: Option<&ozfs_codec::crypt::MasterKey>,
     ) -> Result<Vec<u8>> {
         let lsize = bp.lsize() as usize;
+        // A key is given only for a block of an encrypted objset (the DSL
+        // says so, not the pointer): every block there is protected, and a
+        // pointer that claims otherwise (crypt bit clear, or embedded
+        // plaintext) was not written by ZFS — read as plain it would put an
+        // attacker's bytes in the dataset under valid checksums.
+        if key.is_some() && !bp.is_hole() && (bp.is_embedded() || !bp.uses_crypt()) {
+            return Err(Error::corrupt(
+                "encrypted dataset",
+                format!(
+                    "{} block pointer {} is not protected (crypt bit clear or embedded): refused",
+                    ozfs_format::types::object_type_name(bp.object_type()),
+                    dva_str(bp)
+                ),
+            ));
+        }
         if bp.is_embedded() {
             bp.validate("embedded block pointer")?;
             let payload = bp.embedded_payload()?;
@@ -925,7 +964,7 @@ impl Pool {
         if c == comp::EXTERNAL {
             return self.decode_external(bp, &phys);
         }
-        if is_uncompressed(c) {
+        let out = if is_uncompressed(c) {
             if phys.len() != lsize {
                 return Err(Error::corrupt(
                     "block pointer",
@@ -935,10 +974,15 @@ impl Pool {
                     ),
                 ));
             }
-            return Ok(phys);
+            phys
+        } else {
+            let mut out = vec![0u8; lsize];
+            decompress_into(c, &phys, &mut out)?;
+            out
+        };
+        if bp.uses_crypt() && bp.level() > 0 {
+            check_indirect_mac(bp, &out)?;
         }
-        let mut out = vec![0u8; lsize];
-        decompress_into(c, &phys, &mut out)?;
         Ok(out)
     }
 

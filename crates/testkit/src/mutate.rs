@@ -241,8 +241,7 @@ impl Image {
             .filter(|o| o.saturating_add(psize as u64) <= self.psize)
             .ok_or_else(|| err("DVA outside the device"))?;
         let phys = self.read_at(off, psize)?;
-        let c = checksum::compute(bp.checksum(), &phys, false).map_err(|e| err(e.to_string()))?;
-        if c != bp.cksum() {
+        if block_cksum(bp, &phys)? != bp.cksum() {
             return Err(err("checksum mismatch"));
         }
         let comp = bp.compression();
@@ -467,9 +466,7 @@ impl Image {
                 ))
             })?;
             let mut bp = b.bp;
-            let c =
-                checksum::compute(bp.checksum(), &phys, false).map_err(|e| err(e.to_string()))?;
-            bp.set_cksum(c);
+            bp.set_cksum(block_cksum(&bp, &phys)?);
             writes.push((bp, phys));
             match b.parent {
                 Parent::Uberblock => break bp,
@@ -554,6 +551,25 @@ impl Image {
 
 /// Re-encodes logical `data` the way `bp` says it is stored, padded to its
 /// PSIZE; `None` when it no longer fits.
+/// The checksum `bp` must carry for physical bytes `phys`, as an attacker
+/// recomputes it: in full, except for a protected block of an encrypted
+/// dataset (other than an objset), whose words 2–3 are its MAC — kept as
+/// they are (no key is needed to forge words 0–1, the checksum of the
+/// stored bytes, folded for a checksum not strong enough for dedup).
+fn block_cksum(bp: &BlkPtr, phys: &[u8]) -> Result<ozfs_format::Cksum> {
+    let mut c = checksum::compute(bp.checksum(), phys, false).map_err(|e| err(e.to_string()))?;
+    if bp.uses_crypt() && bp.object_type() != ot::OBJSET {
+        if !checksum::dedup_capable(bp.checksum()) {
+            c.0[0] ^= c.0[2];
+            c.0[1] ^= c.0[3];
+        }
+        let old = bp.cksum();
+        c.0[2] = old.0[2];
+        c.0[3] = old.0[3];
+    }
+    Ok(c)
+}
+
 fn encode(bp: &BlkPtr, data: &[u8]) -> Option<Vec<u8>> {
     let psize = bp.psize() as usize;
     let comp = bp.compression();
