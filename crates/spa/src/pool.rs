@@ -839,7 +839,9 @@ impl Pool {
     ) -> Result<Arc<Vec<u8>>> {
         let use_cache = !data || self.cache_data.load(std::sync::atomic::Ordering::Relaxed);
         let mut ck = if use_cache { key_of(bp) } else { None };
-        if key.is_none() && bp.is_encrypted() {
+        // A protected level-0 block read without its key was not
+        // authenticated: it never stands in for the keyed read.
+        if key.is_none() && bp.uses_crypt() && bp.level() == 0 {
             if let Some(k) = ck.as_mut() {
                 k[2] |= 1 << 62;
             }
@@ -948,6 +950,13 @@ impl Pool {
             Some(ctx) => self.read_physical_with(bp, ctx)?,
             None => self.read_physical(bp)?,
         };
+        // A block of an unencrypted type (not the objset, which its opener
+        // checks) is authenticated by an HMAC of its stored bytes.
+        if let Some(k) = key {
+            if bp.is_authenticated() && bp.object_type() != ot::OBJSET {
+                k.verify_authenticated(bp, swap_of(bp), &phys)?;
+            }
+        }
         if bp.is_encrypted() {
             match key {
                 Some(k) => phys = k.decrypt_block(bp, swap_of(bp), phys)?,
