@@ -549,8 +549,6 @@ impl Image {
     }
 }
 
-/// Re-encodes logical `data` the way `bp` says it is stored, padded to its
-/// PSIZE; `None` when it no longer fits.
 /// The checksum `bp` must carry for physical bytes `phys`, as an attacker
 /// recomputes it: in full, except for a protected block of an encrypted
 /// dataset (other than an objset), whose words 2–3 are its MAC — kept as
@@ -570,6 +568,8 @@ fn block_cksum(bp: &BlkPtr, phys: &[u8]) -> Result<ozfs_format::Cksum> {
     Ok(c)
 }
 
+/// Re-encodes logical `data` the way `bp` says it is stored, padded to its
+/// PSIZE; `None` when it no longer fits.
 fn encode(bp: &BlkPtr, data: &[u8]) -> Option<Vec<u8>> {
     let psize = bp.psize() as usize;
     let comp = bp.compression();
