@@ -1751,3 +1751,229 @@ fn fuzz_dedup_tables() {
     }
     finish(f, "dedup table", done, t0);
 }
+
+/// The OpenZFS corpus (`OZFS_CORPUS`, else `../shared/corpus/openzfs-2.3`
+/// beside the checkout).
+fn corpus() -> PathBuf {
+    std::env::var_os("OZFS_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ozfs_testkit::daemon::repo_root().join("../shared/corpus/openzfs-2.3"))
+}
+
+/// Damages the top-level vdev of a label config: geometry fields, the
+/// expansion record, the children.
+fn damage_vdev_tree(nv: &mut ozfs_format::NvList, choice: u64, val: u64, val2: u64) {
+    use ozfs_format::NvValue;
+    let Some(mut t) = nv.get_nvlist("vdev_tree").cloned() else {
+        return;
+    };
+    const FIELDS: [&str; 11] = [
+        "nparity",
+        "draid_ndata",
+        "draid_nspares",
+        "draid_ngroups",
+        "ashift",
+        "asize",
+        "id",
+        "raidz_expanding",
+        "metaslab_array",
+        "metaslab_shift",
+        "guid",
+    ];
+    match choice {
+        0..=10 => t.set(FIELDS[choice as usize], NvValue::Uint64(val)),
+        11 => {
+            let n = (val2 % 5) as usize;
+            let txgs: Vec<u64> = (0..n).map(|i| val.wrapping_add(i as u64 * val2)).collect();
+            t.set("raidz_expand_txgs", NvValue::Uint64Array(txgs));
+        }
+        _ => {
+            if let Some(ch) = t.get_nvlist_array("children") {
+                let mut ch = ch.to_vec();
+                let n = ch.len().max(1);
+                let i = (val2 as usize) % n;
+                match choice {
+                    12 if !ch.is_empty() => {
+                        ch.remove(i);
+                    }
+                    13 if !ch.is_empty() => {
+                        let c = ch[i].clone();
+                        ch.push(c);
+                    }
+                    14 if ch.len() > 1 => {
+                        let j = (i + 1) % ch.len();
+                        ch.swap(i, j)
+                    }
+                    _ if !ch.is_empty() => {
+                        let f = ["guid", "id", "ashift", "asize"][(val2 % 4) as usize];
+                        ch[i].set(f, NvValue::Uint64(val));
+                    }
+                    _ => {}
+                }
+                t.set("children", NvValue::NvListArray(ch));
+            }
+        }
+    }
+    nv.set("vdev_tree", NvValue::NvList(t));
+}
+
+/// OpenZFS's dRAID, expanded RAID-Z and device-removal pools (the corpus),
+/// each case with one piece of damage made to verify: the top-level vdev
+/// of every label of every device (dRAID geometry, the expansion record,
+/// the children), or, on the removal pool, whose remaining device the
+/// block walker reads, a block of the MOS config, of the removed device's
+/// mapping and births objects, or of a space map. Then the readers: import
+/// (listing and read-only), status, `zfs list`, `zdb -b`, `cp -r`.
+#[test]
+fn fuzz_vdev_geometry() {
+    let cases = env_num("OZFS_FUZZ_GEOMETRY_CASES", 150);
+    let seed = env_num("OZFS_FUZZ_SEED", 13);
+    let only = std::env::var("OZFS_FUZZ_CASE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let corpus = corpus();
+    if !corpus.is_dir() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{}: the OpenZFS corpus is missing",
+            corpus.display()
+        );
+        eprintln!("skipped: no corpus at {}", corpus.display());
+        return;
+    }
+    let sb = Sandbox::new("geometry");
+    let pools = ["c8-draid", "c9-expand", "c10-removal"];
+    let mut devs: Vec<Vec<String>> = Vec::new();
+    for p in pools {
+        let dir = sb.p(&format!("base/{p}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(corpus.join(p))
+            .expect("corpus pool")
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(img) = name.strip_suffix(".gz") else {
+                continue;
+            };
+            let ok = Command::new("sh")
+                .arg("-c")
+                .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
+                .args([
+                    "sh",
+                    &e.path().to_string_lossy(),
+                    &dir.join(img).to_string_lossy(),
+                ])
+                .status()
+                .expect("gzip")
+                .success();
+            assert!(ok, "unpacking {}", e.path().display());
+            names.push(img.to_string());
+        }
+        names.sort();
+        devs.push(names);
+    }
+    let mut f = Findings {
+        list: Vec::new(),
+        keep: keep_dir(),
+    };
+    let dev_dir = sb.p("dev").to_string_lossy().into_owned();
+    let t0 = Instant::now();
+    let mut done = 0;
+    for i in 0..cases {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let mut rng = XorShift::new(seed.wrapping_mul(1_000_039).wrapping_add(i));
+        let which = (i % pools.len() as u64) as usize;
+        let pool = pools[which];
+        sb.reset();
+        let _ = std::fs::remove_dir_all(sb.p("dev"));
+        std::fs::create_dir_all(sb.p("dev")).expect("mkdir");
+        for d in &devs[which] {
+            sparse_copy(
+                &sb.p(&format!("base/{pool}/{d}")),
+                &sb.p(&format!("dev/{d}")),
+            );
+        }
+        let damage = if pool == "c10-removal" && rng.range(0, 2) == 0 {
+            let mut img = Image::open(&sb.p("dev/d0.img")).expect("walk the removal pool");
+            let pick = img.find(|b| {
+                b.objset == 0
+                    && b.kind != BlockKind::Objset
+                    && (b.object_type >= 0x80
+                        || ozfs_format::types::object_type_name(b.object_type).contains("nvlist")
+                        || b.object_type == ozfs_format::types::ot::SPACE_MAP)
+            });
+            if pick.is_empty() {
+                continue;
+            }
+            let idx = pick[rng.range(0, pick.len() as u64) as usize];
+            let b = img.blocks()[idx].clone();
+            let mut local = rng.clone();
+            let mut desc = String::new();
+            let r = img.mutate(idx, |d| {
+                let w = [4usize, 8, 8][local.range(0, 3) as usize];
+                let span = d.len().min(4096);
+                let off = local.range(0, (span / w).max(1) as u64) as usize * w;
+                desc = format!(
+                    "MOS object {} (type {:#x}) L{} blk {}: {}",
+                    b.object,
+                    b.object_type,
+                    b.level,
+                    b.blkid,
+                    poke(d, off, w, &mut local)
+                );
+            });
+            if r.is_err() {
+                continue;
+            }
+            desc
+        } else {
+            let choice = rng.range(0, 16);
+            let val = interesting(&mut rng, 0);
+            let val2 = rng.range(0, 1 << 20);
+            for d in &devs[which] {
+                ozfs_testkit::mutate::mutate_device_config(&sb.p(&format!("dev/{d}")), |nv| {
+                    damage_vdev_tree(nv, choice, val, val2)
+                })
+                .expect("edit a label config");
+            }
+            format!("vdev_tree edit {choice} ({val:#x}, {val2})")
+        };
+        let case = format!("geometry case {i} ({pool}, seed {seed})");
+        if only.is_some() || verbose() {
+            eprintln!("{case}: {damage}");
+        }
+        let r = sb.ozfs(&["zpool", "import", "-d", &dev_dir], None);
+        f.check(&case, &damage, &r, &sb);
+        let r = sb.ozfs(
+            &["zpool", "import", "-d", &dev_dir, "-o", "readonly=on", pool],
+            None,
+        );
+        f.check(&case, &damage, &r, &sb);
+        if r.ok() {
+            let out = sb.p("out/a").to_string_lossy().into_owned();
+            for c in [
+                vec!["zpool", "status", pool],
+                vec!["zfs", "list", "-t", "all"],
+                vec!["zdb", "-b", pool],
+                vec!["cp", "-r", &format!("{pool}:/"), &out],
+            ] {
+                let r = sb.ozfs(&c, None);
+                if verbose() {
+                    eprintln!("  {:?} {:?} {}", c, r.out.code, r.out.stderr.trim());
+                }
+                f.check(&case, &damage, &r, &sb);
+            }
+            let r = sb.ozfs(&["zpool", "export", pool], None);
+            f.check(&case, &damage, &r, &sb);
+        }
+        if let Some(e) = sb.escapes() {
+            f.record(&case, &damage, &e, &sb);
+        }
+        done += 1;
+    }
+    finish(f, "vdev geometry", done, t0);
+}

@@ -528,25 +528,44 @@ impl Image {
 
     /// Rewrites the config nvlist of every label through `f`.
     pub fn mutate_config(&mut self, f: impl Fn(&mut ozfs_format::NvList)) -> Result<()> {
-        for l in 0..4 {
-            let off = label_offset(self.psize, l, VDEV_PHYS_OFFSET);
-            let region = self.read_at(off, VDEV_PHYS_SIZE)?;
-            let body = &region[..VDEV_PHYS_SIZE - ozfs_format::label::ZIO_ECK_SIZE];
-            let mut nv = ozfs_format::NvList::unpack(body).map_err(|e| err(e.to_string()))?;
-            f(&mut nv);
-            let packed = nv.pack_xdr();
-            if packed.len() > body.len() {
-                return Err(err("config no longer fits the label"));
-            }
-            self.mutate_label(l, |r| {
-                r[..packed.len()].copy_from_slice(&packed);
-                for b in &mut r[packed.len()..VDEV_PHYS_SIZE - ozfs_format::label::ZIO_ECK_SIZE] {
-                    *b = 0;
-                }
-            })?;
-        }
-        Ok(())
+        mutate_device_config(&self.path, f)
     }
+}
+
+/// Rewrites the config nvlist of each of the four labels of the device
+/// file at `path` through `f`, and reseals each: no block is read, so this
+/// works on any device of any pool (a dRAID child, a RAID-Z member) where
+/// [`Image`] cannot walk. Errors when the new config no longer fits.
+pub fn mutate_device_config(path: &Path, f: impl Fn(&mut ozfs_format::NvList)) -> Result<()> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| err(format!("open {}: {e}", path.display())))?;
+    let psize = file
+        .metadata()
+        .map_err(|e| err(format!("stat {}: {e}", path.display())))?
+        .len();
+    let body_len = VDEV_PHYS_SIZE - ozfs_format::label::ZIO_ECK_SIZE;
+    for l in 0..4 {
+        let off = label_offset(psize, l, VDEV_PHYS_OFFSET);
+        let mut region = vec![0u8; VDEV_PHYS_SIZE];
+        file.read_exact_at(&mut region, off)
+            .map_err(|e| err(format!("read {} at {off}: {e}", path.display())))?;
+        let mut nv =
+            ozfs_format::NvList::unpack(&region[..body_len]).map_err(|e| err(e.to_string()))?;
+        f(&mut nv);
+        let packed = nv.pack_xdr();
+        if packed.len() > body_len {
+            return Err(err("config no longer fits the label"));
+        }
+        region[..packed.len()].copy_from_slice(&packed);
+        region[packed.len()..body_len].fill(0);
+        seal(&mut region, off);
+        file.write_all_at(&region, off)
+            .map_err(|e| err(format!("write {} at {off}: {e}", path.display())))?;
+    }
+    Ok(())
 }
 
 /// The checksum `bp` must carry for physical bytes `phys`, as an attacker
