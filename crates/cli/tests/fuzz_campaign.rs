@@ -16,7 +16,8 @@
 //! (listing and read-only), `zpool status`, `zfs list`, `zfs get all`,
 //! `zdb -dddd`, `zdb -b`, `cp -r` of the file system and a snapshot, and,
 //! for a third of the cases, a read-write import with a write and an export
-//! (the sync path).
+//! (the sync path). History records and their offsets and space maps are
+//! among the MOS blocks damaged, and `zpool history -il` among the readers.
 //!
 //! **Streams.** A full and an incremental `ozfs zfs send` stream; each case
 //! damages one record header field, a payload byte, a BEGIN name, or drops,
@@ -538,6 +539,12 @@ fn damage_image(img: &mut Image, rng: &mut XorShift) -> Option<String> {
         4 => img.find(|b| b.kind == BlockKind::Indirect),
         5..=7 => img.find(|b| ozfs_format::types::object_type_is_zap(b.dmu_type)),
         8 => img.find(|b| b.objset == 0 && b.kind == BlockKind::Data),
+        // The pool's history (records and their offsets) and space maps.
+        9 if rng.range(0, 2) == 0 => img.find(|b| {
+            b.objset == 0
+                && (ozfs_format::types::object_type_name(b.object_type).starts_with("SPA history")
+                    || b.object_type == ozfs_format::types::ot::SPACE_MAP)
+        }),
         _ => (0..blocks.len()).collect(),
     };
     if kinds.is_empty() {
@@ -722,6 +729,7 @@ fn image_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str, rw: bool
         vec!["zfs".into(), "get".into(), "all".into()],
         vec!["zdb".into(), "-dddd".into(), POOL.into()],
         vec!["zdb".into(), "-b".into(), POOL.into()],
+        vec!["zpool".into(), "history".into(), "-il".into(), POOL.into()],
         vec!["cp".into(), "-r".into(), format!("{fs}:/"), o("a")],
         vec!["cp".into(), "-r".into(), format!("{fs}@s1:/"), o("b")],
         vec!["cp".into(), "-r".into(), format!("{POOL}/recv:/"), o("c")],
