@@ -1073,6 +1073,11 @@ pub fn create_filesystem_crypt(
     if let Err(why) = ozfs_format::names::check_dataset_name(name) {
         return Err(Error::Invalid(format!("cannot create '{name}': {why}")));
     }
+    w.check_slop(
+        crate::slop::SpaceCheck::Normal,
+        6,
+        &format!("cannot create '{name}'"),
+    )?;
     let dsl = w.dsl();
     let parent = dsl.lookup(parent_name).map_err(|_| {
         Error::not_found(format!(
@@ -1130,6 +1135,11 @@ pub fn create_filesystem_crypt(
 /// the clone among its children and in its `next_clones` map; the new
 /// directory names it as origin. Nothing is copied.
 pub fn clone_filesystem(w: &mut PoolWriter, origin: &str, name: &str) -> Result<u64> {
+    w.check_slop(
+        crate::slop::SpaceCheck::Normal,
+        6,
+        &format!("cannot create '{name}'"),
+    )?;
     let dsl = w.dsl();
     let snap = dsl
         .lookup(origin)
@@ -1208,6 +1218,11 @@ pub enum PropSetting {
 /// Store a property in a DSL directory's props ZAP.
 pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -> Result<()> {
     crate::props::check_for_pool(w, name, v)?;
+    w.check_slop(
+        crate::slop::SpaceCheck::Reserved,
+        2,
+        &format!("cannot set property '{name}'"),
+    )?;
     let v = &crate::props::for_pool_version(w.version, name, v);
     // A salted checksum needs the pool's salt.
     if let ("checksum" | "dedup", PropSetting::Num(n)) = (name, v) {

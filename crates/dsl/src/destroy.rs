@@ -15,6 +15,11 @@ use ozfs_format::{BlkPtr, Error, Result};
 impl PoolWriter {
     /// `zfs destroy` of a file system without snapshots or children.
     pub fn destroy_filesystem(&mut self, name: &str) -> Result<()> {
+        self.check_slop(
+            crate::slop::SpaceCheck::ExtraReserved,
+            0,
+            &format!("cannot destroy '{name}'"),
+        )?;
         self.clones_dirty = true;
         let dsl = self.dsl();
         let ds = dsl.lookup(name)?;
@@ -373,6 +378,11 @@ impl PoolWriter {
     /// this snapshot's alone and are freed. Unique bytes of the neighbours
     /// and the directory's snapshot space follow.
     pub fn destroy_snapshot(&mut self, name: &str) -> Result<()> {
+        self.check_slop(
+            crate::slop::SpaceCheck::ExtraReserved,
+            0,
+            &format!("cannot destroy '{name}'"),
+        )?;
         let dsl = self.dsl();
         let snap = dsl.lookup(name).map_err(|_| {
             Error::not_found(format!(

@@ -36,6 +36,7 @@ pub mod rollback;
 pub mod scrub;
 pub mod send;
 pub mod shared;
+pub mod slop;
 pub mod snapshot;
 pub mod space;
 pub mod sync;

@@ -49,9 +49,6 @@ pub struct SpaceInfo {
     pub embedded_log_dspace: u64,
 }
 
-/// OpenZFS's `spa_min_slop` and `spa_max_slop`.
-const MIN_SLOP: u64 = 128 << 20;
-const MAX_SLOP: u64 = 128 << 30;
 /// OpenZFS's `zfs_embedded_slog_min_ms`.
 const EMBEDDED_SLOG_MIN_MS: u64 = 64;
 
@@ -687,6 +684,16 @@ impl DslPool {
 
     /// Pool space: SIZE from the metaslab geometry, ALLOC from the space maps, deflated space.
     pub fn space(&self) -> Result<SpaceInfo> {
+        self.space_of(true)
+    }
+
+    /// [`space`](Self::space) without ALLOC (no space map is read): the
+    /// sizes, which change only when vdevs do.
+    pub fn dspace_only(&self) -> Result<SpaceInfo> {
+        self.space_of(false)
+    }
+
+    fn space_of(&self, alloc: bool) -> Result<SpaceInfo> {
         let mut s = SpaceInfo::default();
         for top in &self.pool.root.children {
             s.tops.push((0, 0));
@@ -746,7 +753,7 @@ impl DslPool {
                     s.embedded_log_dspace = s.embedded_log_dspace.saturating_add(one);
                 }
             }
-            if ms_array != 0 {
+            if alloc && ms_array != 0 {
                 if let Ok(dn) = self.mos.dnode(ms_array) {
                     let n = ms_count.min(1 << 20) as usize;
                     if let Ok(arr) = self.mos.read(&dn, 0, n * 8) {
@@ -773,41 +780,5 @@ impl DslPool {
             }
         }
         Ok(s)
-    }
-
-    /// Space available to datasets: deflated space minus the slop
-    /// reservation minus what the root uses — the slop as zfs-fuse computes
-    /// it on pools up to version 23, as OpenZFS does on later ones.
-    pub fn available(&self, space: &SpaceInfo) -> Result<u64> {
-        let root = self.dir(self.root_dir_obj)?;
-        // What dedup saves counts as the pool's (`ddt_get_dedup_dspace`,
-        // since dedup began: zfs-fuse's pools too).
-        let (dd, _) = self.dedup_stats()?;
-        let deduped = dd.ref_dsize.saturating_sub(dd.dsize);
-        if self.pool.uberblock.version <= 23 {
-            // zfs-fuse's rule (pool version 23 is its world): 1/64 of the
-            // pool, at least 32 MiB.
-            let resv = (space.dspace >> 6).max(32 << 20);
-            return Ok(space
-                .dspace
-                .saturating_add(deduped)
-                .saturating_sub(resv)
-                .saturating_sub(root.used_bytes));
-        }
-        // OpenZFS 2.x (`spa_get_slop_space`): 1/32 of the normal class, at
-        // most 128 GiB, less up to half of it for the embedded log, but at
-        // least 128 MiB or half the pool, whichever is smaller. The space
-        // cloned blocks save counts as the pool's (`brt_get_dspace`), and
-        // so does what dedup saves (`ddt_get_dedup_dspace`).
-        let rd = space.normal_dspace;
-        let mut slop = (rd >> 5).min(MAX_SLOP);
-        slop -= space.embedded_log_dspace.min(slop >> 1);
-        let slop = slop.max((rd >> 1).min(MIN_SLOP));
-        let (_, cloned) = self.bclone_space()?;
-        Ok(rd
-            .saturating_add(cloned)
-            .saturating_add(deduped)
-            .saturating_sub(slop)
-            .saturating_sub(root.used_bytes))
     }
 }

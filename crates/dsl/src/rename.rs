@@ -25,6 +25,11 @@ pub(crate) fn valid_component(c: &str) -> bool {
 impl PoolWriter {
     /// `zfs rename OLD NEW` for file systems, or `fs@a fs@b` for snapshots.
     pub fn rename_dataset(&mut self, old: &str, new: &str) -> Result<()> {
+        self.check_slop(
+            crate::slop::SpaceCheck::Reserved,
+            3,
+            &format!("cannot rename '{old}'"),
+        )?;
         let dsl = self.dsl();
         let ds = dsl.lookup(old).map_err(|_| {
             Error::not_found(format!("cannot open '{old}': dataset does not exist"))

@@ -19,6 +19,11 @@ impl PoolWriter {
     /// Roll file system `name` back to its most recent snapshot; returns the
     /// snapshot's dataset object.
     pub fn rollback_to_latest(&mut self, name: &str) -> Result<u64> {
+        self.check_slop(
+            crate::slop::SpaceCheck::Reserved,
+            1,
+            &format!("cannot rollback '{name}'"),
+        )?;
         let dsl = self.dsl();
         let head = dsl.lookup(name).map_err(|_| {
             Error::not_found(format!("cannot open '{name}': dataset does not exist"))

@@ -32,6 +32,11 @@ impl PoolWriter {
             )));
         }
         self.sync()?;
+        self.check_slop(
+            crate::slop::SpaceCheck::Normal,
+            3,
+            &format!("cannot create snapshot '{full}'"),
+        )?;
         let dsl = self.dsl();
         let head = dsl
             .lookup(fs)

@@ -293,8 +293,12 @@ pub struct PoolWriter {
     pub spares_dirty: bool,
     /// Metaslab array object per top-level vdev.
     pub ms_arrays: Vec<u64>,
-    /// Raw bytes reserved by writes in the open txg.
-    reserved: u64,
+    /// Raw bytes reserved by writes in the open txg (worst cases: also
+    /// what the DSL may charge for them, deflated, checked against the slop
+    /// by `crate::slop`).
+    pub(crate) reserved: u64,
+    /// The pool's space as last synced (`crate::slop`).
+    pub(crate) space_cache: Option<crate::slop::SpaceCache>,
     /// Space accounting is checked at every sync (`crate::space`): the
     /// `$MOS` charge missing when this writer opened the pool (what older
     /// writers, which charged the MOS one txg late, never charged).
@@ -695,6 +699,7 @@ impl PoolWriter {
             clones_dirty: false,
             ms_arrays,
             reserved: 0,
+            space_cache: None,
             space_lag: None,
             space_failed: None,
             quota: Default::default(),
@@ -749,6 +754,7 @@ impl PoolWriter {
             clones_dirty: false,
             ms_arrays,
             reserved: 0,
+            space_cache: None,
             space_lag: crate::space::enabled().then(Sums::default),
             space_failed: None,
             quota: Default::default(),
@@ -1698,43 +1704,68 @@ impl PoolWriter {
         with_meta.saturating_mul(inflate) / 1000
     }
 
-    /// Space left for new data: free space minus the slop reservation
-    /// (1/64 of the pool, at least 32 MiB — the amount pool version 23 keeps
-    /// back so that syncs and deletes can always proceed) and what the open
-    /// txg has already reserved.
-    pub fn writable_space(&self) -> u64 {
+    /// Raw space left for new data: free space minus a physical reserve
+    /// (1/64 of the allocatable space, at least 32 MiB but at most half of
+    /// it — room for syncs and deletes on any vdev layout) and what the
+    /// open txg has already reserved. The slop (`crate::slop`) is checked
+    /// besides, on the DSL's figures.
+    fn raw_writable(&self) -> u64 {
         let total = self.alloc.total_space();
-        let slop = (total >> 6).max(32 << 20).min(total / 2);
+        let keep = (total >> 6).max(32 << 20).min(total / 2);
         self.alloc
             .free_space()
-            .saturating_sub(slop)
+            .saturating_sub(keep)
             .saturating_sub(self.reserved)
     }
 
+    /// Space left for new file data: the smaller of the raw space left and
+    /// the room the slop leaves ([`pool_room`](Self::pool_room) for user
+    /// writes) — what `df` reports as available.
+    pub fn writable_space(&mut self) -> Result<u64> {
+        let room = self.pool_room(crate::slop::SpaceCheck::Normal)?;
+        Ok(self.raw_writable().min(room))
+    }
+
+    /// Whether a reservation of `need` raw bytes fits: the raw space left,
+    /// and the room the slop leaves (the worst case in raw bytes is one in
+    /// deflated bytes too).
+    fn fits(&mut self, need: u64) -> Result<bool> {
+        Ok(need <= self.raw_writable()
+            && need <= self.pool_room(crate::slop::SpaceCheck::Normal)?)
+    }
+
     /// Reserve room for `bytes` of new file data in the open txg, or fail with
-    /// ENOSPC ("out of space") before anything is written. Space freed in the
-    /// last txgs is released first by committing empty txgs if that helps.
+    /// ENOSPC ("out of space") before anything is written: the write must
+    /// fit the raw space left and leave the slop free (`crate::slop`).
+    /// Space freed in the last txgs is released first by committing empty
+    /// txgs if that helps. The open txg's own reservations (worst cases)
+    /// are not given back here: a caller that gets ENOSPC with writes
+    /// pending syncs and tries again.
     pub fn reserve(&mut self, bytes: u64) -> Result<()> {
         let need = self.worst_case_raw(bytes);
-        if need > self.writable_space() && self.alloc.deferred_space() > 0 {
+        if !self.fits(need)? && self.alloc.deferred_space() > 0 {
             for _ in 0..3 {
                 self.sync()?;
                 self.force_empty_txg()?;
-                if need <= self.writable_space() {
+                if self.fits(need)? {
                     break;
                 }
             }
         }
-        if need > self.writable_space() {
+        if !self.fits(need)? {
+            let free = self.writable_space()?;
             return Err(ozfs_spa::metaslab::enospc(format!(
-                "out of space: pool '{}' has {} bytes free for data, {} needed (No space left on device)",
+                "out of space: pool '{}' has {free} bytes free for data, {need} needed (No space left on device)",
                 self.pool.name,
-                self.writable_space(),
-                need
             )));
         }
         self.reserved += need;
         Ok(())
+    }
+
+    /// Whether the open txg holds reservations (a sync would give them back).
+    pub fn has_reservations(&self) -> bool {
+        self.reserved > 0
     }
 
     /// Commit a txg that changes nothing but the uberblock (advances deferred frees).

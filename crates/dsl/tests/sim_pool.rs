@@ -284,6 +284,73 @@ fn snapshot_destroy_returns_space() {
     w.sync().unwrap();
 }
 
+/// A pool filled into its slop (by a writer that did not keep it, as
+/// ozfs before `dsl::slop` did): user writes, create and snapshot are
+/// refused with ENOSPC (they may use none of the slop), a property may
+/// still be set (half of it), a snapshot destroyed (three quarters), and
+/// after the destroy's frees writes fit again.
+#[test]
+fn a_pool_in_its_slop_refuses_writes_but_not_destroys() {
+    init();
+    let (_devs, paths) = devices("slop", 1, 9);
+    let (mut w, ds) = new_pool_v(&paths, 5000);
+    let (d, used) = w.pool_space().unwrap().expect("pool space");
+    // Half the pool is the slop of one this small (under 256 MiB).
+    assert!(
+        d.slop >= d.dspace / 2 - (1 << 20) && d.slop <= d.dspace / 2,
+        "{d:?}"
+    );
+    // Between the limit of user writes and that of `zfs set`.
+    let target = d.dspace - d.slop + d.slop * 3 / 8;
+    let data = (target - used) as usize;
+    let old = pattern(21, data / 2);
+    write_file(&mut w, ds, "a", &old).unwrap();
+    w.sync().unwrap();
+    w.snapshot("p/fs@s").unwrap();
+    let ds = w.dsl().lookup(FS).unwrap().ds_obj;
+    write_file(&mut w, ds, "a", &pattern(22, data / 2)).unwrap();
+    w.sync().unwrap();
+    for _ in 0..4 {
+        w.force_empty_txg().unwrap();
+    }
+    let (_, used) = w.pool_space().unwrap().expect("pool space");
+    assert!(
+        used > d.dspace - d.slop && used < d.dspace - d.slop / 2,
+        "used {used} of {d:?}"
+    );
+    let enospc = |r: Result<()>, what: &str| match r {
+        Err(e) => assert!(ozfs_spa::metaslab::is_enospc(&e), "{what}: {e}"),
+        Ok(()) => panic!("{what} allowed into the slop"),
+    };
+    enospc(w.reserve(4096), "a user write");
+    assert_eq!(w.writable_space().unwrap(), 0);
+    enospc(
+        create_filesystem(&mut w, "p/new", &[]).map(|_| ()),
+        "zfs create",
+    );
+    enospc(w.snapshot("p/fs@t").map(|_| ()), "zfs snapshot");
+    let fs_dir = w.dsl().lookup(FS).unwrap().dir_obj;
+    ozfs_dsl::create::set_prop_dir(
+        &mut w,
+        fs_dir,
+        "compression",
+        &ozfs_dsl::props::parse_setting("compression", "off").unwrap(),
+    )
+    .expect("zfs set may use half the slop");
+    w.sync().unwrap();
+    w.destroy_snapshot("p/fs@s")
+        .expect("zfs destroy may use three quarters of the slop");
+    w.sync().unwrap();
+    for _ in 0..4 {
+        w.force_empty_txg().unwrap();
+    }
+    w.reserve(1 << 20).expect("room again after the destroy");
+    write_file(&mut w, ds, "b", &pattern(23, 1 << 20)).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    assert_clean_on_disk(&paths, "after the destroy");
+}
+
 /// Record size of the crash tests' files.
 const RS: u64 = 4096;
 

@@ -2046,7 +2046,11 @@ impl State {
         let avail = if self.opts.readonly {
             0
         } else {
-            let pool = self.writer.writable_space().saturating_sub(self.budget);
+            let pool = self
+                .writer
+                .writable_space()
+                .unwrap_or(0)
+                .saturating_sub(self.budget);
             let ds = self.ds_obj;
             match self.writer.quota_room(ds) {
                 Ok(Some(room)) => pool.min(room),

@@ -277,6 +277,20 @@ impl CopyIn<'_> {
         Ok(z)
     }
 
+    /// Reserve room for `bytes` of file data; when the pool is short only
+    /// because of the open txg's reservations (worst cases), commit it and
+    /// try once more.
+    fn reserve(&mut self, bytes: u64) -> Result<()> {
+        match self.w.reserve(bytes) {
+            Err(e) if ozfs_spa::metaslab::is_enospc(&e) && self.w.has_reservations() => {
+                self.w.sync()?;
+                self.dirty = 0;
+                self.w.reserve(bytes)
+            }
+            r => r,
+        }
+    }
+
     fn maybe_sync(&mut self, bytes: u64) -> Result<()> {
         self.dirty += bytes;
         if self.dirty >= dirty_sync_bytes() {
@@ -430,7 +444,7 @@ impl CopyIn<'_> {
                 let chunk = &buf[..n];
                 if chunk.iter().any(|&b| b != 0) {
                     self.w.charge_quota(self.ds_obj, n as u64)?;
-                    self.w.reserve(n as u64)?;
+                    self.reserve(n as u64)?;
                     let mut z = self.zpl()?;
                     z.write(obj, off, chunk)?;
                 }
