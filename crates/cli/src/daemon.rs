@@ -33,8 +33,9 @@
 //! * mountpoints are opened component by component without following
 //!   links and only through directories no other user can write
 //!   (`crate::mountpoint`), and the mount goes onto the opened directory;
-//! * the socket is private: the state directory is made mode 0700, the
-//!   socket 0600 (created under umask 0177), and every connection's peer
+//! * the socket is private: the state directory is made mode 0700 (an
+//!   existing one owned by another user, or a link, is refused; files in
+//!   it are opened without following links), the socket 0600 (created under umask 0177), and every connection's peer
 //!   must be root or the daemon's own user (`SO_PEERCRED`);
 //! * a single daemon per state directory (`flock` on `.ozfsd.lock`); a
 //!   socket nobody answers on is stale and replaced;
@@ -369,18 +370,10 @@ pub fn main(argv: &[String]) -> CmdResult {
 
 fn foreground(auto: bool) -> CmdResult {
     let fail = |m: String| Fail::Err(format!("ozfs daemon: {m}"));
-    let dir = state_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("create {}: {e}", dir.display())))?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| fail(format!("chmod {}: {e}", dir.display())))?;
+    let dir = ozfs_ops::host::private_state_dir().map_err(|e| fail(e.to_string()))?;
     // One daemon per state directory.
     let lock_path = dir.join(".ozfsd.lock");
-    let lf = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| fail(format!("open {}: {e}", lock_path.display())))?;
+    let lf = ozfs_ops::host::open_private(&lock_path, false).map_err(|e| fail(e.to_string()))?;
     // SAFETY: flock on a valid descriptor.
     if unsafe { libc::flock(lf.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(fail("already running".into()));

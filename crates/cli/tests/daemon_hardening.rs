@@ -126,3 +126,66 @@ fn refused_destroy_mounts_parents_first() {
     assert!(!e.log().contains("panicked"), "{}", e.log());
     let _ = Path::new("/");
 }
+
+/// An existing state directory owned by another user is refused (not
+/// chmodded and used), and a log planted as a symbolic link to a
+/// root-owned file is never followed.
+#[test]
+fn state_dir_owner_and_log_link() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-dh-state-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let run_daemon = |state: &Path| {
+        std::process::Command::new("timeout")
+            .arg("30")
+            .arg(BIN)
+            .arg("daemon")
+            .env("OZFS_STATE_DIR", state)
+            .output()
+            .unwrap()
+    };
+    let stop = |state: &Path| {
+        use std::io::{Read, Write};
+        if let Ok(mut s) = std::os::unix::net::UnixStream::connect(state.join("ozfsd.sock")) {
+            let _ = s.write_all(b"{\"cmd\":\"shutdown\"}\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+        }
+    };
+
+    // Owned by nobody (65534), mode 0755.
+    let theirs = work.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let out = run_daemon(&theirs);
+    stop(&theirs);
+    let md = fs::metadata(&theirs).unwrap();
+    assert!(
+        !out.status.success() && md.mode() & 0o777 == 0o755 && !theirs.join("ozfsd.sock").exists(),
+        "a state directory of another user was used: {out:?}, mode {:o}",
+        md.mode() & 0o777
+    );
+
+    // Ours but left writable, with ozfsd.log planted as a link to a
+    // root-owned file.
+    let victim = work.path().join("victim");
+    fs::write(&victim, b"root's file\n").unwrap();
+    let ours = work.path().join("ours");
+    fs::create_dir(&ours).unwrap();
+    fs::set_permissions(&ours, fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&victim, ours.join("ozfsd.log")).unwrap();
+    let out = run_daemon(&ours);
+    stop(&ours);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        fs::read(&victim).unwrap(),
+        b"root's file\n",
+        "the daemon wrote through a planted link: {out:?}"
+    );
+    assert!(!out.status.success(), "{out:?}");
+    let mode = fs::metadata(&ours).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o700, "our own state directory is made private");
+}
