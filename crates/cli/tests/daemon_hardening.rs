@@ -189,3 +189,79 @@ fn state_dir_owner_and_log_link() {
     let mode = fs::metadata(&ours).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700, "our own state directory is made private");
 }
+
+/// Mountpoints are resolved without following links and only through
+/// directories no other user can write (or sticky and root-owned): a link
+/// planted in a world-writable sticky directory never makes the daemon
+/// create directories in, or mount over, a root-owned directory.
+#[test]
+fn mountpoints_never_follow_links() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = Env::new("dhlink");
+    let public = e.dir("public");
+    fs::create_dir(&public).unwrap();
+    fs::set_permissions(&public, fs::Permissions::from_mode(0o1777)).unwrap();
+    let rootdir = e.dir("rootdir");
+    fs::create_dir(&rootdir).unwrap();
+    fs::write(rootdir.join("secret"), b"root's").unwrap();
+    std::os::unix::fs::symlink(&rootdir, public.join("link")).unwrap();
+    let userdir = public.join("userdir");
+    fs::create_dir(&userdir).unwrap();
+    std::os::unix::fs::chown(&userdir, Some(65534), Some(65534)).unwrap();
+    let ww = e.dir("ww");
+    fs::create_dir(&ww).unwrap();
+    fs::set_permissions(&ww, fs::Permissions::from_mode(0o777)).unwrap();
+
+    let refused = [
+        ("through", public.join("link/mnt")),
+        ("onto", public.join("link")),
+        ("userdir", userdir.join("mnt")),
+        ("ww", ww.join("mnt")),
+    ];
+    for (n, mp) in &refused {
+        let ds = format!("dhlink/{n}");
+        e.run(&[
+            "zfs",
+            "create",
+            "-o",
+            &format!("mountpoint={}", mp.display()),
+            &ds,
+        ]);
+        e.assert_alive(n);
+        let out = e.run(&["zfs", "mount", &ds]);
+        assert!(
+            !out.success(),
+            "{n}: mounted on {}: {}",
+            mp.display(),
+            out.describe()
+        );
+        assert!(
+            !e.pool_mounts().iter().any(|m| m.source == ds),
+            "{n}: mounted: {:#?}",
+            e.pool_mounts()
+        );
+    }
+    let names: Vec<_> = fs::read_dir(&rootdir)
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        ["secret"],
+        "the daemon created entries in a root-owned directory"
+    );
+    assert!(!ww.join("mnt").exists() && !userdir.join("mnt").exists());
+    // A plain directory in the sticky, root-owned one is fine.
+    let ok = public.join("okmnt");
+    e.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        &format!("mountpoint={}", ok.display()),
+        "dhlink/ok",
+    ]);
+    assert!(reachable("dhlink/ok", &ok), "{:#?}", e.pool_mounts());
+    e.assert_mounted_reachable("after the refusals");
+    e.ok(&["zpool", "export", "dhlink"]);
+    assert!(e.pool_mounts().is_empty(), "{:#?}", e.pool_mounts());
+}
