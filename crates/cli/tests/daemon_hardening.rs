@@ -265,3 +265,95 @@ fn mountpoints_never_follow_links() {
     e.ok(&["zpool", "export", "dhlink"]);
     assert!(e.pool_mounts().is_empty(), "{:#?}", e.pool_mounts());
 }
+
+/// A standalone `ozfs mount` exits within a bounded time of `fusermount
+/// -u` even when a copy of its mount lives on in another mount namespace
+/// (made while it was mounted, as a test harness's private namespace is):
+/// the copy keeps the FUSE connection open, and the server used to wait in
+/// its read for ever. What was dirty is synced before it exits.
+#[test]
+fn standalone_mount_exits_after_unmount() {
+    use std::process::{Command, Stdio};
+    let oz = ozfs_testkit::Ozfs::new(BIN).with_timeout(Duration::from_secs(90));
+    let work = tempfile::Builder::new()
+        .prefix("ozfs-dh-sm-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let dev = work.path().join("dev0");
+    fs::File::create(&dev)
+        .and_then(|f| f.set_len(128 << 20))
+        .unwrap();
+    let pool = format!("dhsm{}", std::process::id());
+    let ok = |args: &[&str]| {
+        let out = oz.run(args);
+        assert!(out.success(), "{}", out.describe());
+    };
+    ok(&[
+        "zpool",
+        "create",
+        "-f",
+        "-m",
+        "none",
+        &pool,
+        &dev.to_string_lossy(),
+    ]);
+    let fs_name = format!("{pool}/fs");
+    ok(&["zfs", "create", &fs_name]);
+    let mnt = work.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mut server = Command::new(BIN)
+        .arg("mount")
+        .arg(&fs_name)
+        .arg(&mnt)
+        .env("OZFS_STATE_DIR", oz.state_dir())
+        .env("OZFS_CHECK_SPACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mounted = || {
+        mount_lines()
+            .iter()
+            .any(|m| m.path == mnt.to_string_lossy())
+    };
+    let t0 = Instant::now();
+    while !mounted() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "not mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(mnt.join("f"), &data).unwrap();
+    let mut copy = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sleep", "120"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let st = Command::new("fusermount")
+        .arg("-u")
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let exited = loop {
+        if let Some(st) = server.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = copy.kill();
+    let _ = copy.wait();
+    if exited.is_none() {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    let st = exited.expect("the server did not exit within 30 s of fusermount -u");
+    assert!(st.success(), "ozfs mount: {st}");
+    let out = work.path().join("out");
+    ok(&["cp", &format!("{fs_name}:/f"), &out.to_string_lossy()]);
+    assert!(fs::read(&out).unwrap() == data, "the last txg was lost");
+}

@@ -2892,6 +2892,11 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
     let (mut session, mountpoint, interval) = open_session(&st, mountpoint)?;
     let stop = Arc::new(AtomicBool::new(false));
     spawn_txg_timer(st.clone(), stop.clone(), interval);
+    // Unmounted here while a copy of the mount lives on elsewhere: the
+    // loop must still end (bounded exit after `fusermount -u`).
+    if let Some(m) = shared::newest_on(&mountpoint) {
+        shared::watch_mount(m, stop.clone());
+    }
 
     // Termination signals: sync, unmount (or detach and exit).
     {

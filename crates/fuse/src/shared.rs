@@ -23,7 +23,10 @@
 //! mount it waits a bounded time for the serving thread, aborts the FUSE
 //! connection (fusectl) if the thread is still blocked (a copy of the mount
 //! in another mount namespace keeps it alive), and finally leaves the
-//! thread to end on its own.
+//! thread to end on its own. A mount gone from this namespace while its
+//! connection stays open (a copy in another namespace) has its connection
+//! aborted by a watcher ([`watch_mount`]), for `ozfs mount` as for the
+//! daemon.
 
 use crate::{log_err, State};
 pub use ozfs_dsl::shared::{Lease, SharedWriter, Writer};
@@ -226,7 +229,7 @@ fn covers(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The newest mount on `mountpoint` (the one just made).
-fn newest_on(mountpoint: &Path) -> Option<MountId> {
+pub(crate) fn newest_on(mountpoint: &Path) -> Option<MountId> {
     let want = mountpoint.as_os_str().as_bytes();
     mount_table()
         .into_iter()
@@ -241,7 +244,10 @@ fn newest_on(mountpoint: &Path) -> Option<MountId> {
 fn reachable(m: &MountId, mountpoint: &Path) -> Result<bool, String> {
     let table = mount_table();
     let want = mountpoint.as_os_str().as_bytes();
-    let Some((_, at)) = table.iter().find(|(x, _)| x.id == m.id) else {
+    let Some((_, at)) = table
+        .iter()
+        .find(|(x, _)| x.id == m.id && x.dev_minor == m.dev_minor)
+    else {
         return Ok(false);
     };
     if at.as_slice() != want {
@@ -274,7 +280,7 @@ fn reachable(m: &MountId, mountpoint: &Path) -> Result<bool, String> {
 
 /// Abort FUSE connection `minor` through fusectl (mounted at its usual
 /// place first if nobody did): the serving thread's read then fails.
-fn abort_connection(minor: u64) {
+pub(crate) fn abort_connection(minor: u64) {
     let dir = Path::new("/sys/fs/fuse/connections");
     if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
         // SAFETY: mounting the FUSE control file system with constant
@@ -290,6 +296,37 @@ fn abort_connection(minor: u64) {
         }
     }
     let _ = std::fs::write(dir.join(minor.to_string()).join("abort"), b"1");
+}
+
+/// Watch mount `m` until `stop`: once it is gone from this process's
+/// mount namespace while the request loop still runs — a copy of it lives
+/// on in another namespace (made while it was mounted), which keeps the
+/// connection open and the loop blocked in its read — abort the
+/// connection (after a second of grace), so that the loop ends, the last
+/// txg is synced and the server exits.
+pub(crate) fn watch_mount(m: MountId, stop: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("ozfs-mount-watch".into())
+        .spawn(move || {
+            let mut gone_since: Option<Instant> = None;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let present = mount_table()
+                    .iter()
+                    .any(|(x, _)| x.id == m.id && x.dev_minor == m.dev_minor);
+                match (present, gone_since) {
+                    (true, _) => gone_since = None,
+                    (false, None) => gone_since = Some(Instant::now()),
+                    (false, Some(t)) if t.elapsed() >= Duration::from_secs(1) => {
+                        if !stop.load(Ordering::Relaxed) {
+                            abort_connection(m.dev_minor);
+                        }
+                        return;
+                    }
+                    (false, Some(_)) => {}
+                }
+            }
+        });
 }
 
 /// Mount `st`'s file system on `mountpoint` and serve it from a new thread
@@ -313,6 +350,9 @@ pub fn spawn_on(
     let mount = newest_on(&mountpoint);
     let stop = Arc::new(AtomicBool::new(false));
     crate::spawn_txg_timer(st.clone(), stop.clone(), interval);
+    if let Some(m) = mount {
+        watch_mount(m, stop.clone());
+    }
     let thread = {
         let st = st.clone();
         let stop = stop.clone();
