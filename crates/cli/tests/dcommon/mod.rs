@@ -191,21 +191,48 @@ impl Env {
         .collect()
     }
 
-    /// Every dataset `zfs list` says is mounted is reachable at its
-    /// mountpoint.
+    /// What `zfs mount` lists of the pool: (dataset, where it is mounted).
+    pub fn mount_listing(&self) -> Vec<(String, String)> {
+        self.ok(&["zfs", "mount"])
+            .lines()
+            .filter_map(|l| {
+                let (n, p) = l.trim().split_once(char::is_whitespace)?;
+                Some((n.to_string(), p.trim().to_string()))
+            })
+            .filter(|(n, _)| n == &self.pool || n.starts_with(&format!("{}/", self.pool)))
+            .collect()
+    }
+
+    /// Every dataset `zfs list` says is mounted is mounted (`zfs mount`
+    /// lists it) and reachable where it is mounted — its mountpoint, or
+    /// where it stayed when a new mountpoint could not take it (busy).
     pub fn assert_mounted_reachable(&self, context: &str) {
-        for (name, mounted, mp) in self.listed() {
+        let listing = self.mount_listing();
+        let dump = || {
+            format!(
+                "{:#?}\n{}",
+                mount_lines()
+                    .iter()
+                    .filter(|m| m.path.starts_with(&*self.work.path().to_string_lossy()))
+                    .collect::<Vec<_>>(),
+                self.log()
+            )
+        };
+        for (name, mounted, _) in self.listed() {
             if mounted {
                 assert!(
-                    reachable(&name, Path::new(&mp)),
-                    "{context}: {name} is listed mounted on {mp} but is not reachable there\n{:#?}\n{}",
-                    mount_lines()
-                        .iter()
-                        .filter(|m| m.path.starts_with(&*self.work.path().to_string_lossy()))
-                        .collect::<Vec<_>>(),
-                    self.log()
+                    listing.iter().any(|(n, _)| *n == name),
+                    "{context}: {name} is listed mounted but 'zfs mount' does not show it\n{}",
+                    dump()
                 );
             }
+        }
+        for (name, mp) in &listing {
+            assert!(
+                reachable(name, Path::new(mp)),
+                "{context}: {name} is mounted on {mp} but is not reachable there\n{}",
+                dump()
+            );
         }
     }
 
