@@ -1446,48 +1446,57 @@ impl Daemon {
         }
         let pool = pool_of(ds).to_string();
         let _c = lock(&self.changes);
-        let mut inner = lock(&self.inner);
-        let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
-            return Ok(());
+        // The pool's mounts, taken from the table (no table lock held
+        // while their states are locked: that waits for the writer).
+        let (sw, mine) = {
+            let mut inner = lock(&self.inner);
+            let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
+                return Ok(());
+            };
+            Self::prune(&mut inner);
+            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
+                .mounts
+                .iter()
+                .filter(|m| pool_of(&m.dataset) == pool)
+                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
+                .collect();
+            (sw, mine)
         };
-        Self::prune(&mut inner);
         // What each mount keeps now (its state lock comes before the lease).
-        let acl_now: Vec<bool> = inner
-            .mounts
+        let acl_now: Vec<bool> = mine
             .iter()
-            .map(|m| ozfs_fuse::shared::lock(&m.m.state).posix_acl())
+            .map(|(_, _, st)| ozfs_fuse::shared::lock(st).posix_acl())
             .collect();
         // Read under the lease; compare paths as text (a mountpoint may be
         // a path inside another of our own mounts: resolving it would ask
         // that mount, whose requests wait for this very lease).
-        let stale: Vec<String> = {
+        let mut stale: Vec<(PathBuf, String)> = {
             let w = sw.lease().map_err(|e| e.to_string())?;
-            inner
-                .mounts
-                .iter()
+            mine.iter()
                 .zip(&acl_now)
-                .filter(|(m, _)| pool_of(&m.dataset) == pool)
                 .filter(
-                    |(m, acl)| match ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset) {
+                    |((ds, mp, _), acl)| match ozfs_ops::mountinfo::ds_mount_info(&w, ds) {
                         Ok(i) => {
                             i.canmount == "off"
                                 || !i.mountpoint.starts_with('/')
-                                || Path::new(&i.mountpoint) != m.m.mountpoint
+                                || Path::new(&i.mountpoint) != mp
                                 || i.posix_acl != **acl
                         }
                         Err(_) => true,
                     },
                 )
-                .map(|(m, _)| m.dataset.clone())
+                .map(|((ds, mp, _), _)| (mp.clone(), ds.clone()))
                 .collect()
         };
-        drop(inner);
+        // Children first.
+        parents_first(&mut stale);
         let mut errs = Vec::new();
-        for d in stale.iter().rev() {
+        for (_, d) in stale.iter().rev() {
             if let Err(e) = self.unmount(d) {
                 errs.push(e);
             }
         }
+        let stale: Vec<String> = stale.into_iter().map(|(_, d)| d).collect();
         let mut again = stale;
         again.extend(datasets.iter().cloned());
         if let Err(e) = self.mount_if_on(&again) {
@@ -1500,37 +1509,41 @@ impl Daemon {
         }
     }
 
-    /// Mount those of `names` that are not mounted and whose properties
-    /// say so (canmount=on, an absolute mountpoint).
     /// A property behind a mount flag changed: every mount of `pool` takes
     /// its dataset's new options, in the FUSE server (readonly, atime) and
     /// in the kernel's per-mount flags (nosuid, nodev, noexec, ro,
     /// noatime), live, as OpenZFS changes them.
     fn apply_mount_flags(&self, pool: &str) -> Result<(), String> {
-        let mut inner = lock(&self.inner);
-        let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
-            return Ok(());
-        };
-        Self::prune(&mut inner);
-        // Read every dataset's options under the lease, apply them after.
-        let wanted: Vec<(usize, Result<ozfs_fuse::Options, String>)> = {
-            let w = sw.lease().map_err(|e| e.to_string())?;
-            inner
+        let _c = lock(&self.changes);
+        // The pool's mounts, taken from the table: the remounts below are
+        // kernel calls, made with no table lock held.
+        let (sw, mine) = {
+            let mut inner = lock(&self.inner);
+            let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
+                return Ok(());
+            };
+            Self::prune(&mut inner);
+            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
                 .mounts
                 .iter()
-                .enumerate()
-                .filter(|(_, m)| pool_of(&m.dataset) == pool)
-                .map(|(i, m)| {
-                    let o = ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset)
+                .filter(|m| pool_of(&m.dataset) == pool)
+                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
+                .collect();
+            (sw, mine)
+        };
+        // Read every dataset's options under the lease, apply them after.
+        let wanted: Vec<Result<ozfs_fuse::Options, String>> = {
+            let w = sw.lease().map_err(|e| e.to_string())?;
+            mine.iter()
+                .map(|(ds, _, _)| {
+                    ozfs_ops::mountinfo::ds_mount_info(&w, ds)
                         .map(|i| fuse_options(&i))
-                        .map_err(|e| e.to_string());
-                    (i, o)
+                        .map_err(|e| e.to_string())
                 })
                 .collect()
         };
         let mut errs = Vec::new();
-        for (i, o) in wanted {
-            let m = &inner.mounts[i];
+        for ((ds, mp, st), o) in mine.iter().zip(wanted) {
             let o = match o {
                 Ok(o) => o,
                 Err(e) => {
@@ -1538,22 +1551,17 @@ impl Daemon {
                     continue;
                 }
             };
-            if let Err(e) = ozfs_fuse::shared::lock(&m.m.state).set_flags(&o) {
-                errs.push(format!("cannot change the options of '{}': {e}", m.dataset));
+            if let Err(e) = ozfs_fuse::shared::lock(st).set_flags(&o) {
+                errs.push(format!("cannot change the options of '{ds}': {e}"));
                 continue;
             }
-            if let Err(e) = ozfs_fuse::remount_flags(&m.m.mountpoint, &o) {
+            if let Err(e) = ozfs_fuse::remount_flags(mp, &o) {
                 errs.push(format!(
-                    "cannot change the mount options of '{}' on {}: {e}",
-                    m.dataset,
-                    m.m.mountpoint.display()
+                    "cannot change the mount options of '{ds}' on {}: {e}",
+                    mp.display()
                 ));
             } else {
-                eprintln!(
-                    "ozfs daemon: {} remounted with flags {:#x}",
-                    m.dataset,
-                    o.ms_flags()
-                );
+                eprintln!("ozfs daemon: {ds} remounted with flags {:#x}", o.ms_flags());
             }
         }
         if errs.is_empty() {
