@@ -947,9 +947,14 @@ impl Daemon {
         let opts = fuse_options(info);
         let st = ozfs_fuse::shared::new_state(sw, info.ds_obj, info.recordsize, opts)
             .map_err(|e| e.to_string())?;
-        let m = ozfs_fuse::shared::spawn_on(Arc::new(Mutex::new(st)), &target.proc_path(), &canon)
-            .map_err(|e| e.to_string())?;
-        drop(target);
+        let proc_path = target.proc_path();
+        let m = ozfs_fuse::shared::spawn_on(
+            Arc::new(Mutex::new(st)),
+            &proc_path,
+            &canon,
+            Some(target.fd),
+        )
+        .map_err(|e| e.to_string())?;
         eprintln!("ozfs daemon: mounted {dataset} on {}", canon.display());
         lock(&self.inner).mounts.push(MountEntry {
             pool: pool.to_string(),

@@ -334,16 +334,20 @@ pub(crate) fn watch_mount(m: MountId, stop: Arc<AtomicBool>) {
 /// caller.
 pub fn spawn(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<Mounted> {
     let canon = mountpoint.canonicalize()?;
-    spawn_on(st, &canon, &canon)
+    spawn_on(st, &canon, &canon, None)
 }
 
 /// [`spawn`] mounting on `target` — `/proc/self/fd/N` of a mountpoint
 /// directory the caller opened and checked, so that no path is resolved
 /// again — whose path (as the mount table shows it) is `mountpoint`.
+/// `keep` (the descriptor `target` names) stays open as long as the
+/// session: fuser remembers `target` and unmounts it if its loop ends with
+/// the connection still up, which must not reach another file.
 pub fn spawn_on(
     st: Arc<Mutex<State>>,
     target: &Path,
     mountpoint: &Path,
+    keep: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<Mounted> {
     let (mut session, mountpoint, interval) =
         crate::open_session_at(&st, target, mountpoint.to_path_buf())?;
@@ -360,6 +364,7 @@ pub fn spawn_on(
             let res = session.run();
             stop.store(true, Ordering::Relaxed);
             drop(session); // destroy() → final sync
+            drop(keep);
             if let Err(e) = close(&st) {
                 log_err("final sync", &e);
                 return Err(std::io::Error::other(e.to_string()));
