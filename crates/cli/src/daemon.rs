@@ -1628,6 +1628,15 @@ impl Daemon {
     /// exit 0 — within a bounded time: past `OZFS_SHUTDOWN_SECS` (60) the
     /// process exits 1 whatever still runs.
     fn shutdown(&self) -> ! {
+        // Once: a signal, the socket's removal (which the first shutdown
+        // causes) and a shutdown request may all call it; a second caller
+        // must not exit while the first is still unmounting.
+        static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            loop {
+                std::thread::park();
+            }
+        }
         let _ = std::fs::remove_file(socket_path());
         let limit = std::env::var("OZFS_SHUTDOWN_SECS")
             .ok()

@@ -1,5 +1,6 @@
 //! Daemon scenario generator: random sequences of create, mount, unmount,
-//! `set mountpoint`, rename, destroy, export and import, over nested
+//! `set mountpoint`, rename, destroy, export, import and SIGTERM (the
+//! daemon must exit within 60 s leaving nothing mounted), over nested
 //! mountpoints (a parent's mountpoint a prefix of a child's, set in any
 //! order) and symbolic links planted in a world-writable sticky directory
 //! on the way to some of them.
@@ -77,13 +78,22 @@ fn scenario(seed: u64, steps: usize) {
     let mut exported = false;
     let mut log = Vec::new();
     for step in 0..steps {
+        let t_step = std::time::Instant::now();
         let names: Vec<String> = if exported {
             Vec::new()
         } else {
             e.listed().into_iter().map(|(n, _, _)| n).collect()
         };
         let children: Vec<String> = names.iter().filter(|n| n.contains('/')).cloned().collect();
-        let what = if exported { 9 } else { rng.below(9) };
+        let what = if exported {
+            9
+        } else {
+            // SIGTERM (and the restart after it) costs seconds: rarer.
+            match rng.below(20) {
+                19 => 10,
+                w => w % 9,
+            }
+        };
         let args: Vec<String> = match what {
             0 | 1 => {
                 counter += 1;
@@ -156,6 +166,31 @@ fn scenario(seed: u64, steps: usize) {
                 vec!["zfs".into(), "mount".into(), "-a".into()]
             }
             8 => vec!["zpool".into(), "export".into(), pool.clone()],
+            10 => {
+                // SIGTERM: the daemon exits in bounded time, leaving
+                // nothing mounted; `zfs mount -a` starts a new one.
+                let pid = e.daemon_pid().expect("daemon pid");
+                // SAFETY: signalling the daemon this test started.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let t0 = std::time::Instant::now();
+                // SAFETY: signal 0 only checks that the process exists.
+                while unsafe { libc::kill(pid, 0) } == 0 {
+                    assert!(
+                        t0.elapsed() < std::time::Duration::from_secs(60),
+                        "seed {seed} step {step}: no exit after SIGTERM\n{}\n{}",
+                        log.join("\n"),
+                        e.log()
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                assert!(
+                    e.pool_mounts().is_empty(),
+                    "seed {seed} step {step}: mounted after SIGTERM: {:#?}\n{}",
+                    e.pool_mounts(),
+                    e.log()
+                );
+                vec!["zfs".into(), "mount".into(), "-a".into()]
+            }
             _ => vec![
                 "zpool".into(),
                 "import".into(),
@@ -167,9 +202,10 @@ fn scenario(seed: u64, steps: usize) {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = e.run(&argv);
         log.push(format!(
-            "{step}: {} -> {:?} {}",
+            "{step}: {} -> {:?} ({} ms) {}",
             args.join(" "),
             out.code,
+            t_step.elapsed().as_millis(),
             out.stderr.lines().next().unwrap_or("")
         ));
         let ctx = format!("seed {seed} step {step}:\n{}", log.join("\n"));
@@ -225,7 +261,7 @@ fn scenario(seed: u64, steps: usize) {
 
 #[test]
 fn daemon_scenarios() {
-    let steps = env_u64("OZFS_SCENARIO_STEPS").unwrap_or(120) as usize;
+    let steps = env_u64("OZFS_SCENARIO_STEPS").unwrap_or(100) as usize;
     let seeds: Vec<u64> = match env_u64("OZFS_SCENARIO_SEED") {
         Some(s) => vec![s],
         None => vec![1, 2, 3, 4],
