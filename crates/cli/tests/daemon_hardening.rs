@@ -46,6 +46,26 @@ fn nested_mountpoints_never_hide() {
     );
     assert_eq!(fs::read(inner.join("in-a")).unwrap(), b"a");
     e.assert_mounted_reachable("nested");
+    // Someone else's mount stacked on a: unmounting a by its path would
+    // take theirs down. Refused, and a stays in the table.
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "dhnest-over"])
+        .arg(&inner)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = e.run(&["zfs", "unmount", "dhnest/a"]);
+    let over = mount_lines()
+        .iter()
+        .any(|m| m.source == "dhnest-over" && m.path == inner.to_string_lossy());
+    let listed = e.mount_listing().iter().any(|(n, _)| n == "dhnest/a");
+    let _ = std::process::Command::new("umount").arg(&inner).status();
+    assert!(
+        !out.success() && over && listed,
+        "unmount under a stacked mount: {} (theirs still mounted: {over}, a listed: {listed})",
+        out.describe()
+    );
+    assert!(reachable("dhnest/a", &inner));
 
     e.ok(&["zpool", "export", "dhnest"]);
     assert!(

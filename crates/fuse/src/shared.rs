@@ -266,9 +266,12 @@ fn reachable(m: &MountId, mountpoint: &Path) -> Result<bool, String> {
             None => break,
         }
     }
-    // A mount on our path or above it, made on top of our chain: it hides us.
+    // A mount on our path or above it, made on top of our chain, or one
+    // stacked on our own root: it hides us.
     for (x, p) in &table {
-        if !chain.contains(&x.id) && chain[1..].contains(&x.parent) && covers(p, want) {
+        let over_us = x.parent == m.id && p.as_slice() == want;
+        if over_us || (!chain.contains(&x.id) && chain[1..].contains(&x.parent) && covers(p, want))
+        {
             return Err(format!(
                 "hidden under another mount on {}",
                 String::from_utf8_lossy(p)
