@@ -15,18 +15,35 @@
 //!   same `flock` every writing ozfs command takes) and ONE
 //!   pool writer, shared by every mounted
 //!   dataset of the pool and by the writing commands the CLI forwards
-//!   ([`SharedWriter`]); lock order: daemon table, then a mounted dataset's
-//!   state, then the writer — nothing waits for the table or a state while
-//!   holding the writer;
-//! * the socket is private: the state directory is made mode 0700, the
-//!   socket 0600 (created under umask 0177), and every connection's peer
+//!   ([`SharedWriter`]); lock order: mount changes, daemon table, then a
+//!   mounted dataset's state, then the writer — nothing waits for the
+//!   table or a state while holding the writer;
+//! * the table lock is never held across a blocking kernel call (mount,
+//!   unmount, a thread join, FUSE I/O such as resolving a mountpoint):
+//!   changes of the mount table are serialized by their own lock, and an
+//!   entry being unmounted leaves the table while the kernel is asked;
+//! * a failed unmount leaves the entry in the table (the file system is
+//!   still mounted); an export is refused while any file system of the
+//!   pool stays mounted; a mount hidden under another is never unmounted
+//!   by path (see `ozfs_fuse::shared::Mounted::unmount`);
+//! * parents are mounted before children, always: mounting a file system
+//!   takes down the daemon's mounts below its mountpoint first and mounts
+//!   them again on top of it; lists to mount are sorted by mountpoint
+//!   depth (after imports, refused destroys, renames);
+//! * mountpoints are opened component by component without following
+//!   links and only through directories no other user can write
+//!   (`crate::mountpoint`), and the mount goes onto the opened directory;
+//! * the socket is private: the state directory is made mode 0700 (an
+//!   existing one owned by another user, or a link, is refused; files in
+//!   it are opened without following links), the socket 0600 (created under umask 0177), and every connection's peer
 //!   must be root or the daemon's own user (`SO_PEERCRED`);
 //! * a single daemon per state directory (`flock` on `.ozfsd.lock`); a
 //!   socket nobody answers on is stale and replaced;
 //! * SIGTERM, SIGINT, SIGHUP or the socket's removal: every dataset is
 //!   unmounted (a busy one is synced, then detached), every pool synced —
 //!   they stay imported (state files and ACTIVE labels remain) — the
-//!   socket removed, exit 0.
+//!   socket removed, exit 0; past `OZFS_SHUTDOWN_SECS` (60) the process
+//!   exits 1 whatever still runs.
 
 use crate::args::Args;
 use crate::{CmdResult, Fail};
@@ -77,7 +94,13 @@ struct Inner {
 }
 
 struct Daemon {
+    /// The table: held only for short looks and edits, never across a
+    /// blocking kernel call (mount, unmount, a thread join, FUSE I/O).
     inner: Mutex<Inner>,
+    /// Serializes the changes of the mount table (import, mount, unmount,
+    /// export): held across the blocking calls. Lock order: `changes`,
+    /// then `inner`.
+    changes: Mutex<()>,
     auto: bool,
     last_activity: Mutex<Instant>,
 }
@@ -347,18 +370,10 @@ pub fn main(argv: &[String]) -> CmdResult {
 
 fn foreground(auto: bool) -> CmdResult {
     let fail = |m: String| Fail::Err(format!("ozfs daemon: {m}"));
-    let dir = state_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("create {}: {e}", dir.display())))?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| fail(format!("chmod {}: {e}", dir.display())))?;
+    let dir = ozfs_ops::host::private_state_dir().map_err(|e| fail(e.to_string()))?;
     // One daemon per state directory.
     let lock_path = dir.join(".ozfsd.lock");
-    let lf = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| fail(format!("open {}: {e}", lock_path.display())))?;
+    let lf = ozfs_ops::host::open_private(&lock_path, false).map_err(|e| fail(e.to_string()))?;
     // SAFETY: flock on a valid descriptor.
     if unsafe { libc::flock(lf.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(fail("already running".into()));
@@ -383,6 +398,7 @@ fn foreground(auto: bool) -> CmdResult {
     let sigset = ozfs_fuse::block_signals();
     let d = Arc::new(Daemon {
         inner: Mutex::new(Inner::default()),
+        changes: Mutex::new(()),
         auto,
         last_activity: Mutex::new(Instant::now()),
     });
@@ -506,7 +522,17 @@ fn op_err(e: &Error) -> Value {
     json!({"ok": false, "err": m, "kind": kind, "code": 1})
 }
 
-/// What to do when an export finds a dataset that will not unmount.
+/// Sort key putting parents before children: mountpoint depth, then path.
+fn depth_key(p: &Path) -> (usize, PathBuf) {
+    (p.components().count(), p.to_path_buf())
+}
+
+/// Order (mountpoint, dataset) pairs parents first (reverse it to unmount
+/// children first).
+fn parents_first(v: &mut [(PathBuf, String)]) {
+    v.sort_by(|a, b| depth_key(&a.0).cmp(&depth_key(&b.0)).then(a.1.cmp(&b.1)));
+}
+
 fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
@@ -562,10 +588,10 @@ impl Daemon {
             }
             "import" => {
                 let pool = str_field(req, "pool");
-                let mut inner = lock(&self.inner);
+                let _c = lock(&self.changes);
                 let created = req["created"].as_bool().unwrap_or(false);
-                match self.adopt(&mut inner, pool, created) {
-                    Ok(()) => match self.mount_pool(&mut inner, pool) {
+                match self.adopt(pool, created) {
+                    Ok(()) => match self.mount_pool(pool) {
                         Ok(()) => ok(String::new()),
                         Err(e) => err(e),
                     },
@@ -575,31 +601,31 @@ impl Daemon {
             "mount" => {
                 let ds = str_field(req, "dataset");
                 let dir = req["dir"].as_str().map(PathBuf::from);
-                let mut inner = lock(&self.inner);
-                match self.mount_one(&mut inner, ds, dir, true) {
+                let _c = lock(&self.changes);
+                match self.mount_one(ds, dir, true) {
                     Ok(()) => ok(String::new()),
                     Err(e) => err(e),
                 }
             }
             "mount_all" => {
-                let mut inner = lock(&self.inner);
+                let _c = lock(&self.changes);
                 let mut errs = Vec::new();
                 for name in Record::all() {
-                    if inner.pools.contains_key(&name) {
+                    if lock(&self.inner).pools.contains_key(&name) {
                         continue;
                     }
                     match Record::load(&name) {
                         Ok(r) if !r.readonly => {
-                            if let Err(e) = self.adopt(&mut inner, &name, false) {
+                            if let Err(e) = self.adopt(&name, false) {
                                 errs.push(format!("cannot mount '{name}': {e}"));
                             }
                         }
                         _ => {}
                     }
                 }
-                let pools: Vec<String> = inner.pools.keys().cloned().collect();
+                let pools: Vec<String> = lock(&self.inner).pools.keys().cloned().collect();
                 for p in pools {
-                    if let Err(e) = self.mount_pool(&mut inner, &p) {
+                    if let Err(e) = self.mount_pool(&p) {
                         errs.push(e);
                     }
                 }
@@ -611,23 +637,23 @@ impl Daemon {
             }
             "unmount" => {
                 let target = str_field(req, "target");
-                let mut inner = lock(&self.inner);
-                match self.unmount(&mut inner, target) {
+                let _c = lock(&self.changes);
+                match self.unmount(target) {
                     Ok(()) => ok(String::new()),
                     Err(e) => err(e),
                 }
             }
             "unmount_all" => {
-                let mut inner = lock(&self.inner);
+                let _c = lock(&self.changes);
                 let mut errs = Vec::new();
-                let mut names: Vec<(PathBuf, String)> = inner
+                let mut names: Vec<(PathBuf, String)> = lock(&self.inner)
                     .mounts
                     .iter()
                     .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
                     .collect();
-                names.sort();
+                parents_first(&mut names);
                 for (_, ds) in names.into_iter().rev() {
-                    if let Err(e) = self.unmount(&mut inner, &ds) {
+                    if let Err(e) = self.unmount(&ds) {
                         errs.push(e);
                     }
                 }
@@ -704,8 +730,8 @@ impl Daemon {
                 let inv = serde_json::from_value::<Option<Invocation>>(req["history"].clone())
                     .ok()
                     .flatten();
-                let mut inner = lock(&self.inner);
-                match self.export_as(&mut inner, pool, release, inv.as_ref()) {
+                let _c = lock(&self.changes);
+                match self.export_as(pool, release, inv.as_ref()) {
                     Ok(()) => ok(String::new()),
                     Err(e) => err(e),
                 }
@@ -734,7 +760,8 @@ impl Daemon {
 
     /// Take a pool imported read-write: its writer lock and writer
     /// (`created`: just made by `zpool create`, for its event).
-    fn adopt(&self, inner: &mut Inner, name: &str, created: bool) -> Result<(), String> {
+    fn adopt(&self, name: &str, created: bool) -> Result<(), String> {
+        let mut inner = lock(&self.inner);
         if inner.pools.contains_key(name) {
             return Ok(());
         }
@@ -786,7 +813,8 @@ impl Daemon {
         Ok(())
     }
 
-    /// Forget mounts whose file system went away (unmounted from outside).
+    /// Forget mounts whose file system went away (unmounted from outside):
+    /// their threads have ended, so the join does not block.
     fn prune(inner: &mut Inner) {
         let mut i = 0;
         while i < inner.mounts.len() {
@@ -801,9 +829,10 @@ impl Daemon {
         }
     }
 
-    /// Mount every file system of `pool` that canmount=on with a mountpoint.
-    fn mount_pool(&self, inner: &mut Inner, pool: &str) -> Result<(), String> {
-        let sw = inner
+    /// Mount every file system of `pool` that canmount=on with a
+    /// mountpoint, parents before children.
+    fn mount_pool(&self, pool: &str) -> Result<(), String> {
+        let sw = lock(&self.inner)
             .pools
             .get(pool)
             .ok_or_else(|| format!("no such pool '{pool}'"))?
@@ -818,49 +847,33 @@ impl Daemon {
                 .filter_map(|d| ozfs_ops::mountinfo::ds_mount_info(&w, &d.name).ok())
                 .collect()
         };
-        let mut todo: Vec<&ozfs_ops::mountinfo::DsMount> = list
+        let names: Vec<String> = list
             .iter()
             // As OpenZFS mounts a pool's file systems at import: those
             // whose key is not loaded (the daemon holds none) stay
             // unmounted, without an error.
-            .filter(|d| {
-                d.canmount == "on"
-                    && d.mountpoint.starts_with('/')
-                    && !d.is_snapshot
-                    && !d.encrypted
-                    && !inner.mounts.iter().any(|m| m.dataset == d.name)
-            })
+            .filter(|d| !d.encrypted)
+            .map(|d| d.name.clone())
             .collect();
-        // Parents before children.
-        todo.sort_by(|a, b| a.mountpoint.cmp(&b.mountpoint));
-        let mut errs = Vec::new();
-        for d in todo {
-            if let Err(e) = self.mount_one(inner, &d.name, None, false) {
-                errs.push(e);
-            }
-        }
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            Err(errs.join("\n"))
-        }
+        self.mount_if_on(&names)
     }
 
-    fn mount_one(
-        &self,
-        inner: &mut Inner,
-        dataset: &str,
-        dir: Option<PathBuf>,
-        explicit: bool,
-    ) -> Result<(), String> {
+    fn mount_one(&self, dataset: &str, dir: Option<PathBuf>, explicit: bool) -> Result<(), String> {
         let fail = |m: &dyn std::fmt::Display| format!("cannot mount '{dataset}': {m}");
         let pool = pool_of(dataset).to_string();
-        self.adopt(inner, &pool, false).map_err(|e| fail(&e))?;
-        Self::prune(inner);
-        if inner.mounts.iter().any(|m| m.dataset == dataset) {
-            return Err(fail(&"filesystem already mounted"));
-        }
-        let sw = inner.pools[&pool].sw.clone();
+        self.adopt(&pool, false).map_err(|e| fail(&e))?;
+        let sw = {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            if inner.mounts.iter().any(|m| m.dataset == dataset) {
+                return Err(fail(&"filesystem already mounted"));
+            }
+            inner
+                .pools
+                .get(&pool)
+                .map(|p| p.sw.clone())
+                .ok_or_else(|| fail(&"the pool is not held"))?
+        };
         let info = {
             let w = sw.lease().map_err(|e| fail(&e))?;
             ozfs_ops::mountinfo::ds_mount_info(&w, dataset).map_err(|e| e.to_string())?
@@ -883,49 +896,114 @@ impl Daemon {
             }
             None => PathBuf::from(&info.mountpoint),
         };
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            fail(&format!(
-                "failed to create mountpoint {}: {e}",
-                dir.display()
-            ))
-        })?;
-        let canon = dir.canonicalize().map_err(|e| fail(&e))?;
-        if inner.mounts.iter().any(|m| m.m.mountpoint == canon) {
-            return Err(fail(&format!(
-                "{} is already a mountpoint of the ozfs daemon",
-                canon.display()
-            )));
+        // Parents before children, always: our mounts below this one are
+        // taken down first and mounted again on top of it after (else
+        // they would be hidden, unreachable and impossible to unmount).
+        let canon = crate::mountpoint::normalize(&dir).map_err(|e| fail(&e))?;
+        let below: Vec<(PathBuf, String)> = {
+            let inner = lock(&self.inner);
+            if inner.mounts.iter().any(|m| m.m.mountpoint == canon) {
+                return Err(fail(&format!(
+                    "{} is already a mountpoint of the ozfs daemon",
+                    canon.display()
+                )));
+            }
+            let mut v: Vec<(PathBuf, String)> = inner
+                .mounts
+                .iter()
+                .filter(|m| m.m.mountpoint.starts_with(&canon))
+                .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+                .collect();
+            parents_first(&mut v);
+            v
+        };
+        let mut down = Vec::new();
+        for (mp, ds) in below.iter().rev() {
+            if let Err(e) = self.unmount(ds) {
+                self.remount_at(&down);
+                return Err(fail(&format!(
+                    "it would hide {ds} mounted on {}: {e}",
+                    mp.display()
+                )));
+            }
+            down.push((mp.clone(), ds.clone()));
         }
-        let opts = fuse_options(&info);
-        let st = ozfs_fuse::shared::new_state(&sw, info.ds_obj, info.recordsize, opts)
-            .map_err(|e| fail(&e))?;
-        let m = ozfs_fuse::shared::spawn(Arc::new(Mutex::new(st)), &canon).map_err(|e| fail(&e))?;
+        let r = self.mount_at(&pool, dataset, &sw, &info, &dir);
+        self.remount_at(&down);
+        r.map_err(|e| fail(&e))
+    }
+
+    /// Resolve `dir` safely, then mount `dataset` there (no table lock held).
+    fn mount_at(
+        &self,
+        pool: &str,
+        dataset: &str,
+        sw: &SharedWriter,
+        info: &ozfs_ops::mountinfo::DsMount,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let target = crate::mountpoint::prepare(dir)?;
+        let canon = target.path.clone();
+        let opts = fuse_options(info);
+        let st = ozfs_fuse::shared::new_state(sw, info.ds_obj, info.recordsize, opts)
+            .map_err(|e| e.to_string())?;
+        let proc_path = target.proc_path();
+        let m = ozfs_fuse::shared::spawn_on(
+            Arc::new(Mutex::new(st)),
+            &proc_path,
+            &canon,
+            Some(target.fd),
+        )
+        .map_err(|e| e.to_string())?;
         eprintln!("ozfs daemon: mounted {dataset} on {}", canon.display());
-        inner.mounts.push(MountEntry {
-            pool,
+        lock(&self.inner).mounts.push(MountEntry {
+            pool: pool.to_string(),
             dataset: dataset.to_string(),
             m,
         });
         Ok(())
     }
 
-    /// Unmount a dataset (by name or mountpoint): sync, then unmount.
-    fn unmount(&self, inner: &mut Inner, target: &str) -> Result<(), String> {
-        Self::prune(inner);
-        let canon = Path::new(target).canonicalize().ok();
-        let Some(i) = inner
-            .mounts
-            .iter()
-            .position(|m| m.dataset == target || Some(&m.m.mountpoint) == canon.as_ref())
-        else {
-            return Err(format!("cannot unmount '{target}': not currently mounted"));
+    /// Mount again what [`Daemon::mount_one`] took down, parents first, at
+    /// the places they had.
+    fn remount_at(&self, down: &[(PathBuf, String)]) {
+        let mut v = down.to_vec();
+        parents_first(&mut v);
+        for (mp, ds) in v {
+            if let Err(e) = self.mount_one(&ds, Some(mp), false) {
+                eprintln!("ozfs daemon: mounting again: {e}");
+            }
+        }
+    }
+
+    /// Unmount a dataset (by name or mountpoint): sync, then unmount. The
+    /// entry leaves the table while the kernel is asked (no lock held) and
+    /// comes back if the unmount failed: a failed unmount leaves the file
+    /// system mounted and in the table.
+    fn unmount(&self, target: &str) -> Result<(), String> {
+        let canon = Path::new(target)
+            .is_absolute()
+            .then(|| crate::mountpoint::normalize(Path::new(target)).ok())
+            .flatten();
+        let mut e = {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            let Some(i) = inner
+                .mounts
+                .iter()
+                .position(|m| m.dataset == target || Some(&m.m.mountpoint) == canon.as_ref())
+            else {
+                return Err(format!("cannot unmount '{target}': not currently mounted"));
+            };
+            inner.mounts.remove(i)
         };
-        let e = &mut inner.mounts[i];
+        let put_back = |e: MountEntry| lock(&self.inner).mounts.push(e);
         if let Err(err) = e.m.sync() {
             // A pool whose queued writes failed can sync nothing more:
             // unmounting must still be possible (the pool is then
             // exported and imported again from its last committed txg).
             if !e.m.writes_failed() {
+                put_back(e);
                 return Err(format!("cannot unmount '{target}': {err}"));
             }
             eprintln!("ozfs daemon: unmounting {target} without a final sync: {err}");
@@ -933,55 +1011,71 @@ impl Daemon {
         match e.m.unmount() {
             Ok(()) => {
                 eprintln!("ozfs daemon: unmounted {}", e.dataset);
-                inner.mounts.remove(i);
                 Ok(())
             }
-            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => Err(format!(
-                "cannot unmount '{}': pool or dataset is busy",
-                e.m.mountpoint.display()
-            )),
+            Err(err) if err.kind() == std::io::ErrorKind::TimedOut => {
+                // The kernel let go of it; only its thread lingers.
+                eprintln!("ozfs daemon: unmounted {}: {err}", e.dataset);
+                Ok(())
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                let m = format!(
+                    "cannot unmount '{}': pool or dataset is busy",
+                    e.m.mountpoint.display()
+                );
+                put_back(e);
+                Err(m)
+            }
             Err(err) => {
-                inner.mounts.remove(i);
+                put_back(e);
                 Err(format!("cannot unmount '{target}': {err}"))
             }
         }
     }
 
     /// Unmount a pool's datasets, then export it (or, with `release`, just
-    /// sync it and let go of it, still imported).
+    /// sync it and let go of it, still imported). Refused while any file
+    /// system of the pool stays mounted.
     /// `inv`: the command line logged in the pool's history in the
     /// export's txg.
-    fn export_as(
-        &self,
-        inner: &mut Inner,
-        pool: &str,
-        release: bool,
-        inv: Option<&Invocation>,
-    ) -> Result<(), String> {
-        if !inner.pools.contains_key(pool) {
+    fn export_as(&self, pool: &str, release: bool, inv: Option<&Invocation>) -> Result<(), String> {
+        if !lock(&self.inner).pools.contains_key(pool) {
             return Err(format!(
                 "cannot export '{pool}': not held by the ozfs daemon"
             ));
         }
-        Self::prune(inner);
         // A running scrub stops first (it needs only the writer to finish).
         if ozfs_ops::scan::ScanState::load(pool).is_some_and(|s| s.state == "scanning") {
             ozfs_ops::scan::cancel_and_wait(pool);
         }
-        let mut mine: Vec<(PathBuf, String)> = inner
-            .mounts
-            .iter()
-            .filter(|m| m.pool == pool)
-            .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
-            .collect();
-        mine.sort();
+        let mut mine: Vec<(PathBuf, String)> = {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            inner
+                .mounts
+                .iter()
+                .filter(|m| m.pool == pool)
+                .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+                .collect()
+        };
+        parents_first(&mut mine);
         for (_, ds) in mine.into_iter().rev() {
-            self.unmount(inner, &ds)
+            self.unmount(&ds)
                 .map_err(|e| format!("cannot export '{pool}': {e}"))?;
+        }
+        let mut inner = lock(&self.inner);
+        Self::prune(&mut inner);
+        if let Some(m) = inner.mounts.iter().find(|m| m.pool == pool) {
+            return Err(format!(
+                "cannot export '{pool}': '{}' is still mounted on {}",
+                m.dataset,
+                m.m.mountpoint.display()
+            ));
         }
         let Some(mut entry) = inner.pools.remove(pool) else {
             return Err(format!("cannot export '{pool}': not held"));
         };
+        drop(inner);
         let mut w = entry
             .sw
             .retire()
@@ -1114,8 +1208,8 @@ impl Daemon {
             _ => moved,
         };
         if !again.is_empty() {
-            let mut inner = lock(&self.inner);
-            if let Err(e) = self.mount_if_on(&mut inner, &again) {
+            let _c = lock(&self.changes);
+            if let Err(e) = self.mount_if_on(&again) {
                 eprintln!("ozfs daemon: mounting again: {e}");
             }
         }
@@ -1233,20 +1327,23 @@ impl Daemon {
             Request::Destroy { name, .. } if !name.contains('@') => name.clone(),
             _ => return Ok(Vec::new()),
         };
-        let mut inner = lock(&self.inner);
-        Self::prune(&mut inner);
-        let mut hit: Vec<(PathBuf, String)> = inner
-            .mounts
-            .iter()
-            .filter(|m| m.dataset == fs || m.dataset.starts_with(&format!("{fs}/")))
-            .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
-            .collect();
-        hit.sort();
+        let _c = lock(&self.changes);
+        let mut hit: Vec<(PathBuf, String)> = {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            inner
+                .mounts
+                .iter()
+                .filter(|m| m.dataset == fs || m.dataset.starts_with(&format!("{fs}/")))
+                .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
+                .collect()
+        };
+        parents_first(&mut hit);
         let mut done = Vec::new();
         for (_, ds) in hit.into_iter().rev() {
-            if let Err(e) = self.unmount(&mut inner, &ds) {
+            if let Err(e) = self.unmount(&ds) {
                 // Put back what was taken down before failing.
-                let _ = self.mount_if_on(&mut inner, &done);
+                let _ = self.mount_if_on(&done);
                 return Err(e);
             }
             done.push(ds);
@@ -1324,11 +1421,11 @@ impl Daemon {
         let Some(first) = created.first() else {
             return Ok(());
         };
-        let mut inner = lock(&self.inner);
-        if !inner.pools.contains_key(pool_of(first)) {
+        let _c = lock(&self.changes);
+        if !lock(&self.inner).pools.contains_key(pool_of(first)) {
             return Ok(());
         }
-        self.mount_if_on(&mut inner, &created)
+        self.mount_if_on(&created)
     }
 
     /// `keys` of `datasets` changed: live mount flags follow, and mounts
@@ -1353,50 +1450,61 @@ impl Daemon {
             return Ok(());
         }
         let pool = pool_of(ds).to_string();
-        let mut inner = lock(&self.inner);
-        let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
-            return Ok(());
+        let _c = lock(&self.changes);
+        // The pool's mounts, taken from the table (no table lock held
+        // while their states are locked: that waits for the writer).
+        let (sw, mine) = {
+            let mut inner = lock(&self.inner);
+            let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
+                return Ok(());
+            };
+            Self::prune(&mut inner);
+            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
+                .mounts
+                .iter()
+                .filter(|m| pool_of(&m.dataset) == pool)
+                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
+                .collect();
+            (sw, mine)
         };
-        Self::prune(&mut inner);
         // What each mount keeps now (its state lock comes before the lease).
-        let acl_now: Vec<bool> = inner
-            .mounts
+        let acl_now: Vec<bool> = mine
             .iter()
-            .map(|m| ozfs_fuse::shared::lock(&m.m.state).posix_acl())
+            .map(|(_, _, st)| ozfs_fuse::shared::lock(st).posix_acl())
             .collect();
         // Read under the lease; compare paths as text (a mountpoint may be
         // a path inside another of our own mounts: resolving it would ask
         // that mount, whose requests wait for this very lease).
-        let stale: Vec<String> = {
+        let mut stale: Vec<(PathBuf, String)> = {
             let w = sw.lease().map_err(|e| e.to_string())?;
-            inner
-                .mounts
-                .iter()
+            mine.iter()
                 .zip(&acl_now)
-                .filter(|(m, _)| pool_of(&m.dataset) == pool)
                 .filter(
-                    |(m, acl)| match ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset) {
+                    |((ds, mp, _), acl)| match ozfs_ops::mountinfo::ds_mount_info(&w, ds) {
                         Ok(i) => {
                             i.canmount == "off"
                                 || !i.mountpoint.starts_with('/')
-                                || Path::new(&i.mountpoint) != m.m.mountpoint
+                                || Path::new(&i.mountpoint) != mp
                                 || i.posix_acl != **acl
                         }
                         Err(_) => true,
                     },
                 )
-                .map(|(m, _)| m.dataset.clone())
+                .map(|((ds, mp, _), _)| (mp.clone(), ds.clone()))
                 .collect()
         };
+        // Children first.
+        parents_first(&mut stale);
         let mut errs = Vec::new();
-        for d in stale.iter().rev() {
-            if let Err(e) = self.unmount(&mut inner, d) {
+        for (_, d) in stale.iter().rev() {
+            if let Err(e) = self.unmount(d) {
                 errs.push(e);
             }
         }
+        let stale: Vec<String> = stale.into_iter().map(|(_, d)| d).collect();
         let mut again = stale;
         again.extend(datasets.iter().cloned());
-        if let Err(e) = self.mount_if_on(&mut inner, &again) {
+        if let Err(e) = self.mount_if_on(&again) {
             errs.push(e);
         }
         if errs.is_empty() {
@@ -1406,37 +1514,41 @@ impl Daemon {
         }
     }
 
-    /// Mount those of `names` that are not mounted and whose properties
-    /// say so (canmount=on, an absolute mountpoint).
     /// A property behind a mount flag changed: every mount of `pool` takes
     /// its dataset's new options, in the FUSE server (readonly, atime) and
     /// in the kernel's per-mount flags (nosuid, nodev, noexec, ro,
     /// noatime), live, as OpenZFS changes them.
     fn apply_mount_flags(&self, pool: &str) -> Result<(), String> {
-        let mut inner = lock(&self.inner);
-        let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
-            return Ok(());
-        };
-        Self::prune(&mut inner);
-        // Read every dataset's options under the lease, apply them after.
-        let wanted: Vec<(usize, Result<ozfs_fuse::Options, String>)> = {
-            let w = sw.lease().map_err(|e| e.to_string())?;
-            inner
+        let _c = lock(&self.changes);
+        // The pool's mounts, taken from the table: the remounts below are
+        // kernel calls, made with no table lock held.
+        let (sw, mine) = {
+            let mut inner = lock(&self.inner);
+            let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
+                return Ok(());
+            };
+            Self::prune(&mut inner);
+            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
                 .mounts
                 .iter()
-                .enumerate()
-                .filter(|(_, m)| pool_of(&m.dataset) == pool)
-                .map(|(i, m)| {
-                    let o = ozfs_ops::mountinfo::ds_mount_info(&w, &m.dataset)
+                .filter(|m| pool_of(&m.dataset) == pool)
+                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
+                .collect();
+            (sw, mine)
+        };
+        // Read every dataset's options under the lease, apply them after.
+        let wanted: Vec<Result<ozfs_fuse::Options, String>> = {
+            let w = sw.lease().map_err(|e| e.to_string())?;
+            mine.iter()
+                .map(|(ds, _, _)| {
+                    ozfs_ops::mountinfo::ds_mount_info(&w, ds)
                         .map(|i| fuse_options(&i))
-                        .map_err(|e| e.to_string());
-                    (i, o)
+                        .map_err(|e| e.to_string())
                 })
                 .collect()
         };
         let mut errs = Vec::new();
-        for (i, o) in wanted {
-            let m = &inner.mounts[i];
+        for ((ds, mp, st), o) in mine.iter().zip(wanted) {
             let o = match o {
                 Ok(o) => o,
                 Err(e) => {
@@ -1444,22 +1556,17 @@ impl Daemon {
                     continue;
                 }
             };
-            if let Err(e) = ozfs_fuse::shared::lock(&m.m.state).set_flags(&o) {
-                errs.push(format!("cannot change the options of '{}': {e}", m.dataset));
+            if let Err(e) = ozfs_fuse::shared::lock(st).set_flags(&o) {
+                errs.push(format!("cannot change the options of '{ds}': {e}"));
                 continue;
             }
-            if let Err(e) = ozfs_fuse::remount_flags(&m.m.mountpoint, &o) {
+            if let Err(e) = ozfs_fuse::remount_flags(mp, &o) {
                 errs.push(format!(
-                    "cannot change the mount options of '{}' on {}: {e}",
-                    m.dataset,
-                    m.m.mountpoint.display()
+                    "cannot change the mount options of '{ds}' on {}: {e}",
+                    mp.display()
                 ));
             } else {
-                eprintln!(
-                    "ozfs daemon: {} remounted with flags {:#x}",
-                    m.dataset,
-                    o.ms_flags()
-                );
+                eprintln!("ozfs daemon: {ds} remounted with flags {:#x}", o.ms_flags());
             }
         }
         if errs.is_empty() {
@@ -1469,27 +1576,45 @@ impl Daemon {
         }
     }
 
-    fn mount_if_on(&self, inner: &mut Inner, names: &[String]) -> Result<(), String> {
+    /// Mount those of `names` that are not mounted and whose properties
+    /// say so (canmount=on, an absolute mountpoint), parents before
+    /// children (by mountpoint depth, then path), whatever order `names`
+    /// come in.
+    fn mount_if_on(&self, names: &[String]) -> Result<(), String> {
         let mut errs = Vec::new();
+        let mut todo: Vec<(PathBuf, String)> = Vec::new();
         for name in names {
             let pool = pool_of(name).to_string();
-            let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
-                continue;
+            let sw = {
+                let inner = lock(&self.inner);
+                if inner.mounts.iter().any(|m| &m.dataset == name) {
+                    continue;
+                }
+                match inner.pools.get(&pool) {
+                    Some(p) => p.sw.clone(),
+                    None => continue,
+                }
             };
-            if inner.mounts.iter().any(|m| &m.dataset == name) {
-                continue;
-            }
             let info = {
                 let w = sw.lease().map_err(|e| e.to_string())?;
                 ozfs_ops::mountinfo::ds_mount_info(&w, name)
             };
             match info {
-                Ok(i) if i.canmount == "on" && i.mountpoint.starts_with('/') && !i.is_snapshot => {
-                    if let Err(e) = self.mount_one(inner, name, None, false) {
-                        errs.push(e);
-                    }
+                Ok(i)
+                    if i.canmount == "on"
+                        && i.mountpoint.starts_with('/')
+                        && !i.is_snapshot
+                        && !todo.iter().any(|(_, n)| n == name) =>
+                {
+                    todo.push((PathBuf::from(&i.mountpoint), name.clone()));
                 }
                 _ => {}
+            }
+        }
+        parents_first(&mut todo);
+        for (_, name) in todo {
+            if let Err(e) = self.mount_one(&name, None, false) {
+                errs.push(e);
             }
         }
         if errs.is_empty() {
@@ -1499,15 +1624,37 @@ impl Daemon {
         }
     }
 
-    /// Unmount everything (busy mounts: sync, detach), sync every pool, exit 0.
+    /// Unmount everything (busy mounts: sync, detach), sync every pool,
+    /// exit 0 — within a bounded time: past `OZFS_SHUTDOWN_SECS` (60) the
+    /// process exits 1 whatever still runs.
     fn shutdown(&self) -> ! {
+        // Once: a signal, the socket's removal (which the first shutdown
+        // causes) and a shutdown request may all call it; a second caller
+        // must not exit while the first is still unmounting.
+        static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            loop {
+                std::thread::park();
+            }
+        }
         let _ = std::fs::remove_file(socket_path());
-        let mut inner = lock(&self.inner);
-        Self::prune(&mut inner);
-        inner
-            .mounts
-            .sort_by(|a, b| a.m.mountpoint.cmp(&b.m.mountpoint));
-        while let Some(mut e) = inner.mounts.pop() {
+        let limit = std::env::var("OZFS_SHUTDOWN_SECS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(60);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(limit));
+            eprintln!("ozfs daemon: shutdown took over {limit} s: exiting now");
+            std::process::exit(1);
+        });
+        // The mounts leave the table, then are unmounted with no lock held.
+        let mut mounts = {
+            let mut inner = lock(&self.inner);
+            Self::prune(&mut inner);
+            std::mem::take(&mut inner.mounts)
+        };
+        mounts.sort_by_key(|a| depth_key(&a.m.mountpoint));
+        while let Some(mut e) = mounts.pop() {
             if let Err(err) = e.m.sync() {
                 eprintln!("ozfs daemon: sync {}: {err}", e.dataset);
             }
@@ -1515,17 +1662,13 @@ impl Daemon {
                 Ok(()) => eprintln!("ozfs daemon: unmounted {}", e.dataset),
                 Err(err) => {
                     eprintln!("ozfs daemon: unmount {}: {err}: detaching", e.dataset);
-                    if let Ok(c) =
-                        std::ffi::CString::new(e.m.mountpoint.to_string_lossy().as_bytes())
-                    {
-                        // SAFETY: lazy unmount of our own mount point.
-                        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-                    }
+                    e.m.detach();
                     // Its state stays alive (and synced) until exit.
                     std::mem::forget(e);
                 }
             }
         }
+        let mut inner = lock(&self.inner);
         let mut code = 0;
         for (name, p) in inner.pools.iter_mut() {
             match p.sw.lease() {

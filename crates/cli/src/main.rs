@@ -19,6 +19,7 @@ mod args;
 mod cp;
 mod daemon;
 mod mount;
+mod mountpoint;
 mod output;
 mod rawio;
 mod render;

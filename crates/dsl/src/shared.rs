@@ -137,6 +137,14 @@ impl Lease {
         Ok(moved)
     }
 
+    /// Whether this lease holds the writer now (after an [`acquire`]
+    /// that failed because the pool was retired, it does not).
+    ///
+    /// [`acquire`]: Lease::acquire
+    pub fn held(&self) -> bool {
+        self.w.is_some()
+    }
+
     pub fn release(&mut self) {
         if let Some(w) = self.w.take() {
             self.seen_txg = w.txg;

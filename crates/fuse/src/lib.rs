@@ -2181,6 +2181,27 @@ impl ZfsFuse {
     fn lock(&self) -> shared::Guard<'_> {
         shared::lock(&self.st)
     }
+
+    /// The state, locked with the pool's writer held; `None` once the
+    /// writer is gone for good (the pool was exported under a mount that
+    /// is still in the kernel): requests then get EIO, never a panic.
+    fn live(&self) -> Option<shared::Guard<'_>> {
+        Some(self.lock()).filter(|g| g.writer_held())
+    }
+}
+
+/// [`ZfsFuse::live`] in a request handler: the guard, or EIO replied and
+/// the handler left.
+macro_rules! live {
+    ($fs:expr, $reply:expr) => {
+        match $fs.live() {
+            Some(g) => g,
+            None => {
+                $reply.error(libc::EIO);
+                return;
+            }
+        }
+    };
 }
 
 impl Filesystem for ZfsFuse {
@@ -2204,13 +2225,13 @@ impl Filesystem for ZfsFuse {
     }
 
     fn destroy(&mut self) {
-        if let Err(e) = self.lock().close() {
+        if let Err(e) = shared::close(&self.st) {
             log_err("final sync", &e);
         }
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.lookup_entry(parent, name) {
             Ok(Some((a, gen))) => {
                 st.looked_up(&a);
@@ -2225,11 +2246,13 @@ impl Filesystem for ZfsFuse {
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.lock().forget(ino, nlookup);
+        if let Some(mut g) = self.live() {
+            g.forget(ino, nlookup);
+        }
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        match self.lock().do_getattr(ino) {
+        match live!(self, reply).do_getattr(ino) {
             Ok((a, _)) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
@@ -2253,17 +2276,14 @@ impl Filesystem for ZfsFuse {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        match self
-            .lock()
-            .do_setattr(ino, mode, uid, gid, size, atime, mtime)
-        {
+        match live!(self, reply).do_setattr(ino, mode, uid, gid, size, atime, mtime) {
             Ok(a) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        match self.lock().do_readlink(ino) {
+        match live!(self, reply).do_readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -2279,7 +2299,7 @@ impl Filesystem for ZfsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.do_mknod(req.uid(), req.gid(), parent, name, mode, umask, rdev) {
             Ok((a, gen)) => {
                 st.named(parent, name);
@@ -2299,7 +2319,7 @@ impl Filesystem for ZfsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.do_mkdir(req.uid(), req.gid(), parent, name, mode, umask) {
             Ok((a, gen)) => {
                 st.named(parent, name);
@@ -2311,14 +2331,14 @@ impl Filesystem for ZfsFuse {
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().do_unlink(parent, name) {
+        match live!(self, reply).do_unlink(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().do_rmdir(parent, name) {
+        match live!(self, reply).do_rmdir(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2332,7 +2352,7 @@ impl Filesystem for ZfsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.do_symlink(req.uid(), req.gid(), parent, link_name, target) {
             Ok((a, gen)) => {
                 st.named(parent, link_name);
@@ -2353,7 +2373,7 @@ impl Filesystem for ZfsFuse {
         flags: u32,
         reply: ReplyEmpty,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.do_rename(parent, name, newparent, newname, flags) {
             Ok(()) => {
                 st.named(newparent, newname);
@@ -2371,7 +2391,7 @@ impl Filesystem for ZfsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         match st.do_link(ino, newparent, newname) {
             Ok((a, gen)) => {
                 st.named(newparent, newname);
@@ -2383,7 +2403,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        match self.lock().do_open(ino, flags) {
+        match live!(self, reply).do_open(ino, flags) {
             Ok(fh) => reply.opened(fh, 0),
             Err(e) => reply.error(e),
         }
@@ -2400,7 +2420,7 @@ impl Filesystem for ZfsFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        let plan = self.lock().plan_read(ino, offset, size);
+        let plan = live!(self, reply).plan_read(ino, offset, size);
         match plan {
             Ok(ReadPlan::Done(d)) => reply.data(&d),
             Ok(ReadPlan::Committed(r)) => self.workers.run(Box::new(move || {
@@ -2434,7 +2454,7 @@ impl Filesystem for ZfsFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        match self.lock().do_write(ino, offset, data) {
+        match live!(self, reply).do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -2449,7 +2469,7 @@ impl Filesystem for ZfsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match self.lock().do_lseek(ino, offset, whence) {
+        match live!(self, reply).do_lseek(ino, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
         }
@@ -2478,14 +2498,14 @@ impl Filesystem for ZfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().release_handle(fh) {
+        match live!(self, reply).release_handle(fh) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        match self.lock().sync_errno("fsync") {
+        match live!(self, reply).sync_errno("fsync") {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2501,7 +2521,7 @@ impl Filesystem for ZfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.lock().do_fallocate(ino, offset, length, mode) {
+        match live!(self, reply).do_fallocate(ino, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2516,7 +2536,7 @@ impl Filesystem for ZfsFuse {
         } else {
             fuser::consts::FOPEN_CACHE_DIR | fuser::consts::FOPEN_KEEP_CACHE
         };
-        match self.lock().do_opendir(ino) {
+        match live!(self, reply).do_opendir(ino) {
             Ok(fh) => reply.opened(fh, flags),
             Err(e) => reply.error(e),
         }
@@ -2530,7 +2550,7 @@ impl Filesystem for ZfsFuse {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         let list = match st.take_listing(ino, fh, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
@@ -2557,7 +2577,7 @@ impl Filesystem for ZfsFuse {
         offset: i64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         let list = match st.take_listing(ino, fh, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
@@ -2598,19 +2618,19 @@ impl Filesystem for ZfsFuse {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
-        self.lock().dirs.remove(&fh);
+        live!(self, reply).dirs.remove(&fh);
         reply.ok();
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        match self.lock().sync_errno("fsyncdir") {
+        match live!(self, reply).sync_errno("fsyncdir") {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        let (blocks, bfree, bavail, files, ffree, bsize) = self.lock().statfs();
+        let (blocks, bfree, bavail, files, ffree, bsize) = live!(self, reply).statfs();
         reply.statfs(blocks, bfree, bavail, files, ffree, bsize, 255, bsize);
     }
 
@@ -2624,7 +2644,7 @@ impl Filesystem for ZfsFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.lock().set_xattr(ino, name, value, flags) {
+        match live!(self, reply).set_xattr(ino, name, value, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2638,7 +2658,7 @@ impl Filesystem for ZfsFuse {
         size: u32,
         reply: ReplyXattr,
     ) {
-        match self.lock().get_xattr(ino, name.as_bytes()) {
+        match live!(self, reply).get_xattr(ino, name.as_bytes()) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() <= size as usize => reply.data(&v),
             Ok(_) => reply.error(libc::ERANGE),
@@ -2647,7 +2667,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        match self.lock().list_xattrs(ino) {
+        match live!(self, reply).list_xattrs(ino) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() <= size as usize => reply.data(&v),
             Ok(_) => reply.error(libc::ERANGE),
@@ -2656,7 +2676,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().remove_xattr(ino, name) {
+        match live!(self, reply).remove_xattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2677,7 +2697,7 @@ impl Filesystem for ZfsFuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let mut st = self.lock();
+        let mut st = live!(self, reply);
         let mode = if mode & S_IFMT as u32 == 0 {
             mode | S_IFREG as u32
         } else {
@@ -2730,13 +2750,23 @@ fn open_session(
     st: &Arc<Mutex<State>>,
     mountpoint: &Path,
 ) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
+    let mountpoint: PathBuf = mountpoint.canonicalize()?;
+    open_session_at(st, &mountpoint, mountpoint.clone())
+}
+
+/// [`open_session`] mounting on `target` (e.g. `/proc/self/fd/N` of a
+/// directory the caller opened and checked) whose path is `mountpoint`.
+fn open_session_at(
+    st: &Arc<Mutex<State>>,
+    target: &Path,
+    mountpoint: PathBuf,
+) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
     let (o, interval) = {
         let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
         (g.opts.clone(), g.opts.txg_interval)
     };
-    let mountpoint: PathBuf = mountpoint.canonicalize()?;
     let opts = mount_options(&o);
-    let session = Session::new(ZfsFuse::new(st.clone()), &mountpoint, &opts)?;
+    let session = Session::new(ZfsFuse::new(st.clone()), target, &opts)?;
     shared::lock(st).notifier = Some(session.notifier());
     raise_readahead(&mountpoint);
     Ok((session, mountpoint, interval))
@@ -2822,7 +2852,7 @@ fn spawn_txg_timer(st: Arc<Mutex<State>>, stop: Arc<AtomicBool>, interval: Durat
                 break;
             }
             let mut g = shared::lock(&st);
-            if !g.closed {
+            if !g.closed && g.writer_held() {
                 g.sync_if_old();
             }
         }
@@ -2866,6 +2896,11 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
     let (mut session, mountpoint, interval) = open_session(&st, mountpoint)?;
     let stop = Arc::new(AtomicBool::new(false));
     spawn_txg_timer(st.clone(), stop.clone(), interval);
+    // Unmounted here while a copy of the mount lives on elsewhere: the
+    // loop must still end (bounded exit after `fusermount -u`).
+    if let Some(m) = shared::newest_on(&mountpoint) {
+        shared::watch_mount(m, stop.clone());
+    }
 
     // Termination signals: sync, unmount (or detach and exit).
     {

@@ -631,6 +631,10 @@ pub fn serve_readonly(zpl: Zpl, mountpoint: &Path, mut opts: Options) -> std::io
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
     let mut session = Session::new(ReadOnlyFs::new(zpl, opts), &mountpoint, &mount_opts)?;
     crate::raise_readahead(&mountpoint);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(m) = crate::shared::newest_on(&mountpoint) {
+        crate::shared::watch_mount(m, stop.clone());
+    }
 
     // Termination signals: unmount (the request loop then ends), or
     // detach a busy mount and exit (nothing is pending: nothing to lose).
@@ -654,6 +658,7 @@ pub fn serve_readonly(zpl: Zpl, mountpoint: &Path, mut opts: Options) -> std::io
     });
 
     let res = session.run();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     // Make sure the mount is gone if the loop ended for another reason.
     if is_mounted(&mountpoint) {
         session.unmount();

@@ -170,14 +170,9 @@ pub fn ensure_daemon() -> Result<()> {
 /// Spawn a detached foreground daemon (`auto`: it exits when it holds no pool).
 pub fn spawn_daemon(auto: bool) -> Result<()> {
     use std::os::unix::process::CommandExt;
-    let dir = crate::host::state_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    let dir = crate::host::private_state_dir()?;
     let log_path = dir.join("ozfsd.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(format!("open {}", log_path.display()), e))?;
+    let log = crate::host::open_private(&log_path, true)?;
     let log2 = log
         .try_clone()
         .map_err(|e| Error::io(format!("open {}", log_path.display()), e))?;

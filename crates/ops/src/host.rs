@@ -13,9 +13,15 @@
 //!   shared writer from it instead of opening the pool ([`writer_for`]), and
 //!   device changes update the daemon's records through it.
 //!
+//! * The daemon's private directory ([`private_state_dir`]): the state
+//!   directory made or checked before the daemon and its log use it —
+//!   owned by the daemon's user, not a link, mode 0700 — and its files
+//!   opened without following links ([`open_private`]).
+//!
 //! Invariants: a state file is only ever named from a valid pool name; a
 //! process opens a pool for writing only while holding its lock (or a
-//! lease from the holder that holds it).
+//! lease from the holder that holds it); the daemon runs only over a
+//! state directory no other user owns or can write.
 
 use crate::error::{Error, Result};
 use ozfs_dsl::shared::{Lease, Writer};
@@ -29,6 +35,78 @@ pub fn state_dir() -> PathBuf {
     std::env::var_os("OZFS_STATE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/lib/ozfs"))
+}
+
+/// The state directory, made (mode 0700) or checked for the daemon: it
+/// must be a directory, not a symbolic link, owned by the effective user;
+/// another owner is refused (a chmod would not take it back from them),
+/// and group or other permissions are removed.
+pub fn private_state_dir() -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let dir = state_dir();
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("create {}", parent.display()), e))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(Error::io(format!("create {}", dir.display()), e));
+        }
+        _ => {}
+    }
+    let md = std::fs::symlink_metadata(&dir)
+        .map_err(|e| Error::io(format!("stat {}", dir.display()), e))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !md.file_type().is_dir() {
+        return Err(Error::Permission(format!(
+            "state directory {} is not a directory (a symbolic link?): refused",
+            dir.display()
+        )));
+    }
+    if md.uid() != me {
+        return Err(Error::Permission(format!(
+            "state directory {} is owned by uid {}, not by this user ({me}): refused",
+            dir.display(),
+            md.uid()
+        )));
+    }
+    if md.mode() & 0o077 != 0 {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io(format!("chmod {}", dir.display()), e))?;
+    }
+    Ok(dir)
+}
+
+/// Open (`append`: for appending, else for writing without truncation;
+/// created 0600 if missing) a file of the private state directory without
+/// following a link, and only if it is a regular file of ours with one link.
+pub fn open_private(path: &std::path::Path, append: bool) -> Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if append {
+        o.append(true);
+    } else {
+        o.write(true).truncate(false);
+    }
+    let f = o
+        .open(path)
+        .map_err(|e| Error::io(format!("open {} (not following links)", path.display()), e))?;
+    let md = f
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !md.file_type().is_file() || md.uid() != me || md.nlink() != 1 {
+        return Err(Error::Permission(format!(
+            "{} is not a private regular file of this user: refused",
+            path.display()
+        )));
+    }
+    Ok(f)
 }
 
 /// The state file of pool `name`. The last line of defence against a name
