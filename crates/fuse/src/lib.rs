@@ -2751,22 +2751,99 @@ fn open_session(
     mountpoint: &Path,
 ) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
     let mountpoint: PathBuf = mountpoint.canonicalize()?;
-    open_session_at(st, &mountpoint, mountpoint.clone())
+    open_session_at(st, &mountpoint, mountpoint.clone(), false)
 }
 
-/// [`open_session`] mounting on `target` (e.g. `/proc/self/fd/N` of a
-/// directory the caller opened and checked) whose path is `mountpoint`.
+/// Mount a FUSE file system on `target` with mount(2), as fuser does for
+/// root (type `fuse`, the `/dev/fuse` descriptor, root mode, owner,
+/// `allow_other`, `default_permissions`, and the per-mount flags
+/// [`mount_options`] gives), but on `target` exactly as given: a
+/// `/proc/self/fd/N` link is followed by the kernel to the directory it
+/// names. Returns the `/dev/fuse` descriptor for the session.
+fn mount_direct(target: &Path, o: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/fuse")?;
+    let fd: std::os::fd::OwnedFd = dev.into();
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let data = format!(
+        "fd={},rootmode=40000,user_id={uid},group_id={gid},default_permissions,allow_other",
+        fd.as_raw_fd()
+    );
+    let mut flags: libc::c_ulong = 0;
+    for (off, flag) in [
+        (!o.devices, libc::MS_NODEV),
+        (!o.setuid, libc::MS_NOSUID),
+        (!o.exec, libc::MS_NOEXEC),
+        (!o.atime, libc::MS_NOATIME),
+        (o.readonly, libc::MS_RDONLY),
+    ] {
+        if off {
+            flags |= flag;
+        }
+    }
+    let bad = |_| std::io::Error::from_raw_os_error(libc::EINVAL);
+    let source = CString::new(o.fsname.as_bytes()).map_err(bad)?;
+    let fstype = CString::new("fuse").map_err(bad)?;
+    let tgt = CString::new(target.as_os_str().as_bytes()).map_err(bad)?;
+    let data = CString::new(data).map_err(bad)?;
+    // SAFETY: every pointer is a NUL-terminated string that outlives the
+    // call; the kernel copies them.
+    let r = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            tgt.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr() as *const libc::c_void,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// [`open_session`] mounting on `target` whose path is `mountpoint`.
+/// `direct`: `target` is `/proc/self/fd/N` of a directory the caller
+/// opened and checked, and the mount must land on that very directory:
+/// ozfs then calls mount(2) itself on `target` (the kernel follows the
+/// descriptor's link to the directory it names, never a path resolved
+/// again), with the session on the `/dev/fuse` descriptor it opened
+/// ([`mount_direct`]). fuser's own mount would canonicalize `target` back
+/// into a path string and mount on whatever that path leads to by then.
+/// Without the privilege to mount (not root), fuser's mount (through
+/// `fusermount`) is used.
 fn open_session_at(
     st: &Arc<Mutex<State>>,
     target: &Path,
     mountpoint: PathBuf,
+    direct: bool,
 ) -> std::io::Result<(Session<ZfsFuse>, PathBuf, Duration)> {
     let (o, interval) = {
         let g = st.lock().map_err(|_| std::io::Error::other("state lock"))?;
         (g.opts.clone(), g.opts.txg_interval)
     };
     let opts = mount_options(&o);
-    let session = Session::new(ZfsFuse::new(st.clone()), target, &opts)?;
+    let direct_fd = if direct {
+        match mount_direct(target, &o) {
+            Ok(fd) => Some(fd),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => None,
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let session = match direct_fd {
+        Some(fd) => Session::from_fd(ZfsFuse::new(st.clone()), fd, fuser::SessionACL::All),
+        None => Session::new(ZfsFuse::new(st.clone()), target, &opts)?,
+    };
     shared::lock(st).notifier = Some(session.notifier());
     raise_readahead(&mountpoint);
     Ok((session, mountpoint, interval))

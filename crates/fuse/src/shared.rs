@@ -343,9 +343,10 @@ pub fn spawn(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<Mounte
 /// [`spawn`] mounting on `target` — `/proc/self/fd/N` of a mountpoint
 /// directory the caller opened and checked, so that no path is resolved
 /// again — whose path (as the mount table shows it) is `mountpoint`.
-/// `keep` (the descriptor `target` names) stays open as long as the
-/// session: fuser remembers `target` and unmounts it if its loop ends with
-/// the connection still up, which must not reach another file.
+/// With `keep` (the descriptor `target` names) ozfs mounts on `target`
+/// itself, so the mount lands on the checked directory and no path is
+/// resolved again (`open_session_at`); `keep` stays open as long as the
+/// session.
 pub fn spawn_on(
     st: Arc<Mutex<State>>,
     target: &Path,
@@ -353,7 +354,7 @@ pub fn spawn_on(
     keep: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<Mounted> {
     let (mut session, mountpoint, interval) =
-        crate::open_session_at(&st, target, mountpoint.to_path_buf())?;
+        crate::open_session_at(&st, target, mountpoint.to_path_buf(), keep.is_some())?;
     let mount = newest_on(&mountpoint);
     let stop = Arc::new(AtomicBool::new(false));
     crate::spawn_txg_timer(st.clone(), stop.clone(), interval);
