@@ -1310,7 +1310,7 @@ fn damage_crypt_block(img: &mut Image, rng: &mut XorShift, os: u64) -> Option<St
         let what = match b.kind {
             BlockKind::Indirect if n >= 2 => {
                 let i = local.range(0, (n as u64).min(4)) as usize;
-                let j = (i + 1 + local.range(0, 2) as usize) % n.min(4).max(2);
+                let j = (i + 1 + local.range(0, 2) as usize) % n.clamp(2, 4);
                 match local.range(0, 5) {
                     0 => {
                         // Two children swapped.
