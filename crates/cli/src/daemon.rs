@@ -1018,6 +1018,13 @@ impl Daemon {
                 eprintln!("ozfs daemon: unmounted {}: {err}", e.dataset);
                 Ok(())
             }
+            Err(err) if e.m.finished() && err.raw_os_error() != Some(libc::EBUSY) => {
+                // The kernel let go of it and its thread ended; what failed
+                // came after (the final sync): it is unmounted, and its
+                // entry never goes back to the table.
+                eprintln!("ozfs daemon: unmounted {}: {err}", e.dataset);
+                Ok(())
+            }
             Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
                 let m = format!(
                     "cannot unmount '{}': pool or dataset is busy",
@@ -1647,6 +1654,28 @@ impl Daemon {
             eprintln!("ozfs daemon: shutdown took over {limit} s: exiting now");
             std::process::exit(1);
         });
+        // No mount, unmount, import or export may start or finish behind
+        // the table's snapshot below: the changes lock is taken (and kept
+        // until exit), waiting for one in progress at most half the limit.
+        let t0 = Instant::now();
+        let _changes = loop {
+            match self.changes.try_lock() {
+                Ok(g) => break Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock)
+                    if t0.elapsed() < Duration::from_secs(limit / 2) =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    eprintln!(
+                        "ozfs daemon: a mount change in progress did not end: shutting down \
+                         without it"
+                    );
+                    break None;
+                }
+            }
+        };
         // The mounts leave the table, then are unmounted with no lock held.
         let mut mounts = {
             let mut inner = lock(&self.inner);
