@@ -180,6 +180,11 @@ fn mount_table() -> Vec<(MountId, Vec<u8>)> {
     let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
         return Vec::new();
     };
+    parse_mount_table(&info)
+}
+
+/// [`mount_table`] from mountinfo's bytes.
+fn parse_mount_table(info: &[u8]) -> Vec<(MountId, Vec<u8>)> {
     let num = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
     info.split(|&b| b == b'\n')
         .filter_map(|l| {
@@ -311,10 +316,33 @@ pub(crate) fn watch_mount(m: MountId, stop: Arc<AtomicBool>) {
     let _ = std::thread::Builder::new()
         .name("ozfs-mount-watch".into())
         .spawn(move || {
+            use std::io::{Read, Seek};
+            use std::os::fd::AsRawFd;
+            // The kernel wakes a poll(POLLPRI) of mountinfo when the mount
+            // table changes; reading it through the same descriptor
+            // re-arms the wake-up. So a watcher costs nothing while no
+            // mount changes (no polling of the table by every mount).
+            let Ok(mut info) = std::fs::File::open("/proc/self/mountinfo") else {
+                return;
+            };
+            let mut buf = Vec::new();
             let mut gone_since: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let present = mount_table()
+                let mut pfd = libc::pollfd {
+                    fd: info.as_raw_fd(),
+                    events: libc::POLLPRI,
+                    revents: 0,
+                };
+                let wait = if gone_since.is_some() { 250 } else { 2000 };
+                // SAFETY: one pollfd of a descriptor we own.
+                unsafe { libc::poll(&mut pfd, 1, wait) };
+                buf.clear();
+                if info.rewind().is_err() || info.read_to_end(&mut buf).is_err() {
+                    // Unknown is not gone: never abort a live connection
+                    // because the table could not be read.
+                    continue;
+                }
+                let present = parse_mount_table(&buf)
                     .iter()
                     .any(|(x, _)| x.id == m.id && x.dev_minor == m.dev_minor);
                 match (present, gone_since) {
