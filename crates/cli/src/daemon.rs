@@ -1181,6 +1181,13 @@ impl Daemon {
     /// An operation the CLI sent because the daemon holds its pool: run
     /// it on the daemon's writer, then follow it with the mounts it calls for.
     fn op(&self, req: &Request, inv: Option<&Invocation>) -> Value {
+        // Whether a file system is mounted is asked with the mount changes
+        // held, through the operation: an unmount in progress (its entry
+        // out of the table while the kernel is asked, and put back if it
+        // refuses) is never taken for "not mounted", and nothing is
+        // mounted under the operation's feet.
+        let busy_guard = matches!(req, Request::Rm { .. } | Request::UnloadKey { .. })
+            .then(|| lock(&self.changes));
         if let Err(e) = self.refuse_busy(req) {
             return err(e);
         }
@@ -1203,6 +1210,7 @@ impl Daemon {
                 }
                 r
             });
+        drop(busy_guard);
         let again: Vec<String> = match (&ran, req) {
             (Ok(_), Request::Destroy { .. }) => Vec::new(),
             (Ok(_), Request::Rename { from, to, .. }) => moved
