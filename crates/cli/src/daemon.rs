@@ -920,7 +920,7 @@ impl Daemon {
         let mut down = Vec::new();
         for (mp, ds) in below.iter().rev() {
             if let Err(e) = self.unmount(ds) {
-                self.remount_at(&down);
+                let _ = self.remount_at(&down);
                 return Err(fail(&format!(
                     "it would hide {ds} mounted on {}: {e}",
                     mp.display()
@@ -929,8 +929,15 @@ impl Daemon {
             down.push((mp.clone(), ds.clone()));
         }
         let r = self.mount_at(&pool, dataset, &sw, &info, &dir);
-        self.remount_at(&down);
-        r.map_err(|e| fail(&e))
+        let again = self.remount_at(&down);
+        r.map_err(|e| fail(&e))?;
+        // A file system taken down for this one and not mounted again is
+        // reported, never left unmounted in silence.
+        if again.is_empty() {
+            Ok(())
+        } else {
+            Err(again.join("\n"))
+        }
     }
 
     /// Resolve `dir` safely, then mount `dataset` there (no table lock held).
@@ -965,15 +972,18 @@ impl Daemon {
     }
 
     /// Mount again what [`Daemon::mount_one`] took down, parents first, at
-    /// the places they had.
-    fn remount_at(&self, down: &[(PathBuf, String)]) {
+    /// the places they had; the errors of those that could not be.
+    fn remount_at(&self, down: &[(PathBuf, String)]) -> Vec<String> {
         let mut v = down.to_vec();
         parents_first(&mut v);
+        let mut errs = Vec::new();
         for (mp, ds) in v {
             if let Err(e) = self.mount_one(&ds, Some(mp), false) {
                 eprintln!("ozfs daemon: mounting again: {e}");
+                errs.push(e);
             }
         }
+        errs
     }
 
     /// Unmount a dataset (by name or mountpoint): sync, then unmount. The
