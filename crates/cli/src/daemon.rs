@@ -760,9 +760,11 @@ impl Daemon {
 
     /// Take a pool imported read-write: its writer lock and writer
     /// (`created`: just made by `zpool create`, for its event).
+    /// The pool is opened (labels, the MOS: device I/O that a failing
+    /// device may hold up) without the daemon's table locked; callers hold
+    /// the mount changes, so no other import or export runs meanwhile.
     fn adopt(&self, name: &str, created: bool) -> Result<(), String> {
-        let mut inner = lock(&self.inner);
-        if inner.pools.contains_key(name) {
+        if lock(&self.inner).pools.contains_key(name) {
             return Ok(());
         }
         let rec = Record::load(name).map_err(|_| format!("no such pool '{name}'"))?;
@@ -776,6 +778,10 @@ impl Daemon {
         pool.cache_data
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let w = ozfs_ops::PoolWriter::open(pool.clone()).map_err(|e| e.to_string())?;
+        let mut inner = lock(&self.inner);
+        if inner.pools.contains_key(name) {
+            return Ok(());
+        }
         inner.pools.insert(
             name.to_string(),
             PoolEntry {
