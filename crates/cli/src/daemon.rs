@@ -819,6 +819,30 @@ impl Daemon {
         Ok(())
     }
 
+    /// The writer of held pool `pool` and its mounts (dataset, mountpoint,
+    /// state), taken from the table: the caller locks their states with
+    /// no table lock held (that would wait for the writer). None when the
+    /// pool is not held.
+    #[allow(clippy::type_complexity)]
+    fn pool_mounts(
+        &self,
+        pool: &str,
+    ) -> Option<(
+        SharedWriter,
+        Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)>,
+    )> {
+        let mut inner = lock(&self.inner);
+        let sw = inner.pools.get(pool).map(|p| p.sw.clone())?;
+        Self::prune(&mut inner);
+        let mine = inner
+            .mounts
+            .iter()
+            .filter(|m| pool_of(&m.dataset) == pool)
+            .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
+            .collect();
+        Some((sw, mine))
+    }
+
     /// Forget mounts whose file system went away (unmounted from outside):
     /// their threads have ended, so the join does not block.
     fn prune(inner: &mut Inner) {
@@ -1484,19 +1508,8 @@ impl Daemon {
         let _c = lock(&self.changes);
         // The pool's mounts, taken from the table (no table lock held
         // while their states are locked: that waits for the writer).
-        let (sw, mine) = {
-            let mut inner = lock(&self.inner);
-            let Some(sw) = inner.pools.get(&pool).map(|p| p.sw.clone()) else {
-                return Ok(());
-            };
-            Self::prune(&mut inner);
-            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
-                .mounts
-                .iter()
-                .filter(|m| pool_of(&m.dataset) == pool)
-                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
-                .collect();
-            (sw, mine)
+        let Some((sw, mine)) = self.pool_mounts(&pool) else {
+            return Ok(());
         };
         // What each mount keeps now (its state lock comes before the lease).
         let acl_now: Vec<bool> = mine
@@ -1553,19 +1566,8 @@ impl Daemon {
         let _c = lock(&self.changes);
         // The pool's mounts, taken from the table: the remounts below are
         // kernel calls, made with no table lock held.
-        let (sw, mine) = {
-            let mut inner = lock(&self.inner);
-            let Some(sw) = inner.pools.get(pool).map(|p| p.sw.clone()) else {
-                return Ok(());
-            };
-            Self::prune(&mut inner);
-            let mine: Vec<(String, PathBuf, Arc<Mutex<ozfs_fuse::State>>)> = inner
-                .mounts
-                .iter()
-                .filter(|m| pool_of(&m.dataset) == pool)
-                .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
-                .collect();
-            (sw, mine)
+        let Some((sw, mine)) = self.pool_mounts(pool) else {
+            return Ok(());
         };
         // Read every dataset's options under the lease, apply them after.
         let wanted: Vec<Result<ozfs_fuse::Options, String>> = {

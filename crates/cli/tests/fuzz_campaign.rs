@@ -86,6 +86,18 @@ fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A campaign's size from the environment: `var` cases (else `default`),
+/// the seed (`OZFS_FUZZ_SEED`, 13), and the one case `OZFS_FUZZ_CASE`
+/// replays (the count then reaches it).
+fn campaign(var: &str, default: u64) -> (u64, u64, Option<u64>) {
+    let cases = env_num(var, default);
+    let seed = env_num("OZFS_FUZZ_SEED", 13);
+    let only = std::env::var("OZFS_FUZZ_CASE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    (only.map_or(cases, |o| cases.max(o + 1)), seed, only)
+}
+
 fn verbose() -> bool {
     std::env::var_os("OZFS_FUZZ_VERBOSE").is_some()
 }
@@ -645,6 +657,12 @@ struct Findings {
 }
 
 impl Findings {
+    fn new() -> Findings {
+        Findings {
+            list: Vec::new(),
+            keep: keep_dir(),
+        }
+    }
     fn check(&mut self, case: &str, damage: &str, r: &Run, sb: &Sandbox) {
         if let Some(f) = r.finding() {
             self.record(
@@ -905,18 +923,10 @@ fn mount_case(sb: &Sandbox, f: &mut Findings, case: &str, damage: &str) {
 
 #[test]
 fn fuzz_pool_images() {
-    let cases = env_num("OZFS_FUZZ_IMAGE_CASES", 2000);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_IMAGE_CASES", 2000);
     let sb = Sandbox::new("img");
     build_base(&sb);
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let t0 = Instant::now();
     let mut done = 0;
     let mut skipped = 0;
@@ -1056,21 +1066,13 @@ fn damage_stream(s: &[u8], rng: &mut XorShift) -> (Vec<u8>, String) {
 
 #[test]
 fn fuzz_send_streams() {
-    let cases = env_num("OZFS_FUZZ_STREAM_CASES", 1000);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_STREAM_CASES", 1000);
     let sb = Sandbox::new("stream");
     build_base(&sb);
     let full = std::fs::read(sb.p("streams/full")).expect("full stream");
     let incr = std::fs::read(sb.p("streams/incr")).expect("incremental stream");
     assert!(records(&full).len() > 5 && records(&incr).len() > 3);
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let dev_dir = sb.p("dev");
     let dev_dir = dev_dir.to_str().expect("utf-8").to_string();
     // What the pool holds before any receive.
@@ -1420,12 +1422,7 @@ fn keyed_copy(
 
 #[test]
 fn fuzz_encrypted_images() {
-    let cases = env_num("OZFS_FUZZ_CRYPT_CASES", 300);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_CRYPT_CASES", 300);
     let sb = Sandbox::new("crypt");
     let want = build_crypt_base(&sb);
     let base = Image::open(&sb.p("base/d0")).expect("walk the base image");
@@ -1436,10 +1433,7 @@ fn fuzz_encrypted_images() {
         .map(|b| b.objset)
         .expect("the encrypted objset");
     drop(base);
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let dev_dir = sb.p("dev").to_string_lossy().into_owned();
     let t0 = Instant::now();
     let mut done = 0;
@@ -1533,20 +1527,12 @@ fn fuzz_encrypted_images() {
 
 #[test]
 fn fuzz_raw_streams() {
-    let cases = env_num("OZFS_FUZZ_RAW_CASES", 200);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_RAW_CASES", 200);
     let sb = Sandbox::new("raw");
     let want = build_crypt_base(&sb);
     let raw = std::fs::read(sb.p("streams/raw")).expect("raw stream");
     assert!(records(&raw).len() > 5);
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let dev_dir = sb.p("dev").to_string_lossy().into_owned();
     let t0 = Instant::now();
     let mut done = 0;
@@ -1641,12 +1627,7 @@ fn build_dedup_base(sb: &Sandbox) {
 
 #[test]
 fn fuzz_dedup_tables() {
-    let cases = env_num("OZFS_FUZZ_DEDUP_CASES", 200);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_DEDUP_CASES", 200);
     let sb = Sandbox::new("dedup");
     build_dedup_base(&sb);
     let is_ddt = |t: u8| ozfs_format::types::object_type_name(t).starts_with("DDT");
@@ -1659,10 +1640,7 @@ fn fuzz_dedup_tables() {
             "the base pool has no dedup table"
         );
     }
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let dev_dir = sb.p("dev").to_string_lossy().into_owned();
     let t0 = Instant::now();
     let mut done = 0;
@@ -1834,12 +1812,7 @@ fn damage_vdev_tree(nv: &mut ozfs_format::NvList, choice: u64, val: u64, val2: u
 /// (listing and read-only), status, `zfs list`, `zdb -b`, `cp -r`.
 #[test]
 fn fuzz_vdev_geometry() {
-    let cases = env_num("OZFS_FUZZ_GEOMETRY_CASES", 150);
-    let seed = env_num("OZFS_FUZZ_SEED", 13);
-    let only = std::env::var("OZFS_FUZZ_CASE")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    let cases = only.map_or(cases, |o| cases.max(o + 1));
+    let (cases, seed, only) = campaign("OZFS_FUZZ_GEOMETRY_CASES", 150);
     let corpus = corpus();
     if !corpus.is_dir() {
         assert!(
@@ -1882,10 +1855,7 @@ fn fuzz_vdev_geometry() {
         names.sort();
         devs.push(names);
     }
-    let mut f = Findings {
-        list: Vec::new(),
-        keep: keep_dir(),
-    };
+    let mut f = Findings::new();
     let dev_dir = sb.p("dev").to_string_lossy().into_owned();
     let t0 = Instant::now();
     let mut done = 0;
