@@ -61,6 +61,8 @@
 //! its files. `OZFS_FUZZ_IMAGE_CASES` / `OZFS_FUZZ_STREAM_CASES` /
 //! `OZFS_FUZZ_SEED` scale the campaign (scripts/fuzz-soak.sh runs it long).
 
+mod common;
+
 use ozfs_testkit::mutate::{BlockKind, Image};
 use ozfs_testkit::proc::CmdOutput;
 use ozfs_testkit::XorShift;
@@ -1829,29 +1831,12 @@ fn fuzz_vdev_geometry() {
     for p in pools {
         let dir = sb.p(&format!("base/{p}"));
         std::fs::create_dir_all(&dir).expect("mkdir");
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(corpus.join(p))
-            .expect("corpus pool")
+        common::unpack_corpus(&corpus.join(p), &dir);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("unpacked pool")
             .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(img) = name.strip_suffix(".gz") else {
-                continue;
-            };
-            let ok = Command::new("sh")
-                .arg("-c")
-                .arg(r#"gzip -dc "$1" | cp --sparse=always /dev/stdin "$2""#)
-                .args([
-                    "sh",
-                    &e.path().to_string_lossy(),
-                    &dir.join(img).to_string_lossy(),
-                ])
-                .status()
-                .expect("gzip")
-                .success();
-            assert!(ok, "unpacking {}", e.path().display());
-            names.push(img.to_string());
-        }
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         devs.push(names);
     }
