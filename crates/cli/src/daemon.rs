@@ -294,6 +294,8 @@ fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
 fn fuse_options(i: &ozfs_ops::mountinfo::DsMount) -> ozfs_fuse::Options {
     ozfs_fuse::Options {
         xattr_sa: i.xattr_sa,
+        sync: ozfs_fuse::SyncMode::from_prop(&i.sync),
+        log: !i.encrypted && !i.logbias_throughput && ozfs_fuse::zil_enabled(),
         ..ozfs_fuse::Options::dataset(
             &i.name,
             i.readonly,

@@ -169,6 +169,8 @@ fn mount_readonly(ds_name: &str, mnt: &Path, keys: &KeyLoad) -> CmdResult {
 fn options(i: &DsMount, readonly: bool) -> Options {
     Options {
         xattr_sa: i.xattr_sa,
+        sync: ozfs_fuse::SyncMode::from_prop(&i.sync),
+        log: !i.encrypted && !i.logbias_throughput && ozfs_fuse::zil_enabled(),
         ..Options::dataset(
             &i.name,
             readonly || i.readonly,

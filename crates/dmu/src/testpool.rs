@@ -112,6 +112,7 @@ impl TestPool {
             indirect: Default::default(),
             io_hold: Default::default(),
             writeback: Default::default(),
+            zil_io: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
             spares: Default::default(),

@@ -139,6 +139,9 @@ pub struct ObjsetTx {
     /// stream sealed them ([`RawBlock`]), indirect blocks get the MAC of
     /// their children, objects keep the shape the stream gives them.
     pub raw_recv: bool,
+    /// The objset's intent-log header changed (`os.phys.zil_header`): the
+    /// objset block is rewritten at the next sync even if nothing else is.
+    pub header_dirty: bool,
     /// Raw level-0 blocks staged (never also in `data` or `ext`).
     pub raw: BTreeMap<(u64, u64), RawBlock>,
     /// Raw spill blocks staged (replacing any in `spills`).
@@ -256,6 +259,7 @@ impl ObjsetTx {
             zap_cache: Default::default(),
             obj_next: std::cell::Cell::new(1),
             raw_recv: false,
+            header_dirty: false,
             raw: BTreeMap::new(),
             raw_spills: BTreeMap::new(),
             raw_dnode_blocks: BTreeMap::new(),
@@ -335,7 +339,8 @@ impl ObjsetTx {
 
     /// Whether anything changed.
     pub fn is_dirty(&self) -> bool {
-        !self.dnodes.is_empty()
+        self.header_dirty
+            || !self.dnodes.is_empty()
             || !self.data.is_empty()
             || !self.ext.is_empty()
             || !self.free_trees.is_empty()
@@ -1167,6 +1172,25 @@ impl ObjsetTx {
             self.write_block(obj, 0, b.clone());
         }
         Ok(obj)
+    }
+
+    /// [`claim_object`](Self::claim_object) of a new (micro) ZAP object.
+    pub fn claim_zap(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        bonustype: u8,
+        bonus: Vec<u8>,
+        normflags: u64,
+        slots: u8,
+    ) -> Result<()> {
+        let z = ozfs_format::zap_write::ZapObject::new_micro(random_u64() | 1, normflags);
+        let bs = z.block_size as u64;
+        self.claim_object(obj, object_type, bs, bonustype, bonus, slots)?;
+        if let Some(b) = z.blocks.get(&0) {
+            self.write_block(obj, 0, b.clone());
+        }
+        Ok(())
     }
 
     /// Give object `obj` a spill block holding `data` (None: take its

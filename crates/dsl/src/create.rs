@@ -541,6 +541,7 @@ pub fn create_pool(
         indirect: Default::default(),
         io_hold: Default::default(),
         writeback: Default::default(),
+        zil_io: Default::default(),
         heal: Default::default(),
         repaired: Default::default(),
         spares: Default::default(),

@@ -41,6 +41,7 @@ pub mod snapshot;
 pub mod space;
 pub mod sync;
 pub mod verify;
+pub mod zil;
 
 pub use pool::{DatasetInfo, DslPool, SpaceInfo};
 pub use props::{PropSource, PropValue};

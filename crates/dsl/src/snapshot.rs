@@ -31,6 +31,11 @@ impl PoolWriter {
                 "cannot create snapshot '{full}': {why}"
             )));
         }
+        // A snapshot names no intent log (OpenZFS's `zil_suspend`): a
+        // live one is closed by this sync, everything it held committed.
+        if let Ok(h) = self.dsl().lookup(fs) {
+            self.zil_close(h.ds_obj);
+        }
         self.sync()?;
         self.check_slop(
             crate::slop::SpaceCheck::Normal,

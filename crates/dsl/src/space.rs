@@ -1015,14 +1015,19 @@ impl PoolWriter {
                 blocks.uncharged(&bp)?;
             }
         }
-        // Intent logs (left by ZFS; ozfs writes none).
+        // Intent logs (this writer's, and those ZFS left): the blocks
+        // allocated by this txg or before.
+        let mut seen_log: std::collections::BTreeSet<(u64, u64)> = Default::default();
         for ds in datasets.values() {
-            if ds.phys.bp.is_hole() {
+            if ds.phys.bp.is_hole() || ds.phys.next_snap_obj != 0 {
                 continue;
             }
             let os = Objset::open(pool.clone(), &ds.phys.bp)?;
-            for bp in zil_blocks(&pool, &os.phys.zil_header, os.swap)? {
-                blocks.uncharged(&bp)?;
+            for bp in crate::zil::allocated_blocks(&pool, &os.phys.zil_header, os.swap, self.txg)? {
+                let d = bp.dvas()[0];
+                if seen_log.insert((d.vdev, d.offset)) {
+                    blocks.uncharged(&bp)?;
+                }
             }
         }
         if !blocks.gang {

@@ -309,6 +309,13 @@ pub struct PoolWriter {
     pub(crate) quota: crate::quota::Charges,
     /// Log space maps still to fold into the metaslabs' space maps.
     log_flush: Option<LogFlush>,
+    /// The intent logs this writer keeps, by head dataset (`crate::zil`).
+    pub(crate) zil: BTreeMap<u64, crate::zil::ZilState>,
+    /// File systems whose claimed logs are being replayed: written
+    /// although their header still asks for a replay.
+    pub(crate) replaying: std::collections::BTreeSet<u64>,
+    /// The first txg this writer opened (intent-log claims).
+    pub(crate) first_txg: u64,
 }
 
 /// `x + v` for an accounting total; below zero is an error when space is
@@ -707,6 +714,9 @@ impl PoolWriter {
             ddt_snapshot: Default::default(),
             alloc,
             pool,
+            zil: BTreeMap::new(),
+            replaying: Default::default(),
+            first_txg: txg,
         })
         .and_then(|mut w| {
             if crate::space::enabled() {
@@ -722,6 +732,10 @@ impl PoolWriter {
                 .unwrap_or_else(|e| e.into_inner())
                 .clear();
             crate::obsolete::check_write(&w)?;
+            // Intent logs left by a writer that stopped: their blocks
+            // born after the last synced txg are taken before anything
+            // else is allocated.
+            w.claim_logs()?;
             Ok(w)
         })
     }
@@ -760,6 +774,9 @@ impl PoolWriter {
             quota: Default::default(),
             log_flush: None,
             ddt_snapshot: Default::default(),
+            zil: BTreeMap::new(),
+            replaying: Default::default(),
+            first_txg: txg,
         }
     }
 
@@ -830,12 +847,14 @@ impl PoolWriter {
             // not have; written over, OpenZFS would later replay them onto
             // newer data. ozfs does not replay logs: such a file system is
             // not written until OpenZFS has imported the pool once.
-            if crate::space::zil_has_records(&self.pool, &os.phys.zil_header, os.swap)? {
+            if !self.zil.contains_key(&ds_obj)
+                && !self.replaying.contains(&ds_obj)
+                && crate::space::zil_has_records(&self.pool, &os.phys.zil_header, os.swap)?
+            {
                 return Err(Error::unsupported(
                     format!("dataset object {ds_obj}"),
-                    "its intent log holds records not replayed (an OpenZFS pool not exported \
-                     cleanly): import the pool with OpenZFS once to replay them, or read it with \
-                     -o readonly=on",
+                    "its intent log holds records not replayed (a pool not exported cleanly): \
+                     mount it read-write to replay them, or read it with -o readonly=on",
                 ));
             }
             let t = self.objset_tx(os)?;
@@ -1508,6 +1527,7 @@ impl PoolWriter {
         }
         self.clones_dirty = false;
         let txg = self.txg;
+        self.zil_sync(txg)?;
         let fs: Vec<(u64, ObjsetTx)> = std::mem::take(&mut self.fs).into_iter().collect();
         for (ds_obj, otx) in fs {
             if otx.is_dirty() {

@@ -152,7 +152,12 @@ pub fn leak_check(pool: &Arc<Pool>) -> Result<LeakReport> {
         // The intent log ZFS left in a head (a file system's; a snapshot's
         // header may still name a chain freed since): allocated.
         if ds.next_snap_obj == 0 {
-            for bp in crate::space::zil_blocks(pool, &os.phys.zil_header, os.swap)? {
+            for bp in crate::zil::allocated_blocks(
+                pool,
+                &os.phys.zil_header,
+                os.swap,
+                pool.uberblock.txg,
+            )? {
                 if !log_blocks
                     .iter()
                     .any(|b: &BlkPtr| b.dvas()[0] == bp.dvas()[0])

@@ -211,7 +211,7 @@ pub fn split_records(log: &[u8]) -> Result<Vec<&[u8]>> {
         let body = usize::try_from(len)
             .ok()
             .filter(|&n| n > 0)
-            .and_then(|n| log.get(pos + 8..pos + 8 + n))
+            .and_then(|n| log.get(pos + 8..(pos + 8).checked_add(n)?))
             .ok_or_else(|| {
                 Error::corrupt(
                     "history",

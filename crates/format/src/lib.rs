@@ -3,7 +3,8 @@
 //! This crate owns the byte layouts of ZFS (see `../shared/FORMAT.md` and the
 //! OpenZFS headers): XDR nvlists, vdev labels and uberblocks, block pointers
 //! (including embedded, hole and gang forms), dnodes, objsets, DSL directories
-//! and datasets, ZAP objects (micro and fat), and the ZPL znode.
+//! and datasets, ZAP objects (micro and fat), the ZPL znode, and the intent
+//! log (header, log blocks and records).
 //!
 //! It performs **no I/O**. Callers hand it bytes; it hands back typed views or
 //! an [`Error`] naming what was malformed. Multi-block structures (fat ZAPs,
@@ -36,6 +37,7 @@ pub mod stream;
 pub mod types;
 pub mod zap;
 pub mod zap_write;
+pub mod zil;
 pub mod znode;
 
 pub use blkptr::{BlkPtr, CryptParams, Dva};

@@ -134,6 +134,7 @@ use ozfs_format::znode::{
 use ozfs_format::{Error, ErrorKind};
 use ozfs_zpl::acl::{self, Acl};
 use ozfs_zpl::write::ZplTx;
+use ozfs_zpl::zil::{Itx, ItxEntry};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -233,6 +234,42 @@ pub struct Options {
     /// system go into the znode's system attributes; false: into its
     /// xattr directory.
     pub xattr_sa: bool,
+    /// The `sync` property.
+    pub sync: SyncMode,
+    /// fsync writes the intent log (else it commits the txg): off for
+    /// encrypted file systems (ozfs writes no encrypted log yet),
+    /// `logbias=throughput` and `OZFS_ZIL=0`.
+    pub log: bool,
+}
+
+/// The `sync` property: what an `fsync` (and every change) waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// fsync, fdatasync, O_SYNC/O_DSYNC writes are made durable (through
+    /// the intent log); other changes go with their txg.
+    Standard,
+    /// Every change is durable before it is answered.
+    Always,
+    /// fsync returns at once: changes go with their txg (up to 5 s lost
+    /// in a crash, never a half-applied one).
+    Disabled,
+}
+
+impl SyncMode {
+    /// From the property's text (anything else: standard).
+    pub fn from_prop(v: &str) -> SyncMode {
+        match v {
+            "always" => SyncMode::Always,
+            "disabled" => SyncMode::Disabled,
+            _ => SyncMode::Standard,
+        }
+    }
+}
+
+/// Whether mounts write the intent log (`OZFS_ZIL=0` turns it off: every
+/// fsync then commits the txg, as ozfs did before it had a log).
+pub fn zil_enabled() -> bool {
+    std::env::var("OZFS_ZIL").map_or(true, |v| v != "0")
 }
 
 impl Options {
@@ -275,6 +312,8 @@ impl Options {
             exec: true,
             posix_acl: false,
             xattr_sa: true,
+            sync: SyncMode::Standard,
+            log: zil_enabled(),
         }
     }
 
@@ -369,6 +408,12 @@ pub struct State {
     /// Files written in the open txg: their allocated size is known only
     /// after the sync, so their attributes are invalidated then.
     written: BTreeSet<u64>,
+    /// Changes not yet committed to the intent log, in order
+    /// (`ozfs_zpl::zil`): what the next fsync writes.
+    itxs: Vec<ItxEntry>,
+    /// A change the log does not express (xattrs, ACLs) is in the open
+    /// txg: the next fsync commits the txg instead.
+    unlogged: bool,
 }
 
 fn log_err(what: &str, e: &Error) {
@@ -538,6 +583,20 @@ impl State {
         recordsize: u64,
         opts: Options,
     ) -> Result<State, Error> {
+        // An intent log left by a writer that stopped (a crash, a kill)
+        // is replayed before anything is served.
+        if !opts.readonly {
+            if let Some(r) =
+                ozfs_zpl::zil::replay_if_needed(&mut writer, ds_obj, recordsize, opts.xattr_sa)?
+            {
+                if r.applied > 0 {
+                    eprintln!(
+                        "ozfs mount: {}: intent log replayed ({} records applied, {} skipped)",
+                        opts.fsname, r.applied, r.skipped
+                    );
+                }
+            }
+        }
         let txg = writer.txg;
         let (root, delete_queue) = {
             let tx = writer.fs_tx(ds_obj)?;
@@ -565,6 +624,8 @@ impl State {
             snaps: snapdir::Snaps::default(),
             notifier: None,
             written: BTreeSet::new(),
+            itxs: Vec::new(),
+            unlogged: false,
         };
         st.snaps.ctime = st.dataset_ctime();
         if !st.opts.readonly && delete_queue != 0 {
@@ -689,6 +750,10 @@ impl State {
     /// The txg was committed (by us or another holder of the writer): the
     /// files written in it have their final allocated size.
     fn synced(&mut self) {
+        // Changes of committed txgs need no log.
+        let open = self.writer.txg;
+        self.itxs.retain(|e| e.txg >= open);
+        self.unlogged = false;
         let written = std::mem::take(&mut self.written);
         for obj in written {
             self.inval_attrs(obj);
@@ -790,9 +855,101 @@ impl State {
                 self.free_object(o)?;
             }
         }
+        if !self.opts.readonly {
+            self.writer.zil_close(self.ds_obj);
+        }
         let r = self.sync();
         self.closed = true;
         r
+    }
+
+    /// Remember a change for the intent log (when this mount writes one).
+    fn log(&mut self, itx: Itx) {
+        if self.opts.log && !self.opts.readonly {
+            let txg = self.writer.txg;
+            self.itxs.push(ItxEntry { txg, itx });
+        }
+    }
+
+    /// A change the log cannot express: the next fsync commits the txg.
+    fn log_unloggable(&mut self) {
+        self.unlogged = true;
+    }
+
+    /// `fsync`/`fdatasync` (and what O_SYNC/O_DSYNC writes make the
+    /// kernel send): `reply` is answered once every change made so far is
+    /// durable — through the intent log, the commit sharing its write and
+    /// flush with every other commit waiting at the time (the reply is
+    /// sent by the log writer, and this request thread goes on) — or by a
+    /// txg commit where the log is off, holds no chain yet, or cannot
+    /// express a change. `sync=disabled` answers at once.
+    fn fsync_reply(&mut self, reply: ReplyEmpty) {
+        if self.opts.readonly || self.closed || self.opts.sync == SyncMode::Disabled {
+            return reply.ok();
+        }
+        match self.log_commit() {
+            Ok(c) => {
+                let pool = self.writer.pool.clone();
+                let done: ozfs_spa::zilio::Completion = Box::new(move |r| match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(errno_of("fsync (intent log)", &e)),
+                });
+                if let Some(done) = c.and_then(|c| c.submit(&pool, done)) {
+                    let r = self.sync();
+                    done(r);
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Commit the changes made so far to the intent log: the blocks to
+    /// queue, or None when the txg was committed instead (done: durable).
+    fn log_commit(&mut self) -> Res<Option<ozfs_dsl::zil::Commit>> {
+        if !self.opts.log || self.unlogged {
+            self.itxs.clear();
+            return self.sync_errno("fsync").map(|()| None);
+        }
+        let itxs = std::mem::take(&mut self.itxs);
+        let ds = self.ds_obj;
+        let recs = self.tx().and_then(|tx| ozfs_zpl::zil::records(tx, itxs));
+        let c = recs.and_then(|recs| self.writer.zil_commit(ds, recs));
+        match c {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => {
+                // Whatever went wrong, a txg commit makes it all durable;
+                // the log starts afresh after it.
+                log_err("intent log commit (committing the txg instead)", &e);
+                self.writer.zil_close(ds);
+                self.sync_errno("fsync").map(|()| None)
+            }
+        }
+    }
+
+    /// `sync=always`: the change just made is durable before its reply.
+    fn sync_always(&mut self) -> Res<()> {
+        if self.opts.sync != SyncMode::Always || self.opts.readonly {
+            return Ok(());
+        }
+        match self.log_commit()? {
+            None => Ok(()),
+            Some(c) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let done: ozfs_spa::zilio::Completion = Box::new(move |r| {
+                    let _ = tx.send(r);
+                });
+                let pool = self.writer.pool.clone();
+                if let Some(done) = c.submit(&pool, done) {
+                    let r = self.sync();
+                    done(r);
+                }
+                match rx.recv() {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(errno_of("sync=always (intent log)", &e)),
+                    Err(_) => Err(libc::EIO),
+                }
+            }
+        }
     }
 
     /// Reserve room for `n` bytes of file data, syncing once if the open
@@ -992,6 +1149,7 @@ impl State {
             z.set_attrs(obj, &a)?;
             self.orphan(obj)?;
         }
+        self.log(ozfs_zpl::zil::remove_itx(dir, name, false));
         self.changed();
         Ok(())
     }
@@ -1007,6 +1165,7 @@ impl State {
             z.remove_dir_entry(dir, name, obj)?;
             self.orphan(obj)?;
         }
+        self.log(ozfs_zpl::zil::remove_itx(dir, name, true));
         self.changed();
         Ok(())
     }
@@ -1212,6 +1371,7 @@ impl State {
                 let mut z = self.z().map_err(|e| errno_of("open", &e))?;
                 z.set_xattr(obj, acl::ACCESS, &acl.encode())
                     .map_err(|e| errno_of("chmod", &e))?;
+                self.log_unloggable();
             }
         }
         if let Some(u) = uid {
@@ -1237,7 +1397,23 @@ impl State {
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.set_attrs(obj, &a)
             .map_err(|e| errno_of(&format!("setattr object {obj}"), &e))?;
+        use ozfs_zpl::zil::attr;
+        let mask = [
+            (mode.is_some(), attr::MODE),
+            (uid.is_some(), attr::UID),
+            (gid.is_some(), attr::GID),
+            (size.is_some(), attr::SIZE),
+            (atime.is_some(), attr::ATIME),
+            (mtime.is_some(), attr::MTIME),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |m, (_, b)| m | b);
+        let itx = ozfs_zpl::zil::setattr_itx(&z, obj, mask)
+            .map_err(|e| errno_of(&format!("setattr object {obj}"), &e))?;
+        self.log(itx);
         self.changed();
+        self.sync_always()?;
         Ok(self.fattr(obj)?.0)
     }
 
@@ -1293,8 +1469,12 @@ impl State {
         let obj = z
             .create(dir, name, mode, uid, gid, zrdev)
             .map_err(|e| errno_of("create", &e))?;
+        let itx =
+            ozfs_zpl::zil::create_itx(&z, dir, name, obj).map_err(|e| errno_of("create", &e))?;
+        self.log(itx);
         self.store_inherited(obj, acl_access, acl_default)?;
         self.changed();
+        self.sync_always()?;
         self.fattr(obj)
     }
 
@@ -1331,8 +1511,12 @@ impl State {
                 z.set_attrs(obj, &a).map_err(|e| errno_of("mkdir", &e))?;
             }
         }
+        let itx =
+            ozfs_zpl::zil::create_itx(&z, dir, name, obj).map_err(|e| errno_of("mkdir", &e))?;
+        self.log(itx);
         self.store_inherited(obj, acl_access, acl_default)?;
         self.changed();
+        self.sync_always()?;
         self.fattr(obj)
     }
 
@@ -1347,7 +1531,8 @@ impl State {
             return Err(EISDIR);
         }
         self.remove_name(dir, name, obj)
-            .map_err(|e| errno_of("unlink", &e))
+            .map_err(|e| errno_of("unlink", &e))?;
+        self.sync_always()
     }
 
     fn do_rmdir(&mut self, parent: u64, name: &OsStr) -> Res<()> {
@@ -1374,7 +1559,8 @@ impl State {
             return Err(ENOTEMPTY);
         }
         self.remove_dir_name(dir, name, obj)
-            .map_err(|e| errno_of("rmdir", &e))
+            .map_err(|e| errno_of("rmdir", &e))?;
+        self.sync_always()
     }
 
     fn do_symlink(
@@ -1402,7 +1588,11 @@ impl State {
         let obj = z
             .symlink(dir, name, t, uid, gid)
             .map_err(|e| errno_of("symlink", &e))?;
+        let itx =
+            ozfs_zpl::zil::create_itx(&z, dir, name, obj).map_err(|e| errno_of("symlink", &e))?;
+        self.log(itx);
         self.changed();
+        self.sync_always()?;
         self.fattr(obj)
     }
 
@@ -1436,8 +1626,9 @@ impl State {
             let mut z = self.z().map_err(|e| errno_of("open", &e))?;
             z.exchange(sdir, sname, ddir, dname)
                 .map_err(|e| errno_of("rename (exchange)", &e))?;
+            self.log(ozfs_zpl::zil::rename_itx(sdir, sname, ddir, dname, true));
             self.changed();
-            return Ok(());
+            return self.sync_always();
         }
         let obj = self.lookup_obj(sdir, sname)?.ok_or(ENOENT)?;
         self.dir_attrs(ddir)?;
@@ -1493,8 +1684,9 @@ impl State {
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.rename(sdir, sname, ddir, dname)
             .map_err(|e| errno_of("rename", &e))?;
+        self.log(ozfs_zpl::zil::rename_itx(sdir, sname, ddir, dname, false));
         self.changed();
-        Ok(())
+        self.sync_always()
     }
 
     fn do_link(&mut self, ino: u64, newparent: u64, newname: &OsStr) -> Res<(FileAttr, u64)> {
@@ -1517,7 +1709,9 @@ impl State {
         self.entry_exists(dir, name)?;
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.link(dir, name, obj).map_err(|e| errno_of("link", &e))?;
+        self.log(ozfs_zpl::zil::link_itx(dir, name, obj));
         self.changed();
+        self.sync_always()?;
         self.fattr(obj)
     }
 
@@ -1634,6 +1828,11 @@ impl State {
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.write(obj, off, data)
             .map_err(|e| errno_of(&format!("write object {obj}"), &e))?;
+        self.log(Itx::Write {
+            obj,
+            off,
+            len: data.len() as u64,
+        });
         self.changed();
         self.dirty_bytes += data.len() as u64;
         self.written.insert(obj);
@@ -1641,6 +1840,7 @@ impl State {
             self.sync_behind()
                 .map_err(|e| errno_of("sync (dirty data limit)", &e))?;
         }
+        self.sync_always()?;
         Ok(data.len() as u32)
     }
 
@@ -1677,11 +1877,15 @@ impl State {
             let mut z = self.z().map_err(|e| errno_of("open", &e))?;
             z.punch_hole(obj, off, len)
                 .map_err(|e| errno_of(&format!("punch hole in object {obj}"), &e))?;
+            self.log(ozfs_zpl::zil::truncate_itx(obj, off, len));
         } else {
             let mut z = self.z().map_err(|e| errno_of("open", &e))?;
             if mode & libc::FALLOC_FL_KEEP_SIZE == 0 && end > a.size {
                 z.truncate(obj, end)
                     .map_err(|e| errno_of(&format!("extend object {obj}"), &e))?;
+                let itx = ozfs_zpl::zil::setattr_itx(&z, obj, ozfs_zpl::zil::attr::SIZE)
+                    .map_err(|e| errno_of(&format!("extend object {obj}"), &e))?;
+                self.log(itx);
             } else {
                 let mut a = a;
                 a.ctime = ozfs_zpl::write::now();
@@ -1690,7 +1894,7 @@ impl State {
             }
         }
         self.changed();
-        Ok(())
+        self.sync_always()
     }
 
     /// A directory handle; its listing is taken by the first `readdir`
@@ -1917,8 +2121,10 @@ impl State {
             return Err(ENODATA);
         }
         self.reserve(value.len() as u64)?;
+        self.log_unloggable();
         if acl::is_acl_name(name) {
-            return self.set_acl(ino, name, value, exists);
+            self.set_acl(ino, name, value, exists)?;
+            return self.sync_always();
         }
         let obj = self.obj(ino);
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
@@ -1928,7 +2134,7 @@ impl State {
         a.ctime = ozfs_zpl::write::now();
         z.set_attrs(obj, &a).map_err(|e| errno_of("setxattr", &e))?;
         self.changed();
-        Ok(())
+        self.sync_always()
     }
 
     /// Sets a POSIX ACL (`acltype=posix`): the access ACL sets the mode and
@@ -2007,6 +2213,9 @@ impl State {
         access: Option<Vec<u8>>,
         def: Option<Vec<u8>>,
     ) -> Res<()> {
+        if access.is_some() || def.is_some() {
+            self.log_unloggable();
+        }
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         for (name, v) in [(acl::ACCESS, access), (acl::DEFAULT, def)] {
             if let Some(v) = v {
@@ -2034,8 +2243,9 @@ impl State {
         a.ctime = ozfs_zpl::write::now();
         z.set_attrs(obj, &a)
             .map_err(|e| errno_of("removexattr", &e))?;
+        self.log_unloggable();
         self.changed();
-        Ok(())
+        self.sync_always()
     }
 
     /// (blocks, bfree, bavail, files, ffree, bsize) in 4 KiB units.
@@ -2505,10 +2715,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        match live!(self, reply).sync_errno("fsync") {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        live!(self, reply).fsync_reply(reply);
     }
 
     fn fallocate(
@@ -2623,10 +2830,7 @@ impl Filesystem for ZfsFuse {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        match live!(self, reply).sync_errno("fsyncdir") {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        live!(self, reply).fsync_reply(reply);
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

@@ -27,6 +27,10 @@ pub struct DsMount {
     pub is_snapshot: bool,
     /// Encrypted (`encryption` not `off`): mounted only with its key.
     pub encrypted: bool,
+    /// The `sync` property: `standard`, `always` or `disabled`.
+    pub sync: String,
+    /// `logbias=throughput`.
+    pub logbias_throughput: bool,
 }
 
 /// A mountpoint from a pool (the property is the pool author's) is used
@@ -103,5 +107,7 @@ fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
         recordsize,
         is_snapshot: ds.is_snapshot,
         encrypted: !matches!(text("encryption").as_str(), "" | "off"),
+        sync: text("sync"),
+        logbias_throughput: text("logbias") == "throughput",
     })
 }

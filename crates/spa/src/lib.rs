@@ -39,6 +39,7 @@ pub mod spacemap;
 pub mod spares;
 pub mod write;
 pub mod writeback;
+pub mod zilio;
 
 pub use import::{discover, FoundPool};
 pub use pool::{KeyStore, Pool, PoolOptions};

@@ -398,6 +398,63 @@ impl Metaslab {
         Ok(())
     }
 
+    /// Free `[off, off + len)` never cancelling: bytes born in the open
+    /// txg go to `freeing` like older ones (their ALLOC is simply never
+    /// written), so they are not reused before the txg of the free and the
+    /// deferral after it are on disk. Intent-log blocks are freed this way:
+    /// a log block allocated in txg `T` and retired by `T`'s sync may still
+    /// be named by a chain the last durable header reaches, and must keep
+    /// its bytes until `T` is durable.
+    fn free_range_deferred(&mut self, off: u64, len: u64) -> Result<()> {
+        if len == 0
+            || off < self.start
+            || !matches!(off.checked_add(len), Some(e) if e <= self.end())
+            || !self.allocated.contains(off, len)
+        {
+            return Err(Error::Invalid(format!(
+                "deferred free {off:#x}+{len:#x} in metaslab {}: not (wholly) allocated",
+                self.id
+            )));
+        }
+        let born = self.alloc_unsynced.intersection(off, len);
+        let older = self.alloc_unsynced.gaps(off, len);
+        for (s, l) in born {
+            self.alloc_unsynced.remove(s, l).map_err(internal)?;
+            self.allocated.remove(s, l).map_err(internal)?;
+            self.freeing.add(s, l).map_err(internal)?;
+        }
+        for (s, l) in older {
+            self.allocated.remove(s, l).map_err(internal)?;
+            self.freeing.add(s, l).map_err(internal)?;
+            self.free_unsynced.add(s, l).map_err(internal)?;
+        }
+        Ok(())
+    }
+
+    /// Claim `[off, off + len)`, which must be wholly free: it becomes
+    /// allocated in the open txg (ZFS's `zio_claim` of intent-log blocks
+    /// written after the last synced txg, which no space map records).
+    fn claim_range(&mut self, off: u64, len: u64) -> Result<()> {
+        if len == 0
+            || off < self.start
+            || !matches!(off.checked_add(len), Some(e) if e <= self.end())
+            || !self.free.contains(off, len)
+        {
+            return Err(Error::corrupt(
+                "intent log",
+                format!(
+                    "block {off:#x}+{len:#x} in metaslab {} is not free space: it cannot be \
+                     claimed",
+                    self.id
+                ),
+            ));
+        }
+        self.free.remove(off, len).map_err(internal)?;
+        self.allocated.add(off, len).map_err(internal)?;
+        self.alloc_unsynced.add(off, len).map_err(internal)?;
+        Ok(())
+    }
+
     /// The unsynced changes as space-map entries, then forget them.
     fn take_entries(&mut self, txg: u64, pass: u64) -> Vec<SmEntry> {
         let mut v = Vec::new();
@@ -967,6 +1024,45 @@ impl Allocator {
         let gi = self.group_index(vdev)?;
         self.enter_txg(txg)?;
         self.groups[gi].free(offset, asize)
+    }
+
+    /// Free an intent-log block in `txg`, deferred even when it was
+    /// allocated in `txg` (see `Metaslab::free_range_deferred`).
+    pub fn free_deferred(&mut self, vdev: u64, offset: u64, asize: u64, txg: u64) -> Result<()> {
+        let gi = self.group_index(vdev)?;
+        self.enter_txg(txg)?;
+        let g = &mut self.groups[gi];
+        let id = offset.checked_shr(g.ms_shift).unwrap_or(u64::MAX);
+        g.ms_mut(id)?.free_range_deferred(offset, asize)
+    }
+
+    /// Claim an allocation a space map does not record (an intent-log
+    /// block written after the last synced txg): it must be free, and
+    /// becomes allocated in `txg`.
+    pub fn claim(&mut self, vdev: u64, offset: u64, asize: u64, txg: u64) -> Result<()> {
+        let gi = self.group_index(vdev)?;
+        self.enter_txg(txg)?;
+        let g = &mut self.groups[gi];
+        let id = offset.checked_shr(g.ms_shift).unwrap_or(u64::MAX);
+        let ms = g.ms_mut(id).map_err(|_| {
+            Error::corrupt(
+                "intent log",
+                format!("block {offset:#x} on vdev {vdev} lies beyond the metaslabs"),
+            )
+        })?;
+        ms.claim_range(offset, asize)
+    }
+
+    /// Whether `[offset, offset + asize)` of `vdev` is wholly allocated.
+    pub fn is_allocated(&self, vdev: u64, offset: u64, asize: u64) -> bool {
+        let Ok(gi) = self.group_index(vdev) else {
+            return false;
+        };
+        let g = &self.groups[gi];
+        let id = offset.checked_shr(g.ms_shift).unwrap_or(u64::MAX);
+        g.metaslabs
+            .get(id as usize)
+            .is_some_and(|m| m.allocated.contains(offset, asize))
     }
 
     /// [`Allocator::free`] of an [`Extent`].

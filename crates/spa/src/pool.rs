@@ -104,6 +104,9 @@ pub struct Pool {
     /// The queue that writes a sync's blocks, flushes, labels and
     /// uberblock in order on the pool's I/O thread ([`crate::writeback`]).
     pub writeback: Arc<crate::writeback::WriteBack>,
+    /// The intent-log writer: log blocks and the flush committers share
+    /// ([`crate::zilio`]).
+    pub zil_io: Arc<crate::zilio::LogIo>,
     /// Rewrite copies proven wrong as reads find them (self-healing). Only
     /// the pool's single writer turns this on: a repair must never race a
     /// free and reuse of the same space.
@@ -505,6 +508,7 @@ impl Pool {
             indirect: Default::default(),
             io_hold: Default::default(),
             writeback: Default::default(),
+            zil_io: Default::default(),
             heal: Default::default(),
             repaired: Default::default(),
             spares: Default::default(),

@@ -22,5 +22,6 @@ pub mod acl;
 pub mod copyout;
 pub mod fs;
 pub mod write;
+pub mod zil;
 
 pub use fs::{DirEntry, Zpl};

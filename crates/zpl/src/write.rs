@@ -47,6 +47,18 @@ pub struct ZplTx<'a> {
     /// or a legacy file system: into the xattr directory. The caller sets
     /// it from the dataset's property; it starts true.
     pub xattr_sa: bool,
+    /// Intent-log replay: the next object made takes this number, dnode
+    /// slots, generation and creation time (the log's), not fresh ones.
+    pub replay_create: Option<ReplayCreate>,
+}
+
+/// What a replayed create fixes of the object it makes (`crate::zil`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayCreate {
+    pub obj: u64,
+    pub slots: u8,
+    pub gen: u64,
+    pub crtime: (u64, u64),
 }
 
 /// Largest value kept in the SA (`DXATTR_MAX_ENTRY_SIZE`); larger ones go
@@ -121,6 +133,7 @@ impl<'a> ZplTx<'a> {
             max_blksz: MAX_FILE_BLOCK,
             sa,
             xattr_sa: true,
+            replay_create: None,
         })
     }
 
@@ -370,12 +383,13 @@ impl<'a> ZplTx<'a> {
         } else {
             (None, 0)
         };
+        let fixed = self.replay_create.take();
         let a = ZplAttrs {
             atime: t,
             mtime: t,
             ctime: t,
-            crtime: t,
-            gen: self.txg,
+            crtime: fixed.map_or(t, |f| f.crtime),
+            gen: fixed.map_or(self.txg, |f| f.gen),
             mode,
             size: if is_dir { 2 } else { 0 },
             parent,
@@ -395,12 +409,31 @@ impl<'a> ZplTx<'a> {
         // pointer and room for every later attribute (as OpenZFS's SA
         // znodes), then given its own.
         let placeholder = vec![0u8; if bt == ot::SA { MAX_BONUS } else { bonus.len() }];
-        let obj = if is_dir {
-            self.tx
-                .create_zap(ot::DIRECTORY_CONTENTS, bt, placeholder, 0, parent)?
-        } else {
-            self.tx
-                .create_object(ot::PLAIN_FILE_CONTENTS, 512, bt, placeholder, parent)?
+        let obj = match (fixed, is_dir) {
+            (Some(f), true) => {
+                self.tx
+                    .claim_zap(f.obj, ot::DIRECTORY_CONTENTS, bt, placeholder, 0, f.slots)?;
+                f.obj
+            }
+            (Some(f), false) => {
+                self.tx.claim_object(
+                    f.obj,
+                    ot::PLAIN_FILE_CONTENTS,
+                    512,
+                    bt,
+                    placeholder,
+                    f.slots,
+                )?;
+                f.obj
+            }
+            (None, true) => {
+                self.tx
+                    .create_zap(ot::DIRECTORY_CONTENTS, bt, placeholder, 0, parent)?
+            }
+            (None, false) => {
+                self.tx
+                    .create_object(ot::PLAIN_FILE_CONTENTS, 512, bt, placeholder, parent)?
+            }
         };
         self.tx.set_bonus(obj, bonus)?;
         Ok((obj, a))
@@ -1016,17 +1049,30 @@ impl<'a> ZplTx<'a> {
         Ok(true)
     }
 
+    /// Give `obj` its (hidden) extended-attribute directory.
+    pub fn make_xattr_dir(&mut self, obj: u64, mode: u64, uid: u64, gid: u64) -> Result<u64> {
+        let mut a = self.attrs(obj)?;
+        if a.xattr != 0 {
+            return Err(Error::Exists(format!(
+                "object {obj} already has an xattr directory"
+            )));
+        }
+        let (xdir, mut xa) = self.new_znode(obj, S_IFDIR | (mode & 0o7777), uid, gid, 0)?;
+        xa.flags |= FLAG_XATTR;
+        self.set_attrs(xdir, &xa)?;
+        a.xattr = xdir;
+        self.set_attrs(obj, &a)?;
+        Ok(xdir)
+    }
+
     /// Set (or replace) an extended attribute, stored as a file in the xattr directory.
     fn set_dir_xattr(&mut self, obj: u64, name: &[u8], value: &[u8]) -> Result<()> {
-        let mut a = self.attrs(obj)?;
-        if a.xattr == 0 {
-            let (xdir, mut xa) = self.new_znode(obj, S_IFDIR | 0o777, a.uid, a.gid, 0)?;
-            xa.flags |= FLAG_XATTR;
-            self.set_attrs(xdir, &xa)?;
-            a.xattr = xdir;
-            self.set_attrs(obj, &a)?;
-        }
-        let xdir = a.xattr;
+        let a = self.attrs(obj)?;
+        let xdir = if a.xattr == 0 {
+            self.make_xattr_dir(obj, S_IFDIR | 0o777, a.uid, a.gid)?
+        } else {
+            a.xattr
+        };
         if self.lookup(xdir, name)?.is_some() {
             self.unlink(xdir, name)?;
         }

@@ -1,0 +1,572 @@
+//! The ZPL's side of the intent log: the records a change of a file
+//! system is logged as, and their replay.
+//!
+//! # Theory
+//!
+//! Every change a mounted file system makes is remembered as an *itx* (an
+//! intent-log transaction) with the txg it belongs to, in the order made.
+//! Namespace and attribute changes keep their whole record (OpenZFS's
+//! `zfs_log_create`, `zfs_log_remove`, … shapes, `ozfs_format::zil`);
+//! a write keeps only its range, and its data is read from the file when
+//! the log is committed (OpenZFS's `WR_NEED_COPY`): a file written many
+//! times and never synced costs no copies, and the data logged is the
+//! file's latest, which replay may write over older data without harm
+//! because every later change is replayed after it. Records of txgs that
+//! have committed are dropped: the objset holds them.
+//!
+//! Replay applies a claimed log's records to the file system in sequence
+//! order, as OpenZFS's `zfs_replay.c` does: records of txgs before the
+//! claim txg were committed and are skipped, so are those at or below the
+//! header's replay sequence; creates make the object number, generation
+//! and creation time the record gives (later records name objects by
+//! number); records that may be logged out of order (writes, truncates,
+//! attributes, xattrs, clones) are skipped when their object is gone; an
+//! indirect write reads the block it names (written in place by its
+//! `dmu_sync`) and writes the whole of it, the file then ending where the
+//! write did, or where it was if further; a clone writes the blocks it
+//! names as copies. A record ozfs cannot apply (an NFSv4 ACL, a type it
+//! does not know) fails the replay naming the record: the caller discards
+//! everything the replay staged, and the log stays for OpenZFS.
+//!
+//! # Invariants
+//!
+//! * Records are applied in sequence order, each at most once; a replay
+//!   is all or nothing (one txg, which also destroys the log).
+//! * Nothing from a record sizes an allocation before it was bounded by
+//!   the record's own checked length (`ozfs_format::zil::parse_records`).
+
+use crate::write::{ReplayCreate, ZplTx};
+use ozfs_dmu::tx::ObjsetTx;
+use ozfs_format::blkptr::BlkPtr;
+use ozfs_format::zil::{self as fz, tx, LogRecord, LrCommon, Record};
+use ozfs_format::{Error, Result};
+
+const S_IFMT: u64 = 0o170000;
+const S_IFDIR: u64 = 0o040000;
+const S_IFLNK: u64 = 0o120000;
+const S_IFCHR: u64 = 0o020000;
+
+/// Linux `ATTR_*` bits of a setattr record's mask.
+pub mod attr {
+    pub const MODE: u64 = 1;
+    pub const UID: u64 = 2;
+    pub const GID: u64 = 4;
+    pub const SIZE: u64 = 8;
+    pub const ATIME: u64 = 16;
+    pub const MTIME: u64 = 32;
+    pub const CTIME: u64 = 64;
+}
+
+/// One logged change, waiting for a commit.
+#[derive(Debug, Clone)]
+pub enum Itx {
+    /// A whole record.
+    Rec(Box<Record>, u64),
+    /// A write of `len` bytes at `off` of object `obj` (data read at commit).
+    Write { obj: u64, off: u64, len: u64 },
+}
+
+/// An itx and the txg of its change.
+#[derive(Debug, Clone)]
+pub struct ItxEntry {
+    pub txg: u64,
+    pub itx: Itx,
+}
+
+fn common(txtype: u64) -> LrCommon {
+    LrCommon {
+        txtype,
+        ci: false,
+        reclen: 0,
+        txg: 0,
+        seq: 0,
+    }
+}
+
+/// The record of a create (`TX_CREATE`, `TX_MKDIR`, `TX_SYMLINK`) of
+/// object `obj` named `name` in `doid`, from the attributes it was made with.
+pub fn create_itx(z: &ZplTx, doid: u64, name: &[u8], obj: u64) -> Result<Itx> {
+    let a = z.attrs(obj)?;
+    let (txtype, link) = match a.mode & S_IFMT {
+        S_IFDIR => (tx::MKDIR, None),
+        S_IFLNK => (tx::SYMLINK, Some(a.symlink.clone().unwrap_or_default())),
+        _ => (tx::CREATE, None),
+    };
+    let link = match link {
+        Some(l) if l.is_empty() => Some(z.tx.read(obj, 0, a.size.min(4096) as usize)?),
+        l => l,
+    };
+    Ok(Itx::Rec(
+        Box::new(Record::Create(fz::LrCreate {
+            doid,
+            foid: obj,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            gen: a.gen,
+            crtime: [a.crtime.0, a.crtime.1],
+            rdev: a.rdev,
+            name: name.to_vec(),
+            link,
+            ..Default::default()
+        })),
+        txtype,
+    ))
+}
+
+/// `TX_REMOVE` / `TX_RMDIR` of `name` in `doid`.
+pub fn remove_itx(doid: u64, name: &[u8], dir: bool) -> Itx {
+    Itx::Rec(
+        Box::new(Record::Remove(fz::LrRemove {
+            doid,
+            name: name.to_vec(),
+        })),
+        if dir { tx::RMDIR } else { tx::REMOVE },
+    )
+}
+
+/// `TX_LINK`: a new name `name` in `doid` for `obj`.
+pub fn link_itx(doid: u64, name: &[u8], obj: u64) -> Itx {
+    Itx::Rec(
+        Box::new(Record::Link(fz::LrLink {
+            doid,
+            link_obj: obj,
+            name: name.to_vec(),
+        })),
+        tx::LINK,
+    )
+}
+
+/// `TX_RENAME` (or `TX_RENAME_EXCHANGE`).
+pub fn rename_itx(sdoid: u64, sname: &[u8], tdoid: u64, tname: &[u8], exchange: bool) -> Itx {
+    Itx::Rec(
+        Box::new(Record::Rename(fz::LrRename {
+            sdoid,
+            tdoid,
+            sname: sname.to_vec(),
+            tname: tname.to_vec(),
+            whiteout: None,
+        })),
+        if exchange {
+            tx::RENAME_EXCHANGE
+        } else {
+            tx::RENAME
+        },
+    )
+}
+
+/// `TX_TRUNCATE`: free `len` bytes at `off` (0: everything from `off`, the
+/// file then ending there).
+pub fn truncate_itx(obj: u64, off: u64, len: u64) -> Itx {
+    Itx::Rec(
+        Box::new(Record::Truncate(fz::LrTruncate {
+            foid: obj,
+            offset: off,
+            length: len,
+        })),
+        tx::TRUNCATE,
+    )
+}
+
+/// `TX_SETATTR` of `obj`'s mode, owner, group and times as they are now.
+pub fn setattr_itx(z: &ZplTx, obj: u64, mask: u64) -> Result<Itx> {
+    let a = z.attrs(obj)?;
+    Ok(Itx::Rec(
+        Box::new(Record::Setattr(fz::LrSetattr {
+            foid: obj,
+            mask,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            atime: [a.atime.0, a.atime.1],
+            mtime: [a.mtime.0, a.mtime.1],
+            ..Default::default()
+        })),
+        tx::SETATTR,
+    ))
+}
+
+/// `TX_SETSAXATTR`: `name` set to `value` (None: removed).
+pub fn xattr_itx(obj: u64, name: &[u8], value: Option<&[u8]>) -> Itx {
+    Itx::Rec(
+        Box::new(Record::SetSaXattr(fz::LrSetSaXattr {
+            foid: obj,
+            name: name.to_vec(),
+            value: value.map(<[u8]>::to_vec).unwrap_or_default(),
+        })),
+        tx::SETSAXATTR,
+    )
+}
+
+/// The records of `itxs` (the data of writes read from the files now,
+/// split into pieces every log block holds). A write whose object is gone
+/// or that now lies past the end of its file logs what is left of it.
+pub fn records(tx: &ObjsetTx, itxs: Vec<ItxEntry>) -> Result<Vec<(u64, LogRecord)>> {
+    let mut out = Vec::with_capacity(itxs.len());
+    for e in itxs {
+        match e.itx {
+            Itx::Rec(record, txtype) => out.push((
+                e.txg,
+                LogRecord {
+                    common: common(txtype),
+                    record: *record,
+                },
+            )),
+            Itx::Write { obj, off, len } => {
+                let Ok(dn) = tx.dnode(obj) else { continue };
+                if dn.phys.object_type == 0 {
+                    continue;
+                }
+                let mut at = off;
+                let end = off.saturating_add(len);
+                while at < end {
+                    let n = (end - at).min(ozfs_dsl::zil::MAX_WRITE_CHUNK as u64);
+                    let data = tx.read(obj, at, n as usize)?;
+                    if data.is_empty() {
+                        break;
+                    }
+                    let got = data.len() as u64;
+                    out.push((
+                        e.txg,
+                        LogRecord {
+                            common: common(tx::WRITE),
+                            record: Record::Write(fz::LrWrite {
+                                foid: obj,
+                                offset: at,
+                                length: got,
+                                blkoff: 0,
+                                blkptr: BlkPtr::default(),
+                                data,
+                            }),
+                        },
+                    ));
+                    at += got;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a replay did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Records applied.
+    pub applied: u64,
+    /// Records skipped: committed already, replayed already, or changes
+    /// of objects that no longer exist.
+    pub skipped: u64,
+}
+
+fn exists(z: &ZplTx, obj: u64) -> bool {
+    z.tx.dnode(obj).is_ok_and(|d| d.phys.object_type != 0)
+}
+
+/// Apply `records` (a claimed log's, in order) to the file system.
+/// `read_block` reads a data block an indirect write or a clone names.
+pub fn replay(
+    z: &mut ZplTx,
+    records: &[LogRecord],
+    claim_txg: u64,
+    replay_seq: u64,
+    read_block: &dyn Fn(&BlkPtr) -> Result<Vec<u8>>,
+) -> Result<ReplayStats> {
+    let mut st = ReplayStats::default();
+    for r in records {
+        if r.common.txg < claim_txg || r.common.seq <= replay_seq {
+            st.skipped += 1;
+            continue;
+        }
+        let name = tx::name(r.common.txtype);
+        match apply(z, r, read_block) {
+            Ok(true) => st.applied += 1,
+            Ok(false) => st.skipped += 1,
+            Err(e) => {
+                return Err(e.context(&format!(
+                    "replaying intent-log record {} ({name}, txg {})",
+                    r.common.seq, r.common.txg
+                )))
+            }
+        }
+    }
+    Ok(st)
+}
+
+fn obj_of(foid: u64) -> u64 {
+    fz::lr_foid_obj(foid)
+}
+
+/// Apply one record; false when it was skipped (its object is gone).
+fn apply(
+    z: &mut ZplTx,
+    r: &LogRecord,
+    read_block: &dyn Fn(&BlkPtr) -> Result<Vec<u8>>,
+) -> Result<bool> {
+    let t = r.common.txtype;
+    if tx::is_ooo(t) {
+        let foid = match &r.record {
+            Record::Write(w) => w.foid,
+            Record::Truncate(x) => x.foid,
+            Record::Setattr(x) => x.foid,
+            Record::Acl(x) => x.foid,
+            Record::SetSaXattr(x) => x.foid,
+            Record::CloneRange(x) => x.foid,
+            _ => 0,
+        };
+        if !exists(z, obj_of(foid)) {
+            return Ok(false);
+        }
+    }
+    match &r.record {
+        Record::Create(c) => {
+            let obj = c.foid_obj();
+            let slots = u8::try_from(c.foid_slots()).map_err(|_| {
+                Error::corrupt(
+                    "intent log",
+                    format!("create of object {obj}: bad slot count"),
+                )
+            })?;
+            z.replay_create = Some(ReplayCreate {
+                obj,
+                slots,
+                gen: c.gen,
+                crtime: (c.crtime[0], c.crtime[1]),
+            });
+            let made = if tx::is_create(t) && t != tx::MKXATTR {
+                match c.mode & S_IFMT {
+                    S_IFDIR => z.mkdir(c.doid, &c.name, c.mode, c.uid, c.gid),
+                    S_IFLNK => {
+                        let target = c.link.clone().unwrap_or_default();
+                        z.symlink(c.doid, &c.name, &target, c.uid, c.gid)
+                    }
+                    _ => z.create(c.doid, &c.name, c.mode, c.uid, c.gid, c.rdev),
+                }
+            } else {
+                z.make_xattr_dir(c.doid, c.mode, c.uid, c.gid)
+            };
+            let leftover = z.replay_create.take();
+            let got = made?;
+            if leftover.is_some() || got != obj {
+                return Err(Error::corrupt(
+                    "intent log",
+                    format!("create of object {obj} made object {got}"),
+                ));
+            }
+            Ok(true)
+        }
+        Record::Remove(x) => {
+            if t == tx::RMDIR {
+                z.rmdir(x.doid, &x.name)?;
+            } else {
+                z.unlink(x.doid, &x.name)?;
+            }
+            Ok(true)
+        }
+        Record::Link(x) => {
+            z.link(x.doid, &x.name, x.link_obj)?;
+            Ok(true)
+        }
+        Record::Rename(x) => {
+            if t == tx::RENAME_EXCHANGE {
+                z.exchange(x.sdoid, &x.sname, x.tdoid, &x.tname)?;
+                return Ok(true);
+            }
+            z.rename(x.sdoid, &x.sname, x.tdoid, &x.tname)?;
+            if let Some(w) = &x.whiteout {
+                let obj = fz::lr_foid_obj(w.wfoid);
+                z.replay_create = Some(ReplayCreate {
+                    obj,
+                    slots: u8::try_from(fz::lr_foid_slots(w.wfoid)).unwrap_or(1),
+                    gen: w.wgen,
+                    crtime: (w.wcrtime[0], w.wcrtime[1]),
+                });
+                let mode = S_IFCHR | (w.wmode & 0o7777);
+                let made = z.create(x.sdoid, &x.sname, mode, w.wuid, w.wgid, w.wrdev);
+                z.replay_create = None;
+                made?;
+            }
+            Ok(true)
+        }
+        Record::Write(w) => {
+            let obj = obj_of(w.foid);
+            let eod = w.offset.saturating_add(w.length);
+            if t == tx::WRITE2 {
+                if z.attrs(obj)?.size < eod {
+                    z.truncate(obj, eod)?;
+                }
+                return Ok(true);
+            }
+            if !w.data.is_empty() || w.blkptr.is_hole() && w.length == 0 {
+                z.write(obj, w.offset, &w.data)?;
+                return Ok(true);
+            }
+            // Indirect: the whole block the pointer names.
+            let old = z.attrs(obj)?.size;
+            let lsize = w.blkptr.lsize().max(1);
+            let (off, data) = if w.blkptr.is_hole() {
+                (w.offset, vec![0u8; w.length as usize])
+            } else {
+                let d = read_block(&w.blkptr)?;
+                if w.length < lsize {
+                    (w.offset - w.offset % lsize, d)
+                } else {
+                    (w.offset, d.get(..w.length as usize).unwrap_or(&d).to_vec())
+                }
+            };
+            z.write(obj, off, &data)?;
+            let end = old.max(eod);
+            if z.attrs(obj)?.size > end {
+                z.truncate(obj, end)?;
+            }
+            Ok(true)
+        }
+        Record::Truncate(x) => {
+            let obj = obj_of(x.foid);
+            if x.length == 0 {
+                z.truncate(obj, x.offset)?;
+            } else {
+                let size = z.attrs(obj)?.size;
+                if x.offset < size {
+                    z.punch_hole(obj, x.offset, x.length.min(size - x.offset))?;
+                }
+                let end = x.offset.saturating_add(x.length);
+                if end > size {
+                    z.truncate(obj, end)?;
+                }
+            }
+            Ok(true)
+        }
+        Record::Setattr(x) => {
+            let obj = obj_of(x.foid);
+            if x.mask & attr::SIZE != 0 {
+                z.truncate(obj, x.size)?;
+            }
+            let mut a = z.attrs(obj)?;
+            if x.mask & attr::MODE != 0 {
+                a.mode = (a.mode & S_IFMT) | (x.mode & 0o7777);
+            }
+            if x.mask & attr::UID != 0 {
+                a.uid = x.uid;
+            }
+            if x.mask & attr::GID != 0 {
+                a.gid = x.gid;
+            }
+            if x.mask & attr::ATIME != 0 {
+                a.atime = (x.atime[0], x.atime[1]);
+            }
+            if x.mask & attr::MTIME != 0 {
+                a.mtime = (x.mtime[0], x.mtime[1]);
+            }
+            a.ctime = crate::write::now();
+            z.set_attrs(obj, &a)?;
+            Ok(true)
+        }
+        Record::SetSaXattr(x) => {
+            let obj = obj_of(x.foid);
+            if x.value.is_empty() {
+                z.remove_xattr(obj, &x.name)?;
+            } else {
+                z.set_xattr(obj, &x.name, &x.value)?;
+            }
+            Ok(true)
+        }
+        Record::CloneRange(x) => {
+            let obj = obj_of(x.foid);
+            let mut at = x.offset;
+            let end = x.offset.saturating_add(x.length);
+            for bp in &x.bps {
+                if at >= end {
+                    break;
+                }
+                let n = x.blksz.min(end - at) as usize;
+                let data = if bp.is_hole() {
+                    vec![0u8; n]
+                } else {
+                    let d = read_block(bp)?;
+                    d.get(..n).unwrap_or(&d).to_vec()
+                };
+                z.write(obj, at, &data)?;
+                at = at.saturating_add(x.blksz);
+            }
+            Ok(true)
+        }
+        Record::Acl(_) => Err(Error::unsupported(
+            "intent log",
+            "an NFSv4 ACL record (ozfs keeps POSIX ACLs only)",
+        )),
+        _ => Err(Error::unsupported(
+            "intent log",
+            format!("a record of type {} ({})", t, tx::name(t)),
+        )),
+    }
+}
+
+/// Replay the log of file system `ds_obj` if its header asks for it (a
+/// claimed log with records), then destroy the log, all in the open txg,
+/// and sync. An empty claimed log is only destroyed. Returns what the
+/// replay did, None when there was no log. On failure nothing the replay
+/// staged is kept and the log stays (the file system is then not written).
+pub fn replay_if_needed(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds_obj: u64,
+    recordsize: u64,
+    xattr_sa: bool,
+) -> Result<Option<ReplayStats>> {
+    w.zil_begin_replay(ds_obj);
+    let r = replay_inner(w, ds_obj, recordsize, xattr_sa);
+    if r.is_err() {
+        w.zil_abort_replay(ds_obj);
+    }
+    r
+}
+
+fn replay_inner(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds_obj: u64,
+    recordsize: u64,
+    xattr_sa: bool,
+) -> Result<Option<ReplayStats>> {
+    let (h, keyed) = {
+        let otx = w.fs_tx(ds_obj)?;
+        (
+            fz::ZilHeader::decode(&otx.os.phys.zil_header, otx.os.swap)?,
+            otx.os.key.is_some(),
+        )
+    };
+    if h.log.is_hole() {
+        w.zil_end_replay(ds_obj);
+        return Ok(None);
+    }
+    let h = if h.claim_txg == 0 {
+        w.zil_claim(ds_obj)?
+    } else {
+        h
+    };
+    let needed = h.flags & fz::ZIL_REPLAY_NEEDED != 0;
+    if needed && keyed {
+        return Err(Error::unsupported(
+            format!("dataset object {ds_obj}"),
+            "its intent log is encrypted: ozfs does not replay encrypted logs yet \
+             (import the pool with OpenZFS once, or read it with -o readonly=on)",
+        ));
+    }
+    // Read whole either way: every block it names is freed with it.
+    let mut chain = ozfs_dsl::zil::read_chain(&w.pool, &h, ds_obj, None);
+    if !needed {
+        chain.records.clear();
+    }
+    let txg = w.txg;
+    let pool = w.pool.clone();
+    let stats = {
+        let otx = w.fs_tx(ds_obj)?;
+        let mut z = ZplTx::open(otx, txg, recordsize)?;
+        z.xattr_sa = xattr_sa;
+        replay(&mut z, &chain.records, h.claim_txg, h.replay_seq, &|bp| {
+            pool.read_bp(bp)
+        })?
+    };
+    w.zil_destroy_replayed(ds_obj, &chain)?;
+    w.sync()?;
+    Ok(Some(stats))
+}
