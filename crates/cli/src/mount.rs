@@ -145,6 +145,14 @@ pub fn main(argv: &[String]) -> CmdResult {
 fn mount_readonly(ds_name: &str, mnt: &Path, keys: &KeyLoad) -> CmdResult {
     let fail = |e: &dyn std::fmt::Display| Fail::Err(format!("cannot mount '{ds_name}': {e}"));
     let (mut rec, pool, zpl) = ozfs_ops::copy::open_fs_with(ds_name, keys)?;
+    // Never a silent stale view (a pool left without export, mounted
+    // read-only): changes waiting in the intent log are named.
+    let prefix = format!("{ds_name}: ");
+    for w in ozfs_ops::pool::unreplayed_logs(&rec.name).unwrap_or_default() {
+        if w.starts_with(&prefix) {
+            eprintln!("ozfs mount: warning: {w}");
+        }
+    }
     pool.cache_data
         .store(true, std::sync::atomic::Ordering::Relaxed);
     // Without readable properties (a damaged pool) the safe flags.

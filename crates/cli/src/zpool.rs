@@ -198,6 +198,13 @@ fn import(argv: &[String]) -> CmdResult {
         return Ok(());
     }
     let rec = ozfs_ops::pool::import(&dirs, &a.pos[0], a.pos.get(1).map(String::as_str), &opts)?;
+    if readonly && !opts.dry_run {
+        // Never a silent stale view: say which file systems have changes
+        // waiting in their intent logs.
+        for w in ozfs_ops::pool::unreplayed_logs(&rec.name).unwrap_or_default() {
+            eprintln!("warning: {w}");
+        }
+    }
     if !readonly && !opts.dry_run && !a.flag('N') {
         // The daemon takes the pool and mounts its file systems.
         ozfs_ops::client::daemon_import(&rec.name)?;

@@ -724,3 +724,45 @@ pub fn allocated_blocks(
     out.extend(c.claimed_data);
     Ok(out)
 }
+
+/// The file systems of `pool` whose intent logs hold records not applied
+/// to them (a pool a writer left without exporting, imported read-only):
+/// (name, records) for each. A reader shows those file systems as of the
+/// last committed txg, and must say so.
+pub fn unreplayed(pool: &std::sync::Arc<Pool>) -> Result<Vec<(String, usize)>> {
+    let dsl = crate::DslPool::open(pool.clone())?;
+    let root = dsl.root()?;
+    let last = pool.uberblock.txg;
+    let mut out = Vec::new();
+    for ds in dsl.list(&root, false, None)? {
+        if ds.ds.bp.is_hole() {
+            continue;
+        }
+        let Ok(os) = ozfs_dmu::objset::Objset::open(pool.clone(), &ds.ds.bp) else {
+            continue;
+        };
+        let Ok(h) = ZilHeader::decode(&os.phys.zil_header, os.swap) else {
+            continue;
+        };
+        if h.log.is_hole() {
+            continue;
+        }
+        let c = read_chain(pool, &h, ds.ds_obj, None);
+        let n = c
+            .records
+            .iter()
+            .filter(|r| {
+                r.common.seq > h.replay_seq
+                    && if h.claim_txg != 0 {
+                        r.common.txg >= h.claim_txg
+                    } else {
+                        r.common.txg > last
+                    }
+            })
+            .count();
+        if n > 0 {
+            out.push((ds.name.clone(), n));
+        }
+    }
+    Ok(out)
+}

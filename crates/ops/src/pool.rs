@@ -358,6 +358,26 @@ pub fn import(
     Ok(rec)
 }
 
+/// What a read-only import of `name` leaves out: one line per file
+/// system whose intent log holds records not applied (they are shown as
+/// of the last committed txg; a read-write import replays them).
+pub fn unreplayed_logs(name: &str) -> Result<Vec<String>> {
+    let rec = Record::load(name)
+        .map_err(|_| Error::NotFound(format!("cannot open '{name}': no such pool")))?;
+    let pool = rec.open()?;
+    Ok(ozfs_dsl::zil::unreplayed(&pool)?
+        .into_iter()
+        .map(|(fs, n)| {
+            format!(
+                "{fs}: its intent log holds {n} record{} not applied (read-only import): \
+                 its files are shown as of the last committed transaction group; import \
+                 the pool read-write to replay them",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+        .collect())
+}
+
 /// The writer of a recorded pool no daemon holds, under its lock.
 fn own_writer(rec: &Record) -> Result<ozfs_dsl::sync::PoolWriter> {
     crate::host::lock_pool(&rec.name)?;
