@@ -186,3 +186,75 @@ fn sigkill_under_committing_clients_loses_no_acknowledged_commit() {
         common::openzfs_verdict(&zdb, e.work.path(), "zlk");
     }
 }
+
+/// `sync=always`: every change is durable when it is answered, without
+/// an fsync; a change the log cannot express (an xattr) makes the fsync
+/// commit the txg instead, and that fsync succeeds too. SIGKILL, mount
+/// again: all of it is there.
+#[test]
+fn sync_always_and_unlogged_changes_survive_sigkill() {
+    let e = Env::new("zls");
+    let a = e.dir("a");
+    let b = e.dir("b");
+    e.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        &format!("mountpoint={}", a.display()),
+        "-o",
+        "sync=always",
+        "zls/a",
+    ]);
+    e.ok(&[
+        "zfs",
+        "create",
+        "-o",
+        &format!("mountpoint={}", b.display()),
+        "zls/b",
+    ]);
+    wait_mounted(&a);
+    wait_mounted(&b);
+    // No fsync anywhere on a: each change is durable as answered.
+    fs::create_dir(a.join("dir")).unwrap();
+    fs::write(a.join("dir/f"), b"always durable\n").unwrap();
+    fs::rename(a.join("dir/f"), a.join("g")).unwrap();
+    // On b: an xattr (not in the log) then fsync.
+    let f = b.join("x");
+    fs::write(&f, b"with an xattr\n").unwrap();
+    let st = std::process::Command::new("setfattr")
+        .args(["-n", "user.k", "-v", "v1"])
+        .arg(&f)
+        .status()
+        .expect("setfattr");
+    assert!(st.success());
+    fs::File::open(&f)
+        .unwrap()
+        .sync_all()
+        .expect("fsync after setxattr");
+    let pid = e.daemon_pid().expect("daemon pid");
+    // SAFETY: killing the test's own daemon.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    for m in [&a, &b] {
+        let _ = std::process::Command::new("fusermount")
+            .args(["-u", "-z"])
+            .arg(m)
+            .status();
+    }
+    e.ok(&["zfs", "mount", "-a"]);
+    wait_mounted(&a);
+    wait_mounted(&b);
+    assert_eq!(fs::read(a.join("g")).unwrap(), b"always durable\n");
+    assert!(a.join("dir").is_dir() && !a.join("dir/f").exists());
+    assert_eq!(fs::read(&f).unwrap(), b"with an xattr\n");
+    let out = std::process::Command::new("getfattr")
+        .args(["--only-values", "-n", "user.k"])
+        .arg(&f)
+        .output()
+        .expect("getfattr");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "v1");
+    e.ok(&["zpool", "export", "zls"]);
+    if let Some(zdb) = common::oracle_zdb() {
+        common::openzfs_verdict(&zdb, e.work.path(), "zls");
+    }
+}

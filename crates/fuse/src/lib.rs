@@ -888,13 +888,15 @@ impl State {
             return reply.ok();
         }
         match self.log_commit() {
-            Ok(c) => {
+            // Committed with the txg: durable already.
+            Ok(None) => reply.ok(),
+            Ok(Some(c)) => {
                 let pool = self.writer.pool.clone();
                 let done: ozfs_spa::zilio::Completion = Box::new(move |r| match r {
                     Ok(()) => reply.ok(),
                     Err(e) => reply.error(errno_of("fsync (intent log)", &e)),
                 });
-                if let Some(done) = c.and_then(|c| c.submit(&pool, done)) {
+                if let Some(done) = c.submit(&pool, done) {
                     let r = self.sync();
                     done(r);
                 }
