@@ -270,7 +270,7 @@ const MAX_BPLIST_ENTRIES: u64 = 1 << 24;
 impl PoolWriter {
     /// Free the intent log ZFS left in the objset at `bp` of file system
     /// `ds_obj`, which is being destroyed or rolled back (ZFS destroys the
-    /// log then too; ozfs never writes one). A chain another dataset's
+    /// log then too). A chain another dataset's
     /// objset names as well (a snapshot or clone ozfs took of a file
     /// system with a log copies its header) is left alone.
     pub(crate) fn free_intent_log(&mut self, ds_obj: u64, bp: &BlkPtr) -> Result<()> {
@@ -278,7 +278,9 @@ impl PoolWriter {
             return Ok(());
         }
         let os = Objset::open(self.pool.clone(), bp)?;
-        let chain = crate::space::zil_blocks(&self.pool, &os.phys.zil_header, os.swap)?;
+        self.zil.remove(&ds_obj);
+        let chain =
+            crate::zil::allocated_blocks(&self.pool, &os.phys.zil_header, os.swap, self.txg)?;
         let Some(first) = chain.first().map(|b| b.dvas()[0]) else {
             return Ok(());
         };
@@ -306,9 +308,14 @@ impl PoolWriter {
                 return Ok(());
             }
         }
+        // Deferred like every log block (a crash before this txg leaves
+        // the log named by the last header, whole).
         let txg = self.txg;
         for b in chain {
-            self.pool.free_block(&mut self.alloc, &b, txg)?;
+            let d = b.dvas()[0];
+            if self.alloc.is_allocated(d.vdev, d.offset, d.asize) {
+                self.alloc.free_deferred(d.vdev, d.offset, d.asize, txg)?;
+            }
         }
         Ok(())
     }

@@ -256,43 +256,9 @@ pub(crate) fn mos_lag(w: &PoolWriter) -> Result<Sums> {
     })
 }
 
-/// Longest intent-log chain followed.
-const MAX_ZIL_BLOCKS: usize = 1 << 16;
 /// `zil_trailer_t` of pool-v23 log blocks (ZILOG checksum): pad, next
 /// block's BP, bytes used, embedded checksum — the block's last 184 bytes.
 const ZIL_TRAILER_SIZE: usize = 8 + 128 + 8 + 40;
-
-/// The blocks of the intent log whose `zil_header_t` is `header` (its
-/// `zh_log` at byte 16): the first block, then, while a block verifies
-/// (fletcher2 with its BP's checksum as the embedded verifier, as ZFS
-/// writes log blocks), the next block its trailer names. ZFS allocates
-/// the next log block before it writes the current one, so the last block
-/// named is allocated even when it was never written. None of these are
-/// charged to a dataset. Chains of other checksums (`zilog2`, pool
-/// version 26 and later) are followed to their first block only.
-pub fn zil_blocks(pool: &Pool, header: &[u8], swap: bool) -> Result<Vec<BlkPtr>> {
-    let Some(raw) = header.get(16..16 + 128) else {
-        return Ok(Vec::new());
-    };
-    let mut bp = BlkPtr::from_bytes(raw, swap)?;
-    let mut out: Vec<BlkPtr> = Vec::new();
-    while !bp.is_hole() && !bp.is_embedded() && out.len() < MAX_ZIL_BLOCKS {
-        if bp.validate("intent log block").is_err()
-            || out.iter().any(|o| o.dvas()[0] == bp.dvas()[0])
-        {
-            break;
-        }
-        out.push(bp);
-        if bp.checksum() != ozfs_format::types::cksum::ZILOG {
-            break;
-        }
-        match read_zil_next(pool, &bp) {
-            Some(next) => bp = next,
-            None => break,
-        }
-    }
-    Ok(out)
-}
 
 /// Whether the intent log whose `zil_header_t` is `header` may hold
 /// records not yet replayed: OpenZFS claimed it (`ZIL_REPLAY_NEEDED` in
@@ -367,35 +333,6 @@ pub fn zil_has_records(pool: &Pool, header: &[u8], swap: bool) -> Result<bool> {
             &Default::default(),
         )
         .is_ok())
-}
-
-/// The next-block BP of a written, verified pool-v23 log block.
-fn read_zil_next(pool: &Pool, bp: &BlkPtr) -> Option<BlkPtr> {
-    let d = bp.dvas().into_iter().find(|d| !d.is_empty() && !d.gang)?;
-    let top = pool.root.children.get(d.vdev as usize)?;
-    let want = bp.cksum().0;
-    let ok = |b: &[u8]| -> bool {
-        if b.len() < ZIL_TRAILER_SIZE {
-            return false;
-        }
-        let Ok(eck) = ozfs_format::label::parse_eck(b) else {
-            return false;
-        };
-        let v = ozfs_format::label::with_verifier(b, want, eck.byteswapped);
-        ozfs_codec::checksum::fletcher2(&v, eck.byteswapped).0 == eck.cksum
-    };
-    let data = top
-        .read_block_born(
-            d.offset,
-            bp.psize(),
-            bp.phys_birth(),
-            &ok,
-            &Default::default(),
-        )
-        .ok()?;
-    let eck = ozfs_format::label::parse_eck(&data).ok()?;
-    let at = data.len().checked_sub(ZIL_TRAILER_SIZE)? + 8;
-    BlkPtr::from_bytes(data.get(at..at + 128)?, eck.byteswapped).ok()
 }
 
 /// Mismatches found so far (the first ones are reported).

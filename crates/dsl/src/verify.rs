@@ -15,7 +15,7 @@
 //! Blocks in the pool-v23 `sync_bplist` (frees deferred to the next txg;
 //! zfs-fuse leaves some there at export) are still allocated and count as
 //! referenced, as zfs-fuse's zdb counts them; so do the intent-log chains
-//! file systems' ZIL headers name ([`crate::space::zil_blocks`]), which
+//! file systems' ZIL headers name ([`crate::zil::allocated_blocks`]), which
 //! zfs-fuse leaves too.
 //!
 //! Pre-compressed blocks are also read: their checksum verified, their

@@ -408,3 +408,194 @@ fn every_crash_point_of_log_commits_keeps_acknowledged_changes_v5000() {
 fn every_crash_point_of_log_commits_keeps_acknowledged_changes_v23() {
     run_crashes(23);
 }
+
+/// Hostile intent logs (well sealed, so they pass the checksum): records
+/// naming objects that do not exist, impossible offsets and sizes,
+/// directories moved into themselves, a type ozfs does not know. Each is
+/// claimed and replayed after a crash: the replay applies it or fails with
+/// an error naming the record — never a panic — and a failed replay leaves
+/// the pool clean and the file system refused for writing (its log kept),
+/// while the next import still opens.
+#[test]
+fn hostile_log_records_fail_cleanly() {
+    use ozfs_format::zil::{self as fz, tx, LogRecord, LrCommon, Record};
+    std::env::set_var("OZFS_CHECK_SPACE", "1");
+    let name = "zilh-0";
+    let dev = SimDevice::new(name, SPA_MINDEVSIZE, 9);
+    sim::register(name, dev.clone());
+    let paths = vec![PathBuf::from(format!("sim:{name}"))];
+    let (root, dir) = {
+        let mut w = create_pool("p", &[TopSpec::Disk(paths[0].clone())], 9, 5000, &[]).unwrap();
+        let ds = create_filesystem(&mut w, FS, &[]).unwrap();
+        let txg = w.txg;
+        let mut z = ZplTx::open(w.fs_tx(ds).unwrap(), txg, RS).unwrap();
+        let root = z.root;
+        let dir = z.mkdir(root, b"d", 0o755, 0, 0).unwrap();
+        z.create(root, b"f", 0o644, 0, 0, 0).unwrap();
+        w.sync().unwrap();
+        (root, dir)
+    };
+    let base = dev.fork(1);
+    let rec = |txtype: u64, record: Record| LogRecord {
+        common: LrCommon {
+            txtype,
+            ci: false,
+            reclen: 0,
+            txg: 0,
+            seq: 0,
+        },
+        record,
+    };
+    let create = |doid: u64, foid: u64, name: &[u8], mode: u64| {
+        Record::Create(fz::LrCreate {
+            doid,
+            foid,
+            mode,
+            name: name.to_vec(),
+            ..Default::default()
+        })
+    };
+    let cases: Vec<(&str, LogRecord)> = vec![
+        (
+            "create in a missing directory",
+            rec(tx::CREATE, create(999_999, 5000, b"x", 0o100644)),
+        ),
+        (
+            "create over an existing object",
+            rec(tx::CREATE, create(root, dir, b"y", 0o100644)),
+        ),
+        (
+            "create with a slash in its name",
+            rec(tx::CREATE, create(root, 6000, b"a/b", 0o100644)),
+        ),
+        (
+            "create of object 2^47",
+            rec(tx::CREATE, create(root, 1 << 47, b"z", 0o100644)),
+        ),
+        (
+            "remove of a missing name",
+            rec(
+                tx::REMOVE,
+                Record::Remove(fz::LrRemove {
+                    doid: root,
+                    name: b"nope".to_vec(),
+                }),
+            ),
+        ),
+        (
+            "link to a directory",
+            rec(
+                tx::LINK,
+                Record::Link(fz::LrLink {
+                    doid: root,
+                    link_obj: dir,
+                    name: b"dl".to_vec(),
+                }),
+            ),
+        ),
+        (
+            "rename of a directory into itself",
+            rec(
+                tx::RENAME,
+                Record::Rename(fz::LrRename {
+                    sdoid: root,
+                    tdoid: dir,
+                    sname: b"d".to_vec(),
+                    tname: b"inner".to_vec(),
+                    whiteout: None,
+                }),
+            ),
+        ),
+        (
+            "write at 2^63",
+            rec(
+                tx::WRITE,
+                Record::Write(fz::LrWrite {
+                    foid: dir + 1,
+                    offset: 1 << 63,
+                    length: 8,
+                    data: vec![1; 8],
+                    ..Default::default()
+                }),
+            ),
+        ),
+        (
+            "truncate to 2^62",
+            rec(
+                tx::TRUNCATE,
+                Record::Truncate(fz::LrTruncate {
+                    foid: dir + 1,
+                    offset: 1 << 62,
+                    length: 0,
+                }),
+            ),
+        ),
+        (
+            "a type ozfs does not know",
+            rec(
+                77,
+                Record::Unknown {
+                    common: LrCommon {
+                        txtype: 77,
+                        ci: false,
+                        reclen: 48,
+                        txg: 0,
+                        seq: 0,
+                    },
+                    body: vec![0xee; 16],
+                },
+            ),
+        ),
+    ];
+    for (i, (what, r)) in cases.into_iter().enumerate() {
+        let run = base.fork(100 + i as u64);
+        sim::register(name, run.clone());
+        {
+            let mut w = PoolWriter::open(open_pool(&paths, true).unwrap()).unwrap();
+            let ds = w.dsl().lookup(FS).unwrap().ds_obj;
+            // The chain first (a txg commit), then the hostile record.
+            assert!(matches!(
+                w.zil_commit(ds, Vec::new()).unwrap(),
+                Commit::NeedsSync
+            ));
+            w.sync().unwrap();
+            let txg = w.txg;
+            let c = w.zil_commit(ds, vec![(txg, r)]).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let pool = w.pool.clone();
+            assert!(c
+                .submit(
+                    &pool,
+                    Box::new(move |r| {
+                        let _ = tx.send(r);
+                    })
+                )
+                .is_none());
+            rx.recv().unwrap().unwrap();
+            // Crash: no sync, no close.
+        }
+        let mut w = PoolWriter::open(open_pool(&paths, true).unwrap())
+            .unwrap_or_else(|e| panic!("{what}: open: {e}"));
+        let ds = w.dsl().lookup(FS).unwrap().ds_obj;
+        match zz::replay_if_needed(&mut w, ds, RS, true) {
+            Ok(_) => {}
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("intent-log record"), "{what}: {msg}");
+                // The log stays, the file system is not written.
+                let refused = w.fs_tx(ds).err().map(|e| e.to_string()).unwrap_or_default();
+                assert!(
+                    refused.contains("intent log"),
+                    "{what}: fs_tx after a failed replay: {refused:?}"
+                );
+            }
+        }
+        w.sync().unwrap_or_else(|e| panic!("{what}: sync: {e}"));
+        drop(w);
+        let pool = open_pool(&paths, false).unwrap();
+        let lc = leak_check(&pool).unwrap_or_else(|e| panic!("{what}: leak check: {e}"));
+        assert!(lc.clean(), "{what}: leak check: {lc:?}");
+        PoolWriter::open(open_pool(&paths, true).unwrap())
+            .unwrap_or_else(|e| panic!("{what}: open again: {e}"));
+    }
+}
