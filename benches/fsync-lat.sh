@@ -28,7 +28,8 @@
 #   write+fsync mean  write.clat_ns.mean + sync.lat_ns.mean (exact for means).
 # Every percentile fio printed (50, 90, 99, 99.9) is kept in the JSON line.
 #
-# Environment: TARGETS (default ext4,zfsfuse,ozfs), RUNTIME (30 s),
+# Environment: TARGETS (default ext4,zfsfuse,ozfs), RUNTIME (30 s), ROUNDS
+# (1; N runs every target N times in turn, the table shows medians),
 # FILE_SIZE (256M), BS (4k), DEV_SIZE (4G, the same for every target),
 # KEEP_WORK=1 keeps the logs, BENCH_RESULTS (a directory for the JSON lines
 # instead of docs/bench-results).
@@ -51,7 +52,7 @@ out=$results/fsync-lat-$(date +%F).jsonl
 bt_begin fsync-lat
 
 run() {
-    local t=$1 log=$BT_WORK/$1.log start load_before load_after f
+    local t=$1 log=$BT_WORK/$BT_TAG.log start load_before load_after f
     start=$(date +%s.%N)
     load_before=$(bt_load)
     bt_setup "$t" >>"$log" 2>&1
@@ -62,11 +63,11 @@ run() {
     in_target sync "$f"
     bt_log "$t: fio randwrite $BS fsync=1, ${RUNTIME}s"
     in_target fio "${job[@]}" --time_based "--runtime=$RUNTIME" --percentile_list=50:90:99:99.9 \
-        --output-format=json > "$BT_WORK/$t-fio.json" 2>>"$log"
+        --output-format=json > "$BT_WORK/$BT_TAG-fio.json" 2>>"$log"
     bt_release >>"$log" 2>&1
     load_after=$(bt_load)
     local rec
-    rec=$(python3 - "$BT_WORK/$t-fio.json" <<PY
+    rec=$(python3 - "$BT_WORK/$BT_TAG-fio.json" <<PY
 import json, sys
 txt = open(sys.argv[1]).read()
 j = json.loads(txt[txt.index("{"):])["jobs"][0]
@@ -84,7 +85,7 @@ m = {"iops": round(w["iops"], 1), "writes": w["total_ios"], "fsyncs": j["sync"][
      "write_p50_us": wp["50"], "write_p99_us": wp["99"], "write_mean_us": us(w["clat_ns"]["mean"]),
      "write_percentiles_us": wp, "runtime_ms": j["job_runtime"],
      "usr_cpu": j["usr_cpu"], "sys_cpu": j["sys_cpu"]}
-print(json.dumps({"workload": "fsync-lat", "target": "$t", "status": "ok", "metrics": m,
+print(json.dumps({"workload": "fsync-lat", "target": "$t", "round": $BT_ROUND, "status": "ok", "metrics": m,
     "summary": {k: m[k] for k in ("iops", "pair_p50_us", "pair_p99_us", "fsync_p50_us", "fsync_p99_us")},
     "params": {"bs": "$BS", "file_size": "$FILE_SIZE", "runtime_s": $RUNTIME, "dev_size": "$DEV_SIZE",
                "fio": "$(fio --version) ${job[*]:2} --time_based"},
@@ -101,30 +102,30 @@ PY
 
 bt_each "$TARGETS" run
 
-for t in $BT_FAILED; do
-    err=$(tail -n 15 "$BT_WORK/$t.log" 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
-    bt_record "$out" "{\"workload\":\"fsync-lat\",\"target\":\"$t\",\"status\":\"failed\",\"error\":$err,\"target_info\":$(bt_info "$t")}"
-    echo "=== $t failed; log tail:" >&2; tail -n 15 "$BT_WORK/$t.log" >&2 || true
-done
+bt_failed_records "$out" fsync-lat
 
 echo
 echo "fio $BS randwrite, fsync=1, 1 job, iodepth 1, $FILE_SIZE file, ${RUNTIME}s, $(date +%F), $(nproc) CPUs; results in $out"
 python3 - "$BT_WORK/table" <<'PY'
-import json, os, sys
-rows = {}
+import json, os, statistics, sys
+runs = {}
 for line in (open(sys.argv[1]) if os.path.exists(sys.argv[1]) else []):
     r = json.loads(line)
-    rows[r["target"]] = r["metrics"] | {"load": ",".join(map(str, r["load_before"]))}
+    runs.setdefault(r["target"], []).append(r)
+med = lambda t, k: statistics.median(r["metrics"][k] for r in runs[t])
 def ratio(k, a, b):
-    return "%.2f" % (rows[a][k] / rows[b][k]) if a in rows and b in rows else "-"
-print("| target | IOPS | write+fsync p50 | p99 | fsync p50 | fsync p99 | write p50 | IOPS x ext4 | IOPS x zfs-fuse | load before |")
+    return "%.2f" % (med(a, k) / med(b, k)) if a in runs and b in runs else "-"
+many = any(len(v) > 1 for v in runs.values())
+print("| target | IOPS%s | write+fsync p50 | p99 | fsync p50 | fsync p99 | write p50 | IOPS x ext4 | IOPS x zfs-fuse | load before |"
+      % (" (median; each round)" if many else ""))
 print("|---|---|---|---|---|---|---|---|---|---|")
 for t in ("ext4", "zfsfuse", "ozfs"):
-    if t in rows:
-        m = rows[t]
-        print("| %s | %.0f | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.1f µs | %s | %s | %s |"
-              % (t, m["iops"], m["pair_p50_us"], m["pair_p99_us"], m["fsync_p50_us"], m["fsync_p99_us"],
-                 m["write_p50_us"], ratio("iops", t, "ext4"), ratio("iops", t, "zfsfuse"), m["load"]))
+    if t in runs:
+        each = " (%s)" % ", ".join("%.0f" % r["metrics"]["iops"] for r in runs[t]) if many else ""
+        print("| %s | %.0f%s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.1f µs | %s | %s | %s |"
+              % (t, med(t, "iops"), each, med(t, "pair_p50_us"), med(t, "pair_p99_us"), med(t, "fsync_p50_us"),
+                 med(t, "fsync_p99_us"), med(t, "write_p50_us"), ratio("iops", t, "ext4"), ratio("iops", t, "zfsfuse"),
+                 " ".join(",".join(map(str, r["load_before"])) for r in runs[t])))
 for k in ("iops", "pair_p50_us", "pair_p99_us"):
     print("%s: ozfs/zfs-fuse = %s, ozfs/ext4 = %s" % (k, ratio(k, "ozfs", "zfsfuse"), ratio(k, "ozfs", "ext4")))
 PY

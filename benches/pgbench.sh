@@ -16,6 +16,7 @@
 #
 # Environment: TARGETS (default ext4,zfsfuse,ozfs), DURATION (20 s), SCALE
 # (10), CLIENTS (4), JOBS (2), DEV_SIZE (4G, the same for every target),
+# ROUNDS (1; N runs every target N times in turn, the table shows medians),
 # PGPORT (a private one), KEEP_WORK=1 keeps the logs, BENCH_RESULTS (a
 # directory for the JSON lines instead of docs/bench-results).
 # Output: one JSON line per target in docs/bench-results/pgbench-DATE.jsonl
@@ -50,19 +51,19 @@ bt_begin pgbench
 pg() { in_target runuser -u postgres -- "$@"; }
 
 run() {
-    local t=$1 log=$BT_WORK/$1.log start data sock t0 t_initdb t_init pid
+    local t=$1 log=$BT_WORK/$BT_TAG.log start data sock t0 t_initdb t_init pid
     start=$(date +%s.%N)
     local load_before; load_before=$(bt_load)
     bt_setup "$t" >>"$log" 2>&1
     data=$BT_MNT/pgdata sock=$BT_WORK/sock-$t
     mkdir -p "$sock"; chown postgres: "$sock"
-    touch "$BT_WORK/$t-postgres.log"; chown postgres: "$BT_WORK/$t-postgres.log"
+    touch "$BT_WORK/$BT_TAG-postgres.log"; chown postgres: "$BT_WORK/$BT_TAG-postgres.log"
     in_target install -d -o postgres -g postgres -m 700 "$data"
 
     t0=$(date +%s.%N)
     pg "$PGBIN/initdb" -D "$data" -U postgres -A trust -E UTF8 --no-locale >>"$log" 2>&1
     t_initdb=$(bt_since "$t0")
-    pg "$PGBIN/pg_ctl" -D "$data" -l "$BT_WORK/$t-postgres.log" -w -t 300 \
+    pg "$PGBIN/pg_ctl" -D "$data" -l "$BT_WORK/$BT_TAG-postgres.log" -w -t 300 \
         -o "-p $PGPORT -k $sock -c listen_addresses=''" start >>"$log" 2>&1 || {
         pid=$(in_target head -1 "$data/postmaster.pid" 2>/dev/null || true)
         [ -z "$pid" ] || bt_hold pg "$pid"
@@ -83,15 +84,15 @@ run() {
 
     bt_log "$t: pgbench -c $CLIENTS -j $JOBS -T $DURATION"
     pg "$PGBIN/pgbench" -h "$sock" -p "$PGPORT" -U postgres -c "$CLIENTS" -j "$JOBS" -T "$DURATION" -P 5 \
-        postgres > "$BT_WORK/$t-pgbench.out" 2>&1 || { cat "$BT_WORK/$t-pgbench.out" >>"$log"; return 1; }
-    cat "$BT_WORK/$t-pgbench.out" >>"$log"
+        postgres > "$BT_WORK/$BT_TAG-pgbench.out" 2>&1 || { cat "$BT_WORK/$BT_TAG-pgbench.out" >>"$log"; return 1; }
+    cat "$BT_WORK/$BT_TAG-pgbench.out" >>"$log"
     local du; du=$(in_target du -sm "$data" | cut -f1)
     pg "$PGBIN/pg_ctl" -D "$data" -m fast -t 120 stop >>"$log" 2>&1
     bt_release >>"$log" 2>&1
     local load_after; load_after=$(bt_load)
 
     local rec
-    rec=$(python3 - "$BT_WORK/$t-pgbench.out" <<PY
+    rec=$(python3 - "$BT_WORK/$BT_TAG-pgbench.out" <<PY
 import json, re, sys
 txt = open(sys.argv[1]).read()
 def num(pat):
@@ -109,50 +110,47 @@ m = {"tps": num(r"tps = ([\d.]+) \(without initial connection time\)"),
      "data_dir_mib": $du}
 if m["tps"] is None:
     raise SystemExit("no tps in pgbench output")
-print(json.dumps({"workload": "pgbench", "target": "$t", "status": "ok", "metrics": m,
+print(json.dumps({"workload": "pgbench", "target": "$t", "round": $BT_ROUND, "status": "ok", "metrics": m,
     "summary": {"tps": round(m["tps"], 1), "latency_avg_ms": m["latency_avg_ms"]},
     "params": {"scale": $SCALE, "clients": $CLIENTS, "jobs": $JOBS, "duration_s": $DURATION,
                "dev_size": "$DEV_SIZE", "postgres": $settings},
-    "problems": $(bt_problems "$BT_WORK/$t-postgres.log"),
+    "problems": $(bt_problems "$BT_WORK/$BT_TAG-postgres.log"),
     "target_info": $(bt_info "$t"),
     "load_before": [$load_before], "load_after": [$load_after],
     "duration_s": $(bt_since "$start")}))
 PY
 )
     bt_record "$out" "$rec"
-    printf '%s\t%s\t%s\n' "$t" \
-        "$(echo "$rec" | python3 -c 'import json,sys; m=json.load(sys.stdin)["metrics"]; print(m["tps"], m["latency_avg_ms"], m["initdb_s"], m["pgbench_init_s"])')" \
-        "$load_before" >> "$BT_WORK/table"
-    bt_log "$t: $(grep -E '^(tps|latency average)' "$BT_WORK/$t-pgbench.out" | tr '\n' ' ')"
+    echo "$rec" >> "$BT_WORK/table"
+    bt_log "$t: $(grep -E '^(tps|latency average)' "$BT_WORK/$BT_TAG-pgbench.out" | tr '\n' ' ')"
 }
 
 bt_each "$TARGETS" run
 
-for t in $BT_FAILED; do
-    err=$(tail -n 15 "$BT_WORK/$t.log" 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
-    bt_record "$out" "{\"workload\":\"pgbench\",\"target\":\"$t\",\"status\":\"failed\",\"error\":$err,\"target_info\":$(bt_info "$t")}"
-    echo "=== $t failed; log tail:" >&2; tail -n 15 "$BT_WORK/$t.log" >&2 || true
-done
+bt_failed_records "$out" pgbench
 
 echo
 echo "pgbench -c $CLIENTS -j $JOBS -T $DURATION, scale $SCALE, $(date +%F), $(nproc) CPUs; results in $out"
 python3 - "$BT_WORK/table" <<'PY'
-import sys
-rows = {}
-import os
+import json, os, statistics, sys
+runs = {}
 for line in (open(sys.argv[1]) if os.path.exists(sys.argv[1]) else []):
-    t, vals, load = line.rstrip("\n").split("\t")
-    tps, lat, initdb, init = map(float, vals.split())
-    rows[t] = (tps, lat, initdb, init, load)
+    r = json.loads(line)
+    runs.setdefault(r["target"], []).append(r)
+med = lambda t, k: statistics.median(r["metrics"][k] for r in runs[t])
 def ratio(a, b):
-    return "%.2f" % (rows[a][0] / rows[b][0]) if a in rows and b in rows else "-"
-print("| target | TPS | latency avg | x ext4 (TPS) | x zfs-fuse (TPS) | initdb | pgbench -i | load before |")
+    return "%.2f" % (med(a, "tps") / med(b, "tps")) if a in runs and b in runs else "-"
+many = any(len(v) > 1 for v in runs.values())
+print("| target | TPS%s | latency avg | x ext4 (TPS) | x zfs-fuse (TPS) | initdb | pgbench -i | load before |"
+      % (" (median; each round)" if many else ""))
 print("|---|---|---|---|---|---|---|---|")
 for t in ("ext4", "zfsfuse", "ozfs"):
-    if t in rows:
-        tps, lat, initdb, init, load = rows[t]
-        print("| %s | %.0f | %.3f ms | %s | %s | %.1f s | %.1f s | %s |"
-              % (t, tps, lat, ratio(t, "ext4"), ratio(t, "zfsfuse"), initdb, init, load))
+    if t in runs:
+        each = " (%s)" % ", ".join("%.0f" % r["metrics"]["tps"] for r in runs[t]) if many else ""
+        print("| %s | %.0f%s | %.3f ms | %s | %s | %.1f s | %.1f s | %s |"
+              % (t, med(t, "tps"), each, med(t, "latency_avg_ms"), ratio(t, "ext4"), ratio(t, "zfsfuse"),
+                 med(t, "initdb_s"), med(t, "pgbench_init_s"),
+                 " ".join(",".join(map(str, r["load_before"])) for r in runs[t])))
 print("ozfs/zfs-fuse = %s, ozfs/ext4 = %s (TPS)" % (ratio("ozfs", "zfsfuse"), ratio("ozfs", "ext4")))
 PY
 [ -z "$BT_FAILED" ] || { echo "failed:$BT_FAILED (logs kept in $BT_WORK)" >&2; KEEP_WORK=1; exit 1; }

@@ -154,26 +154,49 @@ bt_finish() {
 }
 
 # bt_each "ext4,zfsfuse,ozfs" FUNC: FUNC TARGET in a child with set -e; the
-# child's exit releases what it held. Failed targets are listed in BT_FAILED.
+# child's exit releases what it held. With ROUNDS=N the targets are run in
+# turn N times (ext4 zfsfuse ozfs ext4 ...), so that a change of load on a
+# shared machine falls on all of them; BT_ROUND is the round, BT_TAG names
+# the run's files (TARGET, or TARGET.rN). Failed runs' tags are in BT_FAILED.
 BT_FAILED=""
+BT_ROUND=1
+BT_TAG=""
 bt_each() {
-    local t rc
+    local t r rc rounds=${ROUNDS:-1}
     for t in ${1//,/ }; do
         case $t in ext4|zfsfuse|ozfs) ;; *) echo "unknown target $t" >&2; return 2 ;; esac
-        (
-            set -euo pipefail
-            trap bt_release EXIT
-            trap 'exit 143' TERM
-            BT_TARGET=$t
-            "$2" "$t"
-        ) &
-        BT_CHILD=$!
-        rc=0; wait "$BT_CHILD" || rc=$?
-        BT_CHILD=""
-        if [ $rc != 0 ]; then
-            bt_log "target $t FAILED (exit $rc)"
-            BT_FAILED="$BT_FAILED $t"
-        fi
+    done
+    for ((r = 1; r <= rounds; r++)); do
+        for t in ${1//,/ }; do
+            BT_ROUND=$r
+            if [ "$rounds" = 1 ]; then BT_TAG=$t; else BT_TAG=$t.r$r; fi
+            (
+                set -euo pipefail
+                trap bt_release EXIT
+                trap 'exit 143' TERM
+                BT_TARGET=$t
+                "$2" "$t"
+            ) &
+            BT_CHILD=$!
+            rc=0; wait "$BT_CHILD" || rc=$?
+            BT_CHILD=""
+            if [ $rc != 0 ]; then
+                bt_log "$BT_TAG FAILED (exit $rc)"
+                BT_FAILED="$BT_FAILED $BT_TAG"
+            fi
+        done
+    done
+}
+
+# bt_failed_records FILE WORKLOAD: a JSON line for each failed run, with its
+# log's tail, and the tail on stderr.
+bt_failed_records() {
+    local tag t r err
+    for tag in $BT_FAILED; do
+        t=${tag%%.*}; r=1; [[ $tag == *.r* ]] && r=${tag##*.r}
+        err=$(tail -n 15 "$BT_WORK/$tag.log" 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+        bt_record "$1" "{\"workload\":\"$2\",\"target\":\"$t\",\"round\":$r,\"status\":\"failed\",\"error\":$err,\"target_info\":$(bt_info "$t")}"
+        echo "=== $tag failed; log tail:" >&2; tail -n 15 "$BT_WORK/$tag.log" >&2 || true
     done
 }
 
@@ -181,7 +204,7 @@ bt_each() {
 # /etc/zfs (so neither its pools nor its socket meet another daemon's), with
 # the packaged zfsrc copied in.
 bt_start_zfs_fuse() {
-    local d=$BT_WORK/zfsfuse i
+    local d=$BT_WORK/zfsfuse-$BT_TAG i
     mkdir -p "$d"
     cat > "$d/ns.sh" <<'NS'
 #!/bin/bash
@@ -234,7 +257,7 @@ bt_setup() {
         # replace the daemon's line: destroy this pool before stopping it
         sed -i "s|^zfsfuse $BT_ZPID\$|zfsfuse $BT_ZPID $pool|" "$BT_WORK/held" ;;
     ozfs)
-        export OZFS_STATE_DIR=$BT_WORK/ozfs-state
+        export OZFS_STATE_DIR=$BT_WORK/ozfs-state-$BT_TAG
         local pool=bo$$
         bt_hold mount "$BT_MNT"      # undone last: a mount the stopped daemon left behind
         bt_hold ozfs "$pool" "$OZFS_STATE_DIR"
@@ -275,8 +298,8 @@ bt_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }
 bt_problems() {
     local logs=("$@")
     case $BT_TARGET in
-    zfsfuse) logs+=("$BT_WORK/zfsfuse/zfs-fuse.log") ;;
-    ozfs) logs+=("${OZFS_STATE_DIR:-$BT_WORK/ozfs-state}/ozfsd.log") ;;
+    zfsfuse) logs+=("$BT_WORK/zfsfuse-$BT_TAG/zfs-fuse.log") ;;
+    ozfs) logs+=("$BT_WORK/ozfs-state-$BT_TAG/ozfsd.log") ;;
     esac
     { grep -h -i -E 'error|fail|panic|fatal|warn|abort|corrupt' "${logs[@]}" 2>/dev/null || true; } |
         head -n 20 | python3 -c 'import json,sys; print(json.dumps([l.rstrip() for l in sys.stdin]))'
