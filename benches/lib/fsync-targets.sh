@@ -302,6 +302,7 @@ bt_problems() {
     ozfs) logs+=("$BT_WORK/ozfs-state-$BT_TAG/ozfsd.log") ;;
     esac
     { grep -h -i -E 'error|fail|panic|fatal|warn|abort|corrupt' "${logs[@]}" 2>/dev/null || true; } |
+        { grep -v 'LOG:  aborting any active transactions' || true; } |
         head -n 20 | python3 -c 'import json,sys; print(json.dumps([l.rstrip() for l in sys.stdin]))'
 }
 
