@@ -2,7 +2,7 @@
 # PostgreSQL 15 pgbench on ext4, zfs-fuse and ozfs, one fresh file system
 # each, in one run (issue 34: the benchmark that judges a ZFS intent log).
 #
-#   benches/pgbench.sh                     (root; about 3 minutes per target)
+#   benches/pgbench.sh                     (root; about 1 minute per target and round)
 #
 # Per target: a file system on a $DEV_SIZE file in one work directory under
 # /var/tmp (benches/lib/fsync-targets.sh says how each is made and mounted);
