@@ -453,6 +453,29 @@ impl PoolWriter {
         Ok(nh)
     }
 
+    /// Stage a new intent-log header in the objset of `ds_obj` without
+    /// its key: the objset is written raw (its MACs, which do not cover
+    /// the header, kept) with nothing else changed.
+    fn stage_header_raw(
+        &mut self,
+        ds_obj: u64,
+        ds: &ozfs_format::dsl::DslDatasetPhys,
+        header: Vec<u8>,
+    ) -> Result<()> {
+        if let Some(t) = self.fs.get_mut(&ds_obj) {
+            t.os.phys.zil_header = header;
+            t.header_dirty = true;
+            return Ok(());
+        }
+        let os = ozfs_dmu::objset::Objset::open(self.pool.clone(), &ds.bp)?;
+        let mut t = ozfs_dmu::tx::ObjsetTx::new(os);
+        t.raw_recv = true;
+        t.os.phys.zil_header = header;
+        t.header_dirty = true;
+        self.fs.insert(ds_obj, t);
+        Ok(())
+    }
+
     /// Claim the blocks of the chain `h` names (born in or after the open
     /// txg's predecessor was synced) and return the claimed header.
     fn claim_chain(
@@ -482,7 +505,7 @@ impl PoolWriter {
         nh.claim_txg = first_txg;
         nh.claim_blk_seq = chain.last_blk_seq;
         nh.claim_lr_seq = chain.last_lr_seq;
-        if !chain.records.is_empty() || chain.blocks.len() > 1 {
+        if !chain.records.is_empty() || chain.last_lr_seq > 0 || chain.blocks.len() > 1 {
             nh.flags |= fz::ZIL_REPLAY_NEEDED;
         }
         nh.flags |= fz::ZIL_CLAIM_LR_SEQ_VALID;
@@ -531,11 +554,15 @@ impl PoolWriter {
             if nh.flags & fz::ZIL_REPLAY_NEEDED != 0 {
                 out.push(ds_obj);
             }
-            // The header is plain in the objset: an encrypted file
-            // system's claim is written once its key is loaded (until
-            // then it lives in the space maps, and the next import
-            // finds those blocks allocated).
+            // The header lies outside the objset's MACs: an encrypted
+            // file system whose key is not loaded gets its claim written
+            // raw (its MACs kept), as OpenZFS's claim writes it.
             if ds.bp.uses_crypt() && self.pool.keys.master(ds.dir_obj).is_none() {
+                if let Err(e) = self.stage_header_raw(ds_obj, &ds, nh.encode().to_vec()) {
+                    eprintln!(
+                        "ozfs: warning: dataset object {ds_obj}: intent log claim not recorded: {e}"
+                    );
+                }
                 continue;
             }
             self.replaying.insert(ds_obj);
@@ -565,7 +592,7 @@ pub struct Chain {
     /// Records of the verified blocks, in order, up to the claimed
     /// sequence number when the header records a claim.
     pub records: Vec<LogRecord>,
-    /// Block pointers of indirect writes and clones among the records.
+    /// Block pointers of indirect writes among the records.
     pub indirect: Vec<BlkPtr>,
     /// Of `indirect`, those born at or after the claim txg (what a
     /// destroyed log frees).
@@ -575,6 +602,45 @@ pub struct Chain {
     pub last_lr_seq: u64,
     /// Why the walk stopped, when not at an unwritten block.
     pub error: Option<String>,
+    /// Verified blocks of an encrypted log (their records not parsed).
+    pub encrypted_blocks: usize,
+}
+
+/// The parts of an encrypted log block's records in the clear: each
+/// record's sequence number and, for an indirect write, its block pointer
+/// (when it is a valid, non-embedded one). Stops at the first record whose
+/// length does not fit.
+fn clear_parts(records: &[u8], swap: bool) -> Vec<(u64, Option<BlkPtr>)> {
+    let word = |b: &[u8], at: usize| -> Option<u64> {
+        let w: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
+        let v = u64::from_ne_bytes(w);
+        Some(if swap { v.swap_bytes() } else { v })
+    };
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < records.len() {
+        let rec = &records[at..];
+        let (Some(txtype), Some(reclen), Some(seq)) = (word(rec, 0), word(rec, 8), word(rec, 24))
+        else {
+            break;
+        };
+        let Ok(len) = usize::try_from(reclen) else {
+            break;
+        };
+        if len < fz::LR_SIZE || len % 8 != 0 || len > rec.len() {
+            break;
+        }
+        let wbp = if txtype & !fz::tx::CI == fz::tx::WRITE && len >= fz::LR_WRITE_SIZE {
+            BlkPtr::from_bytes(&rec[64..192], swap).ok().filter(|b| {
+                !b.is_hole() && !b.is_embedded() && b.validate("indirect write").is_ok()
+            })
+        } else {
+            None
+        };
+        out.push((seq, wbp));
+        at += len;
+    }
+    out
 }
 
 /// Read one log block named by `bp` and verify it against its verifier.
@@ -652,6 +718,26 @@ pub fn read_chain(pool: &Pool, h: &ZilHeader, ds_obj: u64, max_blocks: Option<us
             }
         };
         c.verified += 1;
+        if bp.uses_crypt() {
+            // Records of an encrypted dataset are ciphertext but for their
+            // `lr_t` and an indirect write's block pointer, which OpenZFS
+            // leaves in the clear so that a claim needs no key.
+            c.encrypted_blocks += 1;
+            for (seq, wbp) in clear_parts(blk.records, blk.byteswapped) {
+                if seq > lr_limit {
+                    break;
+                }
+                c.last_lr_seq = c.last_lr_seq.max(seq);
+                if let Some(w) = wbp {
+                    c.indirect.push(w);
+                    if claimed && w.birth() >= h.claim_txg {
+                        c.claimed_data.push(w);
+                    }
+                }
+            }
+            bp = blk.next;
+            continue;
+        }
         match fz::parse_records(blk.records, blk.byteswapped) {
             Ok(recs) => {
                 let mut stop = false;
@@ -668,13 +754,9 @@ pub fn read_chain(pool: &Pool, h: &ZilHeader, ds_obj: u64, max_blocks: Option<us
                                 c.claimed_data.push(w.blkptr);
                             }
                         }
-                        fz::Record::CloneRange(cr) => {
-                            for b in &cr.bps {
-                                if !b.is_hole() && !b.is_embedded() {
-                                    c.indirect.push(*b);
-                                }
-                            }
-                        }
+                        // A clone's blocks are older than the log (OpenZFS
+                        // refuses to log others) and stay their source's:
+                        // nothing to claim.
                         _ => {}
                     }
                     c.records.push(r);
@@ -727,9 +809,11 @@ pub fn allocated_blocks(
 
 /// The file systems of `pool` whose intent logs hold records not applied
 /// to them (a pool a writer left without exporting, imported read-only):
-/// (name, records) for each. A reader shows those file systems as of the
-/// last committed txg, and must say so.
-pub fn unreplayed(pool: &std::sync::Arc<Pool>) -> Result<Vec<(String, usize)>> {
+/// (name, records, encrypted) for each — for an encrypted log, whose
+/// records cannot be read without its key, the count is of log blocks. A
+/// reader shows those file systems as of the last committed txg, and must
+/// say so.
+pub fn unreplayed(pool: &std::sync::Arc<Pool>) -> Result<Vec<(String, usize, bool)>> {
     let dsl = crate::DslPool::open(pool.clone())?;
     let root = dsl.root()?;
     let last = pool.uberblock.txg;
@@ -760,8 +844,10 @@ pub fn unreplayed(pool: &std::sync::Arc<Pool>) -> Result<Vec<(String, usize)>> {
                     }
             })
             .count();
-        if n > 0 {
-            out.push((ds.name.clone(), n));
+        if c.encrypted_blocks > 0 {
+            out.push((ds.name.clone(), c.encrypted_blocks, true));
+        } else if n > 0 {
+            out.push((ds.name.clone(), n, false));
         }
     }
     Ok(out)

@@ -367,15 +367,26 @@ pub fn unreplayed_logs(name: &str) -> Result<Vec<String>> {
     let pool = rec.open()?;
     Ok(ozfs_dsl::zil::unreplayed(&pool)?
         .into_iter()
-        .map(|(fs, n)| {
+        .map(|(fs, n, encrypted)| {
+            let what = if encrypted {
+                format!("its encrypted intent log holds {n} log block{}", plural(n))
+            } else {
+                format!("its intent log holds {n} record{}", plural(n))
+            };
             format!(
-                "{fs}: its intent log holds {n} record{} not applied (read-only import): \
-                 its files are shown as of the last committed transaction group; import \
-                 the pool read-write to replay them",
-                if n == 1 { "" } else { "s" }
+                "{fs}: {what} not applied (read-only import): its files are shown as of the \
+                 last committed transaction group; import the pool read-write to replay them"
             )
         })
         .collect())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 /// The writer of a recorded pool no daemon holds, under its lock.

@@ -73,6 +73,27 @@ pub struct ItxEntry {
     pub itx: Itx,
 }
 
+/// A device number as a log record carries it: the Linux kernel's
+/// `dev_t` (`major << 20 | minor`, what OpenZFS logs), from the form ozfs
+/// stores — the 32-bit `new_encode_dev` form, or OpenZFS's 64-bit
+/// `major << 32 | minor` (see the FUSE layer's `linux_dev`).
+pub fn rdev_to_log(stored: u64) -> u64 {
+    let (major, minor) = if stored >> 32 == 0 {
+        let d = stored as u32 as u64;
+        ((d & 0xfff00) >> 8, (d & 0xff) | ((d >> 12) & 0xfff00))
+    } else {
+        ((stored >> 32) & 0xfff, stored & 0xfffff)
+    };
+    (major << 20) | minor
+}
+
+/// The stored form of a logged device number (inverse of
+/// [`rdev_to_log`]): what a mount stores for a `mknod` of that device.
+pub fn rdev_from_log(logged: u64) -> u64 {
+    let (major, minor) = ((logged >> 20) & 0xfff, logged & 0xfffff);
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
 fn common(txtype: u64) -> LrCommon {
     LrCommon {
         txtype,
@@ -105,7 +126,7 @@ pub fn create_itx(z: &ZplTx, doid: u64, name: &[u8], obj: u64) -> Result<Itx> {
             gid: a.gid,
             gen: a.gen,
             crtime: [a.crtime.0, a.crtime.1],
-            rdev: a.rdev,
+            rdev: if a.rdev == 0 { 0 } else { rdev_to_log(a.rdev) },
             name: name.to_vec(),
             link,
             ..Default::default()
@@ -340,7 +361,14 @@ fn apply(
                         let target = c.link.clone().unwrap_or_default();
                         z.symlink(c.doid, &c.name, &target, c.uid, c.gid)
                     }
-                    _ => z.create(c.doid, &c.name, c.mode, c.uid, c.gid, c.rdev),
+                    _ => {
+                        let rdev = if c.rdev == 0 {
+                            0
+                        } else {
+                            rdev_from_log(c.rdev)
+                        };
+                        z.create(c.doid, &c.name, c.mode, c.uid, c.gid, rdev)
+                    }
                 }
             } else {
                 z.make_xattr_dir(c.doid, c.mode, c.uid, c.gid)
@@ -382,7 +410,12 @@ fn apply(
                     crtime: (w.wcrtime[0], w.wcrtime[1]),
                 });
                 let mode = S_IFCHR | (w.wmode & 0o7777);
-                let made = z.create(x.sdoid, &x.sname, mode, w.wuid, w.wgid, w.wrdev);
+                let rdev = if w.wrdev == 0 {
+                    0
+                } else {
+                    rdev_from_log(w.wrdev)
+                };
+                let made = z.create(x.sdoid, &x.sname, mode, w.wuid, w.wgid, rdev);
                 z.replay_create = None;
                 made?;
             }
@@ -569,4 +602,24 @@ fn replay_inner(
     w.zil_destroy_replayed(ds_obj, &chain)?;
     w.sync()?;
     Ok(Some(stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OpenZFS logs `mknod c 1 3` as the kernel's dev_t 0x100003 and
+    /// `b 7 0` as 0x700000 (seen in its `zdb -ivv`); ozfs stores the FUSE
+    /// form 0x103 / 0x700 (what zfs-fuse stores too), and reads OpenZFS's
+    /// 64-bit `1 << 32 | 3`.
+    #[test]
+    fn device_numbers_convert_as_openzfs_logs_them() {
+        assert_eq!(rdev_from_log(0x100003), 0x103);
+        assert_eq!(rdev_from_log(0x700000), 0x700);
+        assert_eq!(rdev_to_log(0x103), 0x100003);
+        assert_eq!(rdev_to_log((1 << 32) | 3), 0x100003);
+        // Large minors round-trip (c 300 70000).
+        assert_eq!(rdev_to_log(0x11112c70), (300 << 20) | 70000);
+        assert_eq!(rdev_from_log((300 << 20) | 70000), 0x11112c70);
+    }
 }
