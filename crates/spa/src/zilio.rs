@@ -83,6 +83,7 @@ impl LogIo {
             return;
         }
         g.queue.push(job);
+        self.cv.notify_all();
         if !g.running {
             g.running = true;
             drop(g);
@@ -100,9 +101,22 @@ impl LogIo {
         let mut g = self.lock();
         loop {
             if g.queue.is_empty() {
-                g.running = false;
+                // Idle: wait a while for the next commit (a thread started
+                // per commit would cost more than the write), then go.
                 self.cv.notify_all();
-                return;
+                let (ng, t) = self
+                    .cv
+                    .wait_timeout_while(g, std::time::Duration::from_secs(2), |s| {
+                        s.queue.is_empty()
+                    })
+                    .unwrap_or_else(|e| e.into_inner());
+                g = ng;
+                if t.timed_out() && g.queue.is_empty() {
+                    g.running = false;
+                    self.cv.notify_all();
+                    return;
+                }
+                continue;
             }
             let batch = std::mem::take(&mut g.queue);
             let failed = g.failed.clone();
@@ -153,7 +167,7 @@ impl LogIo {
     /// Wait until every queued commit was written and completed.
     pub fn drain(&self) {
         let mut g = self.lock();
-        while g.running || g.busy || !g.queue.is_empty() {
+        while g.busy || !g.queue.is_empty() {
             g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
         }
     }
