@@ -22,7 +22,13 @@
 # pool found on the disks is imported.  KEY: passphrase (or hex/raw key, as the
 # dataset's keyformat says) loaded for every encrypted dataset whose key is
 # not available from its keylocation.  KEYDS: encrypted datasets whose log
-# zdb should also dump decrypted (zdb -K KEY DATASET).
+# zdb should also dump decrypted (zdb -K KEY DATASET).  ALTROOT (default
+# /rcroot): the pools are imported with `zpool import -R ALTROOT`, so that
+# the mountpoints they carry (for pools made by ozfs on the host: host paths
+# such as /var/tmp/..., which could fall on the guest's own directories or
+# on this job's /var/tmp/rc) are mounted under ALTROOT; ALTROOT= (empty)
+# mounts them where the property says.  The manifests name datasets, not
+# paths, so they do not depend on it.
 #
 # Output sections (`### name` lines): disks, zdb-ivv (zdb -e -ivv of each pool
 # before the import: the logs as OpenZFS reads them), import, status,
@@ -65,8 +71,9 @@ for ds in ${KEYDS:-}; do
 done
 
 echo "### import"
+ALTROOT=${ALTROOT-/rcroot}
 for p in $pools; do
-    zpool import -d $D -N -f $p 2>&1 || { echo "IMPORT OF $p FAILED"; rc=1; }
+    zpool import -d $D -N -f ${ALTROOT:+-R "$ALTROOT"} $p 2>&1 || { echo "IMPORT OF $p FAILED"; rc=1; }
 done
 echo "### status"
 zpool status -v 2>&1
