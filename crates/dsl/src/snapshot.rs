@@ -34,6 +34,17 @@ impl PoolWriter {
         // A snapshot names no intent log (OpenZFS's `zil_suspend`): a
         // live one is closed by this sync, everything it held committed.
         if let Ok(h) = self.dsl().lookup(fs) {
+            if !self.zil_live(h.ds_obj) && !h.is_snapshot && !h.ds.bp.is_hole() {
+                // A log waiting for its replay would be frozen into the
+                // snapshot, naming blocks the replay then frees.
+                let os = ozfs_dmu::objset::Objset::open(self.pool.clone(), &h.ds.bp)?;
+                if crate::space::zil_has_records(&self.pool, &os.phys.zil_header, os.swap)? {
+                    return Err(Error::Busy(format!(
+                        "cannot create snapshot '{full}': the intent log of '{fs}' holds \
+                         records not replayed; mount it read-write first"
+                    )));
+                }
+            }
             self.zil_close(h.ds_obj);
         }
         self.sync()?;
