@@ -664,6 +664,10 @@ pub struct MetaslabGroup {
     /// special or dedup vdev), whose space OpenZFS keeps for its own
     /// kinds of blocks; frees there are recorded as anywhere.
     pub allocatable: bool,
+    /// Whether this is a separate intent-log device (its top-level vdev's
+    /// `is_log`): not allocatable, but where [`Allocator::alloc_log`] puts
+    /// intent-log blocks first, as OpenZFS's log class.
+    pub log: bool,
     /// Metaslab tried first.
     active: usize,
 }
@@ -776,8 +780,16 @@ impl MetaslabGroup {
             metaslabs,
             geometry,
             allocatable: true,
+            log: false,
             active: 0,
         }
+    }
+
+    /// Make this the group of a separate intent-log device: no new blocks
+    /// but intent-log ones ([`Allocator::alloc_log`]).
+    pub fn mark_log(&mut self) {
+        self.log = true;
+        self.allocatable = false;
     }
 
     /// See [`psize_to_asize`].
@@ -903,6 +915,9 @@ pub struct Allocator {
     pub groups: Vec<MetaslabGroup>,
     /// Index into `groups` of the vdev tried first.
     rotor: usize,
+    /// Index into `groups` of the log group [`Allocator::alloc_log`]
+    /// tries first (it moves on after every log block).
+    log_rotor: usize,
     /// Bytes handed out on the rotor's vdev since it last moved.
     aliquot_used: u64,
     /// The txg the pending changes belong to, if any.
@@ -919,6 +934,7 @@ impl Allocator {
         Self {
             groups,
             rotor: 0,
+            log_rotor: 0,
             aliquot_used: 0,
             open_txg: None,
             synced_txg: 0,
@@ -1016,6 +1032,38 @@ impl Allocator {
         Err(enospc(format!(
             "out of space: no metaslab can hold a {psize}-byte block"
         )))
+    }
+
+    /// Allocate an intent-log block of `psize` bytes in `txg`: on a
+    /// separate log device ([`MetaslabGroup::log`]) when the pool has one
+    /// with room, as OpenZFS's `zio_alloc_zil` tries its log class first —
+    /// the log groups taken in turn, one block each — else where
+    /// [`Allocator::alloc`] puts any block (the normal class).
+    pub fn alloc_log(&mut self, psize: u64, txg: u64) -> Result<Extent> {
+        if psize == 0 {
+            return Err(Error::Invalid("allocation of 0 bytes".into()));
+        }
+        let n = self.groups.len();
+        if self.groups.iter().any(|g| g.log) {
+            self.enter_txg(txg)?;
+            for k in 0..n {
+                let gi = (self.log_rotor + k) % n;
+                let g = &mut self.groups[gi];
+                if !g.log {
+                    continue;
+                }
+                let asize = g.psize_to_asize(psize);
+                if let Some(offset) = g.try_alloc(asize)? {
+                    self.log_rotor = (gi + 1) % n;
+                    return Ok(Extent {
+                        vdev: g.vdev,
+                        offset,
+                        asize,
+                    });
+                }
+            }
+        }
+        self.alloc(psize, txg, &[])
     }
 
     /// Free an allocation made by [`Allocator::alloc`] (or loaded from a
@@ -1308,6 +1356,40 @@ mod tests {
             a.free_extent(e, 4).unwrap();
         }
         a.groups[0].verify().unwrap();
+    }
+
+    #[test]
+    fn log_blocks_go_to_log_devices() {
+        let mut groups = vec![
+            MetaslabGroup::new(0, 9, 64 * M, 24, Geometry::Plain),
+            MetaslabGroup::new(1, 9, 16 * M, 20, Geometry::Plain),
+            MetaslabGroup::new(2, 9, 16 * M, 20, Geometry::Plain),
+        ];
+        groups[1].mark_log();
+        groups[2].mark_log();
+        let mut a = Allocator::new(groups);
+        // Normal blocks never go to a log device.
+        for _ in 0..64 {
+            assert_eq!(a.alloc(128 * K, 4, &[]).unwrap().vdev, 0);
+        }
+        // Log blocks take the log devices in turn.
+        let v: Vec<u64> = (0..4)
+            .map(|_| a.alloc_log(4 * K, 4).unwrap().vdev)
+            .collect();
+        assert_eq!(v, [1, 2, 1, 2]);
+        // Totals count the normal class only.
+        assert_eq!(a.total_space(), 64 * M);
+        // Full log devices: the normal class takes the log blocks.
+        let mut on_logs = 0u64;
+        while a.alloc_log(128 * K, 4).unwrap().vdev != 0 {
+            on_logs += 1;
+            assert!(on_logs <= 256, "more log blocks than the log devices hold");
+        }
+        assert!(a.groups[1].free_bytes() + a.groups[2].free_bytes() < 2 * 16 * 128 * K);
+        a.verify().unwrap();
+        // Without log devices alloc_log is alloc.
+        let mut b = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, Geometry::Plain)]);
+        assert_eq!(b.alloc_log(512, 4).unwrap().vdev, 0);
     }
 
     fn g_range(a: &Allocator, offset: u64) -> (u64, u64) {
