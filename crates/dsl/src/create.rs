@@ -54,6 +54,9 @@ pub fn zpl_version_for(pool_version: u64) -> u64 {
         ZPL_VERSION
     }
 }
+/// Pool version from which a pool may have separate intent-log devices
+/// (OpenZFS's `SPA_VERSION_SLOGS`).
+pub const SPA_VERSION_SLOGS: u64 = 7;
 /// txg of a new pool's first sync.
 pub const TXG_INITIAL: u64 = 4;
 
@@ -65,6 +68,9 @@ pub enum TopSpec {
     Raidz(usize, Vec<PathBuf>),
     /// A dRAID vdev (`draid[P][:Dd][:Cc][:Ss]`) over the devices.
     Draid(DraidSpec, Vec<PathBuf>),
+    /// A separate intent-log device (`log DEV` or `log mirror A B`): the
+    /// vdev inside, a disk or a mirror, made with `is_log` 1.
+    Log(Box<TopSpec>),
 }
 
 impl TopSpec {
@@ -73,6 +79,20 @@ impl TopSpec {
         match self {
             TopSpec::Disk(p) => std::slice::from_ref(p),
             TopSpec::Mirror(v) | TopSpec::Raidz(_, v) | TopSpec::Draid(_, v) => v,
+            TopSpec::Log(t) => t.devices(),
+        }
+    }
+
+    /// Whether this is a separate intent-log device.
+    pub fn is_log(&self) -> bool {
+        matches!(self, TopSpec::Log(_))
+    }
+
+    /// The vdev's shape: what a log device is made of, else itself.
+    pub fn shape(&self) -> &TopSpec {
+        match self {
+            TopSpec::Log(t) => t.shape(),
+            t => t,
         }
     }
 
@@ -83,6 +103,7 @@ impl TopSpec {
             TopSpec::Mirror(_) => TopSpec::Mirror(devs),
             TopSpec::Raidz(n, _) => TopSpec::Raidz(*n, devs),
             TopSpec::Draid(d, _) => TopSpec::Draid(*d, devs),
+            TopSpec::Log(t) => TopSpec::Log(Box::new(t.with_devices(devs))),
         }
     }
 }
@@ -253,6 +274,16 @@ fn top_config(id: u64, t: &TopSpec, ashift: u64, devices: &mut Devices) -> Resul
     let open_leaf = open_new_leaf;
     let mut nv = NvList::new();
     let asize = match t {
+        // A log device is a disk or a mirror, as OpenZFS's zpool allows;
+        // what marks it (`is_log`) is set with the allocation keys.
+        TopSpec::Log(inner) => {
+            if !matches!(**inner, TopSpec::Disk(_) | TopSpec::Mirror(_)) {
+                return Err(Error::Invalid(
+                    "invalid vdev specification: a log device is a disk or a mirror".into(),
+                ));
+            }
+            return top_config(id, inner, ashift, devices);
+        }
         TopSpec::Draid(spec, ps) => {
             let layout = spec.layout(ps.len() as u64, ashift as u32)?;
             let (kids, min) = open_leaves(ps, devices)?;
@@ -323,6 +354,15 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
             format!("a dRAID vdev ({DRAID} is not enabled: zpool upgrade)"),
         ));
     }
+    if t.is_log() && w.version < SPA_VERSION_SLOGS {
+        return Err(Error::unsupported(
+            format!("pool '{}'", w.pool.name),
+            format!(
+                "a log device in a version-{} pool (they need version {SPA_VERSION_SLOGS})",
+                w.version
+            ),
+        ));
+    }
     let (mut nv, asize) = top_config(id, t, ashift, &mut devices)?;
     let ms_shift = metaslab_shift_for(asize) as u64;
     let ms_array = w
@@ -332,7 +372,7 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
     nv.set("metaslab_shift", NvValue::Uint64(ms_shift));
     nv.set("ashift", NvValue::Uint64(ashift));
     nv.set("asize", NvValue::Uint64(asize));
-    nv.set("is_log", NvValue::Uint64(0));
+    nv.set("is_log", NvValue::Uint64(u64::from(t.is_log())));
     nv.set("create_txg", NvValue::Uint64(w.txg));
     let devs = devices.into_iter().map(|(g, (d, p))| (g, d, p)).collect();
     w.pool.add_top(nv, devs)?;
@@ -343,13 +383,11 @@ pub fn add_top(w: &mut PoolWriter, t: &TopSpec) -> Result<()> {
         .get(id as usize)
         .ok_or_else(|| Error::Invalid("the new vdev is not in the tree".into()))?;
     let raidz = Geometry::of(top);
-    w.alloc.groups.push(MetaslabGroup::new(
-        id,
-        ashift as u32,
-        asize,
-        ms_shift as u32,
-        raidz,
-    ));
+    let mut g = MetaslabGroup::new(id, ashift as u32, asize, ms_shift as u32, raidz);
+    if t.is_log() {
+        g.mark_log();
+    }
+    w.alloc.groups.push(g);
     w.ms_arrays.push(ms_array);
     w.config_dirty = true;
     draid_top_added(w, id)?;
@@ -479,7 +517,7 @@ pub fn create_pool(
     if !(9..=16).contains(&ashift) {
         return Err(Error::Invalid(format!("ashift {ashift} must be 9..16")));
     }
-    if tops.is_empty() {
+    if tops.iter().all(TopSpec::is_log) {
         return Err(Error::Invalid("a pool needs at least one vdev".into()));
     }
     let pool_guid = random_u64() | 1;
@@ -493,7 +531,7 @@ pub fn create_pool(
         nv.set("metaslab_shift", NvValue::Uint64(ms_shift));
         nv.set("ashift", NvValue::Uint64(ashift));
         nv.set("asize", NvValue::Uint64(asize));
-        nv.set("is_log", NvValue::Uint64(0));
+        nv.set("is_log", NvValue::Uint64(u64::from(t.is_log())));
         nv.set("create_txg", NvValue::Uint64(TXG_INITIAL));
         top_nvs.push(nv);
     }
@@ -562,13 +600,11 @@ pub fn create_pool(
     for top in &pool.root.children {
         let raidz = Geometry::of(top);
         let ms_shift = top.config.get_u64("metaslab_shift").unwrap_or(17) as u32;
-        groups.push(MetaslabGroup::new(
-            top.id,
-            top.ashift as u32,
-            top.asize,
-            ms_shift,
-            raidz,
-        ));
+        let mut g = MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift, raidz);
+        if top.config.get_u64("is_log").unwrap_or(0) != 0 {
+            g.mark_log();
+        }
+        groups.push(g);
     }
     let mut alloc = Allocator::new(groups);
     alloc.set_synced_txg(TXG_INITIAL - 1);

@@ -31,14 +31,16 @@ pub struct DatasetInfo {
 /// Pool-wide space figures.
 #[derive(Debug, Clone, Default)]
 pub struct SpaceInfo {
-    /// Raw allocatable bytes of all top-level vdevs (what `zpool list` calls SIZE).
+    /// Raw allocatable bytes of the top-level vdevs but log devices (what
+    /// `zpool list` calls SIZE).
     pub size: u64,
-    /// Allocated bytes according to the space maps.
+    /// Allocated bytes according to the space maps (log devices not counted).
     pub alloc: u64,
-    /// Deflated space (what datasets can use, before the slop reservation).
+    /// Deflated space (what datasets can use, before the slop reservation;
+    /// log devices not counted).
     pub dspace: u64,
-    /// (size, allocated) of each top-level vdev, in the root's order
-    /// (zeros for a hole or a vdev without metaslabs).
+    /// (size, allocated) of each top-level vdev, log devices too, in the
+    /// root's order (zeros for a hole or a vdev without metaslabs).
     pub tops: Vec<(u64, u64)>,
     /// Deflated space of the normal allocation class (what OpenZFS's slop
     /// rule is computed from): `dspace` without special, dedup and log
@@ -720,7 +722,14 @@ impl DslPool {
                 }
                 _ => ms_count << ms_shift,
             };
-            s.size += vsize;
+            // A log device's space is its own class, outside the pool's
+            // SIZE, ALLOC and deflated space (OpenZFS's
+            // `spa_prop_get_config` and `spa_update_dspace` leave the log
+            // class out); its own figures stay in `tops`.
+            let log = top.config.get_u64("is_log").unwrap_or(0) != 0;
+            if !log {
+                s.size += vsize;
+            }
             if let Some(t) = s.tops.last_mut() {
                 t.0 = vsize;
             }
@@ -741,7 +750,9 @@ impl DslPool {
                 _ => 512,
             };
             let deflated = (vsize >> 9).saturating_mul(ratio);
-            s.dspace = s.dspace.saturating_add(deflated);
+            if !log {
+                s.dspace = s.dspace.saturating_add(deflated);
+            }
             // Allocation classes: log devices and special or dedup vdevs
             // are outside the normal class.
             let normal = self.vdev_class(top).is_none();
@@ -770,7 +781,9 @@ impl DslPool {
                                 smdn.swap,
                                 "space map header",
                             )?;
-                            s.alloc = s.alloc.wrapping_add(alloc);
+                            if !log {
+                                s.alloc = s.alloc.wrapping_add(alloc);
+                            }
                             if let Some(t) = s.tops.last_mut() {
                                 t.1 = t.1.wrapping_add(alloc);
                             }

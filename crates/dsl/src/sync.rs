@@ -401,14 +401,18 @@ pub(crate) fn load_metaslabs_and_logs(
             MetaslabGroup::new(top.id, top.ashift as u32, top.asize, ms_shift as u32, raidz);
         // Allocation classes: a log device (`is_log`), or a special or
         // dedup vdev (its top ZAP's `org.zfsonlinux:allocation_bias`),
-        // gets no new blocks; ozfs writes everything to the normal class
-        // (where OpenZFS too puts what its other classes cannot hold).
+        // gets no new blocks but intent-log ones on a log device; ozfs
+        // writes everything else to the normal class (where OpenZFS too
+        // puts what its other classes cannot hold).
         let bias = match view.top_zap(top.id) {
             Some(z) => ozfs_dmu::zap::lookup_obj(mos_os, z, "org.zfsonlinux:allocation_bias")?
                 .and_then(|e| e.as_string()),
             None => None,
         };
-        if cfg.get_u64("is_log").unwrap_or(0) != 0 || bias.is_some_and(|b| !b.is_empty()) {
+        if cfg.get_u64("is_log").unwrap_or(0) != 0 {
+            // Intent-log blocks go there first (`Allocator::alloc_log`).
+            g.mark_log();
+        } else if bias.is_some_and(|b| !b.is_empty()) {
             g.allocatable = false;
         }
         let count = g.metaslabs.len();

@@ -195,7 +195,8 @@ impl PoolWriter {
             .zil
             .get_mut(&ds_obj)
             .ok_or_else(|| Error::Invalid(format!("no intent log for dataset {ds_obj}")))?;
-        let ext = self.alloc.alloc(size, txg, &[])?;
+        // On a separate log device when the pool has one.
+        let ext = self.alloc.alloc_log(size, txg)?;
         let seq = st.next_blk_seq;
         st.next_blk_seq += 1;
         Ok(log_bp(
