@@ -695,14 +695,18 @@ fn print_iostat(
             nicenum(n)
         }
     };
-    let rows: Vec<(String, [String; 6])> = stats
+    // (name, columns, whether the row starts a pool).
+    let rows: Vec<(String, [String; 6], bool)> = stats
         .iter()
         .flat_map(|(st, secs)| {
             let rate = |n: u64| if *secs > 0.0 { n as f64 / secs } else { 0.0 };
             st.rows
                 .iter()
-                .filter(|r| verbose || r.depth == 0)
+                .filter(|r| (verbose && !(r.heading && scripted)) || (r.depth == 0 && !r.heading))
                 .map(|r| {
+                    if r.heading {
+                        return (r.name.clone(), std::array::from_fn(|_| "-".into()), false);
+                    }
                     let (alloc, free) = match r.space {
                         Some((a, f)) => (num(a as f64), num(f as f64)),
                         None => ("-".into(), "-".into()),
@@ -722,31 +726,37 @@ fn print_iostat(
                             num(rate(r.read_bytes)),
                             num(rate(r.write_bytes)),
                         ],
+                        r.depth == 0,
                     )
                 })
                 .collect::<Vec<_>>()
         })
         .collect();
     if scripted {
-        for (name, c) in &rows {
+        for (name, c, _) in &rows {
             println!("{name}\t{}", c.join("\t"));
         }
         return;
     }
-    let nw = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(10);
+    let nw = rows
+        .iter()
+        .map(|(n, _, _)| n.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     let dashes = format!("{}  {}", "-".repeat(nw), ["-----"; 6].join("  "));
     if header {
         println!("{:nw$}    capacity     operations     bandwidth", "");
         println!("{:<nw$}  alloc   free   read  write   read  write", "pool");
         println!("{dashes}");
     }
-    for (i, (name, c)) in rows.iter().enumerate() {
+    for (i, (name, c, _)) in rows.iter().enumerate() {
         println!(
             "{name:<nw$}  {:>5}  {:>5}  {:>5}  {:>5}  {:>5}  {:>5}",
             c[0], c[1], c[2], c[3], c[4], c[5]
         );
         // With -v a rule closes each pool (the next row is another pool).
-        let ends_pool = rows.get(i + 1).is_none_or(|(n, _)| !n.starts_with(' '));
+        let ends_pool = rows.get(i + 1).is_none_or(|r| r.2);
         if verbose && ends_pool {
             println!("{dashes}");
         }
@@ -1386,28 +1396,33 @@ fn create(argv: &[String]) -> CmdResult {
     Ok(())
 }
 
-/// `zpool create -n`: the layout a pool would have.
+/// `zpool create -n`: the layout a pool would have (log devices under
+/// `logs`, as OpenZFS prints them).
 fn print_layout(name: &str, tops: &[ozfs_ops::devices::TopSpec], spares: &[PathBuf]) {
     use ozfs_ops::devices::TopSpec;
     println!("would create '{name}' with the following layout:\n");
     println!("\t{name}");
-    for t in tops {
-        match t {
-            TopSpec::Disk(p) => println!("\t  {}", p.display()),
-            TopSpec::Mirror(v) | TopSpec::Raidz(_, v) | TopSpec::Draid(_, v) => {
-                match t {
-                    TopSpec::Raidz(n, _) => println!("\t  raidz{n}"),
-                    TopSpec::Draid(d, _) => match d.layout(v.len() as u64, 12) {
-                        Ok(l) => println!("\t  {}", l.type_name()),
-                        Err(_) => println!("\t  draid{}", d.nparity),
-                    },
-                    _ => println!("\t  mirror"),
-                }
-                for p in v {
-                    println!("\t    {}", p.display());
-                }
+    let print = |t: &TopSpec| match t.shape() {
+        TopSpec::Disk(p) => println!("\t  {}", p.display()),
+        s @ (TopSpec::Mirror(v) | TopSpec::Raidz(_, v) | TopSpec::Draid(_, v)) => {
+            match s {
+                TopSpec::Raidz(n, _) => println!("\t  raidz{n}"),
+                TopSpec::Draid(d, _) => match d.layout(v.len() as u64, 12) {
+                    Ok(l) => println!("\t  {}", l.type_name()),
+                    Err(_) => println!("\t  draid{}", d.nparity),
+                },
+                _ => println!("\t  mirror"),
+            }
+            for p in v {
+                println!("\t    {}", p.display());
             }
         }
+        TopSpec::Log(_) => {}
+    };
+    tops.iter().filter(|t| !t.is_log()).for_each(print);
+    if tops.iter().any(TopSpec::is_log) {
+        println!("\tlogs");
+        tops.iter().filter(|t| t.is_log()).for_each(print);
     }
     if !spares.is_empty() {
         println!("\tspares");

@@ -494,9 +494,11 @@ pub fn activate_spares(
     events
 }
 
-/// A vdev specification (`mirror A B raidz2 C D E F G spare H`...) as
-/// top-level vdevs and hot spares; devices that belong to a pool are
-/// refused unless `force`.
+/// A vdev specification (`mirror A B raidz2 C D E F G spare H log I`...)
+/// as top-level vdevs and hot spares; devices that belong to a pool are
+/// refused unless `force`. The vdevs after `log` (up to the next `spare`
+/// or `cache`) are separate intent-log devices ([`TopSpec::Log`]), each a
+/// disk or a mirror, as OpenZFS's zpool takes them.
 pub fn vdev_spec(
     words: &[String],
     force: bool,
@@ -505,6 +507,9 @@ pub fn vdev_spec(
     let mut tops = Vec::new();
     let mut spares = Vec::new();
     let mut i = 0;
+    // Whether the vdevs being read are log devices, and whether `log` was seen.
+    let (mut in_log, mut seen_log) = (false, false);
+    let mut nlogs = 0usize;
     // Whether a word starts a new group (a vdev keyword), not a device.
     let keyword = |w: &str| {
         [
@@ -513,9 +518,18 @@ pub fn vdev_spec(
         .contains(&w)
             || ozfs_dsl::create::DraidSpec::parse(w).is_some()
     };
+    let unsupported_log = |w: &str| {
+        Error::Invalid(format!(
+            "invalid vdev specification: unsupported 'log' device: {}",
+            w.trim_end_matches(|c: char| c.is_ascii_digit())
+        ))
+    };
     while i < words.len() {
         let w = words[i].as_str();
         if let Some(spec) = ozfs_dsl::create::DraidSpec::parse(w) {
+            if in_log {
+                return Err(unsupported_log("draid"));
+            }
             let spec = spec?;
             let mut devs = Vec::new();
             i += 1;
@@ -534,6 +548,7 @@ pub fn vdev_spec(
             "raidz2" => Some(2),
             "raidz3" => Some(3),
             "spare" => {
+                in_log = false;
                 i += 1;
                 let start = i;
                 while i < words.len() && !keyword(&words[i]) {
@@ -547,14 +562,27 @@ pub fn vdev_spec(
                 }
                 continue;
             }
-            "log" | "cache" => {
+            "log" => {
+                if seen_log {
+                    return Err(Error::Invalid(
+                        "invalid vdev specification: 'log' can be specified only once".into(),
+                    ));
+                }
+                (seen_log, in_log) = (true, true);
+                i += 1;
+                continue;
+            }
+            "cache" => {
                 return Err(Error::Invalid(format!(
                     "{what}: '{w}' vdevs are not supported yet"
                 )))
             }
             _ => None,
         };
-        match group {
+        if in_log && group.is_some_and(|p| p > 0) {
+            return Err(unsupported_log(w));
+        }
+        let top = match group {
             Some(p) => {
                 let mut devs = Vec::new();
                 i += 1;
@@ -568,17 +596,28 @@ pub fn vdev_spec(
                         if p == 0 { 2 } else { p + 1 }
                     )));
                 }
-                tops.push(if p == 0 {
+                if p == 0 {
                     TopSpec::Mirror(devs)
                 } else {
                     TopSpec::Raidz(p, devs)
-                });
+                }
             }
             None => {
-                tops.push(TopSpec::Disk(std::path::PathBuf::from(w)));
                 i += 1;
+                TopSpec::Disk(std::path::PathBuf::from(w))
             }
+        };
+        if in_log {
+            nlogs += 1;
+            tops.push(TopSpec::Log(Box::new(top)));
+        } else {
+            tops.push(top);
         }
+    }
+    if seen_log && nlogs == 0 {
+        return Err(Error::Invalid(
+            "invalid vdev specification: log requires at least 1 device".into(),
+        ));
     }
     let mut all: Vec<std::path::PathBuf> = spares.clone();
     for t in &tops {

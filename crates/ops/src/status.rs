@@ -424,6 +424,9 @@ pub struct IoRow {
     pub write_ops: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// A class's heading (`logs`, `special`, `dedup`) before its top-level
+    /// vdevs, all its columns `-`; no figures of its own.
+    pub heading: bool,
 }
 
 /// I/O counters of an imported pool: every vdev's operations and bytes
@@ -462,6 +465,7 @@ pub fn iostat(name: &str) -> Result<IoStat> {
             write_ops,
             read_bytes,
             write_bytes,
+            heading: false,
         }
     };
     let mut rows = vec![IoRow {
@@ -470,25 +474,44 @@ pub fn iostat(name: &str) -> Result<IoStat> {
         space: Some((sp.alloc, sp.size.saturating_sub(sp.alloc))),
         ..IoRow::default()
     }];
-    for (i, top) in pool.root.children.iter().enumerate() {
-        if matches!(top.kind, VdevKind::Hole) {
-            continue;
-        }
-        let (size, alloc) = sp.tops.get(i).copied().unwrap_or((0, 0));
-        let r = row(
-            top,
-            top.display_name(),
-            1,
-            Some((alloc, size.saturating_sub(alloc))),
-        );
-        // The pool's I/O is the sum of its top-level vdevs'.
-        rows[0].read_ops += r.read_ops;
-        rows[0].write_ops += r.write_ops;
-        rows[0].read_bytes += r.read_bytes;
-        rows[0].write_bytes += r.write_bytes;
-        rows.push(r);
-        for c in &top.children {
-            rows.push(row(c, c.display_name(), 2, None));
+    // Top-level vdevs of the normal class first, then each other class
+    // under its heading, as OpenZFS's `zpool iostat -v` lists them.
+    let classes: Vec<Option<&str>> = pool
+        .root
+        .children
+        .iter()
+        .map(|t| dsl.vdev_class(t))
+        .collect();
+    for class in [None, Some("dedup"), Some("special"), Some("logs")] {
+        let mut first = true;
+        for (i, top) in pool.root.children.iter().enumerate() {
+            if matches!(top.kind, VdevKind::Hole) || classes.get(i).copied().flatten() != class {
+                continue;
+            }
+            if let (Some(c), true) = (class, first) {
+                rows.push(IoRow {
+                    name: c.to_string(),
+                    heading: true,
+                    ..IoRow::default()
+                });
+            }
+            first = false;
+            let (size, alloc) = sp.tops.get(i).copied().unwrap_or((0, 0));
+            let r = row(
+                top,
+                top.display_name(),
+                1,
+                Some((alloc, size.saturating_sub(alloc))),
+            );
+            // The pool's I/O is the sum of its top-level vdevs'.
+            rows[0].read_ops += r.read_ops;
+            rows[0].write_ops += r.write_ops;
+            rows[0].read_bytes += r.read_bytes;
+            rows[0].write_bytes += r.write_bytes;
+            rows.push(r);
+            for c in &top.children {
+                rows.push(row(c, c.display_name(), 2, None));
+            }
         }
     }
     Ok(IoStat {
