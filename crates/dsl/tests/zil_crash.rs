@@ -260,7 +260,8 @@ impl Run {
     /// fsync: commit the log; returns once it is durable.
     fn commit(&mut self, dev: &SimDevice) {
         let itxs = std::mem::take(&mut self.itxs);
-        let recs = zz::records(self.w.fs_tx(self.ds).unwrap(), itxs).unwrap();
+        let masks = zz::AttrMasks::of_version(self.w.version);
+        let recs = zz::records(self.w.fs_tx(self.ds).unwrap(), itxs, masks).unwrap();
         match self.w.zil_commit(self.ds, recs).unwrap() {
             c @ Commit::Write { .. } => {
                 let (tx, rx) = std::sync::mpsc::channel();

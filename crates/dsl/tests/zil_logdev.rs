@@ -84,7 +84,8 @@ fn write(
 
 /// fsync: commit the log, returning once it is durable.
 fn commit(w: &mut PoolWriter, ds: u64, itxs: &mut Vec<ItxEntry>) {
-    let recs = zz::records(w.fs_tx(ds).unwrap(), std::mem::take(itxs)).unwrap();
+    let masks = zz::AttrMasks::of_version(w.version);
+    let recs = zz::records(w.fs_tx(ds).unwrap(), std::mem::take(itxs), masks).unwrap();
     match w.zil_commit(ds, recs).unwrap() {
         c @ Commit::Write { .. } => {
             let (tx, rx) = std::sync::mpsc::channel();

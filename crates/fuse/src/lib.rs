@@ -914,7 +914,10 @@ impl State {
         }
         let itxs = std::mem::take(&mut self.itxs);
         let ds = self.ds_obj;
-        let recs = self.tx().and_then(|tx| ozfs_zpl::zil::records(tx, itxs));
+        let masks = ozfs_zpl::zil::AttrMasks::of_version(self.writer.version);
+        let recs = self
+            .tx()
+            .and_then(|tx| ozfs_zpl::zil::records(tx, itxs, masks));
         let c = recs.and_then(|recs| self.writer.zil_commit(ds, recs));
         match c {
             Ok(c) => Ok(Some(c)),

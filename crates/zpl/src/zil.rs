@@ -57,6 +57,62 @@ pub mod attr {
     pub const CTIME: u64 = 64;
 }
 
+/// Which platform's attribute bits a setattr record's mask is in: the
+/// writer's. OpenZFS on Linux logs the kernel's `ATTR_*` ([`attr`]);
+/// Solaris and zfs-fuse — whose pools are of version 23 or less — log
+/// `AT_*` (`AT_MODE` 0x2, `AT_UID` 0x4, `AT_GID` 0x8, `AT_SIZE` 0x80,
+/// `AT_ATIME` 0x100, `AT_MTIME` 0x200, `AT_CTIME` 0x400). ozfs writes a
+/// pool's records in the flavor its other writers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrMasks {
+    Linux,
+    Solaris,
+}
+
+const SOLARIS: [(u64, u64); 7] = [
+    (attr::MODE, 0x2),
+    (attr::UID, 0x4),
+    (attr::GID, 0x8),
+    (attr::SIZE, 0x80),
+    (attr::ATIME, 0x100),
+    (attr::MTIME, 0x200),
+    (attr::CTIME, 0x400),
+];
+
+impl AttrMasks {
+    /// The flavor of a pool of `version`: Solaris's up to version 23
+    /// (zfs-fuse), Linux's after (OpenZFS on Linux).
+    pub fn of_version(version: u64) -> AttrMasks {
+        if version <= 23 {
+            AttrMasks::Solaris
+        } else {
+            AttrMasks::Linux
+        }
+    }
+
+    /// A mask of [`attr`] bits in this flavor.
+    pub fn from_linux(self, m: u64) -> u64 {
+        match self {
+            AttrMasks::Linux => m,
+            AttrMasks::Solaris => SOLARIS
+                .iter()
+                .filter(|(l, _)| m & l != 0)
+                .fold(0, |a, (_, s)| a | s),
+        }
+    }
+
+    /// A mask of this flavor in [`attr`] bits (others dropped).
+    pub fn to_linux(self, m: u64) -> u64 {
+        match self {
+            AttrMasks::Linux => m,
+            AttrMasks::Solaris => SOLARIS
+                .iter()
+                .filter(|(_, s)| m & s != 0)
+                .fold(0, |a, (l, _)| a | l),
+        }
+    }
+}
+
 /// One logged change, waiting for a commit.
 #[derive(Debug, Clone)]
 pub enum Itx {
@@ -223,17 +279,27 @@ pub fn xattr_itx(obj: u64, name: &[u8], value: Option<&[u8]>) -> Itx {
 /// The records of `itxs` (the data of writes read from the files now,
 /// split into pieces every log block holds). A write whose object is gone
 /// or that now lies past the end of its file logs what is left of it.
-pub fn records(tx: &ObjsetTx, itxs: Vec<ItxEntry>) -> Result<Vec<(u64, LogRecord)>> {
+pub fn records(
+    tx: &ObjsetTx,
+    itxs: Vec<ItxEntry>,
+    masks: AttrMasks,
+) -> Result<Vec<(u64, LogRecord)>> {
     let mut out = Vec::with_capacity(itxs.len());
     for e in itxs {
         match e.itx {
-            Itx::Rec(record, txtype) => out.push((
-                e.txg,
-                LogRecord {
-                    common: common(txtype),
-                    record: *record,
-                },
-            )),
+            Itx::Rec(record, txtype) => {
+                let mut record = *record;
+                if let Record::Setattr(sa) = &mut record {
+                    sa.mask = masks.from_linux(sa.mask);
+                }
+                out.push((
+                    e.txg,
+                    LogRecord {
+                        common: common(txtype),
+                        record,
+                    },
+                ))
+            }
             Itx::Write { obj, off, len } => {
                 let Ok(dn) = tx.dnode(obj) else { continue };
                 if dn.phys.object_type == 0 {
@@ -291,6 +357,7 @@ pub fn replay(
     records: &[LogRecord],
     claim_txg: u64,
     replay_seq: u64,
+    masks: AttrMasks,
     read_block: &dyn Fn(&BlkPtr) -> Result<Vec<u8>>,
 ) -> Result<ReplayStats> {
     let mut st = ReplayStats::default();
@@ -300,6 +367,19 @@ pub fn replay(
             continue;
         }
         let name = tx::name(r.common.txtype);
+        let converted;
+        let r = match &r.record {
+            Record::Setattr(sa) if masks != AttrMasks::Linux => {
+                let mut sa = sa.clone();
+                sa.mask = masks.to_linux(sa.mask);
+                converted = LogRecord {
+                    common: r.common.clone(),
+                    record: Record::Setattr(sa),
+                };
+                &converted
+            }
+            _ => r,
+        };
         match apply(z, r, read_block) {
             Ok(true) => st.applied += 1,
             Ok(false) => st.skipped += 1,
@@ -590,14 +670,21 @@ fn replay_inner(
         chain.records.clear();
     }
     let txg = w.txg;
+    let version = w.version;
     let pool = w.pool.clone();
     let stats = {
         let otx = w.fs_tx(ds_obj)?;
         let mut z = ZplTx::open(otx, txg, recordsize)?;
         z.xattr_sa = xattr_sa;
-        replay(&mut z, &chain.records, h.claim_txg, h.replay_seq, &|bp| {
-            pool.read_bp(bp)
-        })?
+        let masks = AttrMasks::of_version(version);
+        replay(
+            &mut z,
+            &chain.records,
+            h.claim_txg,
+            h.replay_seq,
+            masks,
+            &|bp| pool.read_bp(bp),
+        )?
     };
     w.zil_destroy_replayed(ds_obj, &chain)?;
     w.sync()?;
@@ -612,6 +699,22 @@ mod tests {
     /// `b 7 0` as 0x700000 (seen in its `zdb -ivv`); ozfs stores the FUSE
     /// form 0x103 / 0x700 (what zfs-fuse stores too), and reads OpenZFS's
     /// 64-bit `1 << 32 | 3`.
+    /// zfs-fuse logs a truncate with `AT_SIZE` (0x80) and a chmod with
+    /// `AT_MODE` (0x2), as Solaris does (seen in its logs: read as Linux
+    /// bits they were a uid change and nothing).
+    #[test]
+    fn setattr_masks_follow_the_writers_platform() {
+        let s = AttrMasks::of_version(23);
+        assert_eq!(s, AttrMasks::Solaris);
+        assert_eq!(AttrMasks::of_version(5000), AttrMasks::Linux);
+        assert_eq!(s.to_linux(0x80), attr::SIZE);
+        assert_eq!(s.to_linux(0x2), attr::MODE);
+        assert_eq!(s.to_linux(0x300), attr::ATIME | attr::MTIME);
+        assert_eq!(s.from_linux(attr::MODE | attr::UID | attr::GID), 0xe);
+        assert_eq!(s.to_linux(s.from_linux(0x7f)), 0x7f);
+        assert_eq!(AttrMasks::Linux.from_linux(0x9), 0x9);
+    }
+
     #[test]
     fn device_numbers_convert_as_openzfs_logs_them() {
         assert_eq!(rdev_from_log(0x100003), 0x103);
