@@ -955,12 +955,22 @@ impl PoolWriter {
         // Intent logs (this writer's, and those ZFS left): the blocks
         // allocated by this txg or before.
         let mut seen_log: std::collections::BTreeSet<(u64, u64)> = Default::default();
-        for ds in datasets.values() {
+        for (ds_obj, ds) in datasets.iter() {
             if ds.phys.bp.is_hole() || ds.phys.next_snap_obj != 0 {
                 continue;
             }
-            let os = Objset::open(pool.clone(), &ds.phys.bp)?;
-            for bp in crate::zil::allocated_blocks(&pool, &os.phys.zil_header, os.swap, self.txg)? {
+            // This writer's own logs from memory: reading a live chain
+            // would charge a mirror side that missed a log block (written
+            // before it was attached, never resilvered) with checksum
+            // errors.
+            let bps = match self.zil_known_blocks(*ds_obj) {
+                Some(v) => v,
+                None => {
+                    let os = Objset::open(pool.clone(), &ds.phys.bp)?;
+                    crate::zil::allocated_blocks(&pool, &os.phys.zil_header, os.swap, self.txg)?
+                }
+            };
+            for bp in bps {
                 let d = bp.dvas()[0];
                 if seen_log.insert((d.vdev, d.offset)) {
                     blocks.uncharged(&bp)?;

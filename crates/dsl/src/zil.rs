@@ -207,6 +207,13 @@ impl PoolWriter {
         ))
     }
 
+    /// The blocks of this writer's live log of `ds_obj` (written, still
+    /// needed, and the one allocated ahead), known without reading them.
+    pub(crate) fn zil_known_blocks(&self, ds_obj: u64) -> Option<Vec<BlkPtr>> {
+        let st = self.zil.get(&ds_obj)?;
+        Some(st.live.iter().map(|l| l.0).chain(st.open).collect())
+    }
+
     /// Whether this writer keeps a live log for `ds_obj`.
     pub fn zil_live(&self, ds_obj: u64) -> bool {
         self.zil.contains_key(&ds_obj)

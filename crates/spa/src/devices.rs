@@ -326,6 +326,8 @@ impl Pool {
     /// known before redundancy is judged; a leaf taken offline after
     /// them has missed nothing its resilver would not see.
     pub(crate) fn settle_writes(&self) -> Result<()> {
+        // Intent-log writes too: they go to the tree they were queued on.
+        self.zil_io.drain();
         self.writeback.drain()
     }
 

@@ -238,6 +238,7 @@ pub struct IoToken(Arc<Pool>, u64);
 /// the devices (a failure was already reported to the writer).
 impl Drop for Pool {
     fn drop(&mut self) {
+        self.zil_io.drain();
         let _ = self.writeback.drain();
     }
 }
