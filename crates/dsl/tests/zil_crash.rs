@@ -16,43 +16,15 @@ use ozfs_dsl::verify::leak_check;
 use ozfs_dsl::zil::Commit;
 use ozfs_dsl::DslPool;
 use ozfs_format::label::SPA_MINDEVSIZE;
-use ozfs_format::Result;
-use ozfs_spa::import::discover_paths_mode;
-use ozfs_spa::pool::{Pool, PoolOptions};
 use ozfs_vdev::sim::{self, Keep, SimDevice, TraceOp};
 use ozfs_zpl::fs::Zpl;
 use ozfs_zpl::write::ZplTx;
 use ozfs_zpl::zil::{self as zz, Itx, ItxEntry};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-const FS: &str = "p/fs";
-const RS: u64 = 131072;
-
-fn open_pool(paths: &[PathBuf], writable: bool) -> Result<Arc<Pool>> {
-    let found = discover_paths_mode(paths, writable)
-        .into_iter()
-        .next()
-        .ok_or_else(|| ozfs_format::Error::not_found("no pool on the devices"))?;
-    Ok(Arc::new(Pool::open(
-        found,
-        &PoolOptions {
-            readonly: !writable,
-            max_txg: None,
-        },
-    )?))
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = sim::SplitMix64::new(seed);
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        v.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
+mod zilcommon;
+use zilcommon::*;
 
 /// The file system as a map: path → what is there (`d`, `l:TARGET`,
 /// `f:LINKS:LEN:HASH`).
@@ -260,24 +232,7 @@ impl Run {
     /// fsync: commit the log; returns once it is durable.
     fn commit(&mut self, dev: &SimDevice) {
         let itxs = std::mem::take(&mut self.itxs);
-        let masks = zz::AttrMasks::of_version(self.w.version);
-        let recs = zz::records(self.w.fs_tx(self.ds).unwrap(), itxs, masks).unwrap();
-        match self.w.zil_commit(self.ds, recs).unwrap() {
-            c @ Commit::Write { .. } => {
-                let (tx, rx) = std::sync::mpsc::channel();
-                let pool = self.w.pool.clone();
-                assert!(c
-                    .submit(
-                        &pool,
-                        Box::new(move |r| {
-                            let _ = tx.send(r);
-                        })
-                    )
-                    .is_none());
-                rx.recv().unwrap().unwrap();
-            }
-            Commit::NeedsSync => self.w.sync().unwrap(),
-        }
+        commit_itxs(&mut self.w, self.ds, itxs);
         self.acks.push((dev.write_clock(), self.states.len()));
     }
 }
@@ -561,18 +516,7 @@ fn hostile_log_records_fail_cleanly() {
             ));
             w.sync().unwrap();
             let txg = w.txg;
-            let c = w.zil_commit(ds, vec![(txg, r)]).unwrap();
-            let (tx, rx) = std::sync::mpsc::channel();
-            let pool = w.pool.clone();
-            assert!(c
-                .submit(
-                    &pool,
-                    Box::new(move |r| {
-                        let _ = tx.send(r);
-                    })
-                )
-                .is_none());
-            rx.recv().unwrap().unwrap();
+            commit_records(&mut w, ds, vec![(txg, r)]);
             // Crash: no sync, no close.
         }
         let mut w = PoolWriter::open(open_pool(&paths, true).unwrap())

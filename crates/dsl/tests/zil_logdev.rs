@@ -8,13 +8,9 @@
 use ozfs_dsl::create::{add_top, create_filesystem, create_pool, TopSpec};
 use ozfs_dsl::sync::PoolWriter;
 use ozfs_dsl::verify::leak_check;
-use ozfs_dsl::zil::Commit;
 use ozfs_dsl::DslPool;
 use ozfs_format::label::SPA_MINDEVSIZE;
 use ozfs_format::zil::ZilHeader;
-use ozfs_format::Result;
-use ozfs_spa::import::discover_paths_mode;
-use ozfs_spa::pool::{Pool, PoolOptions};
 use ozfs_vdev::sim::{self, SimDevice};
 use ozfs_zpl::fs::Zpl;
 use ozfs_zpl::write::ZplTx;
@@ -22,32 +18,8 @@ use ozfs_zpl::zil::{self as zz, Itx, ItxEntry};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-const FS: &str = "p/fs";
-const RS: u64 = 131072;
-
-fn open_pool(paths: &[PathBuf], writable: bool) -> Result<Arc<Pool>> {
-    let found = discover_paths_mode(paths, writable)
-        .into_iter()
-        .next()
-        .ok_or_else(|| ozfs_format::Error::not_found("no pool on the devices"))?;
-    Ok(Arc::new(Pool::open(
-        found,
-        &PoolOptions {
-            readonly: !writable,
-            max_txg: None,
-        },
-    )?))
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = sim::SplitMix64::new(seed);
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        v.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
+mod zilcommon;
+use zilcommon::*;
 
 /// Write `data` at `off` of `path` (created if missing) and log it.
 fn write(
@@ -84,24 +56,7 @@ fn write(
 
 /// fsync: commit the log, returning once it is durable.
 fn commit(w: &mut PoolWriter, ds: u64, itxs: &mut Vec<ItxEntry>) {
-    let masks = zz::AttrMasks::of_version(w.version);
-    let recs = zz::records(w.fs_tx(ds).unwrap(), std::mem::take(itxs), masks).unwrap();
-    match w.zil_commit(ds, recs).unwrap() {
-        c @ Commit::Write { .. } => {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let pool = w.pool.clone();
-            assert!(c
-                .submit(
-                    &pool,
-                    Box::new(move |r| {
-                        let _ = tx.send(r);
-                    })
-                )
-                .is_none());
-            rx.recv().unwrap().unwrap();
-        }
-        Commit::NeedsSync => w.sync().unwrap(),
-    }
+    commit_itxs(w, ds, std::mem::take(itxs));
 }
 
 fn read_file(paths: &[PathBuf], file: &str) -> Vec<u8> {

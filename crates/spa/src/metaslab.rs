@@ -366,6 +366,24 @@ impl Metaslab {
     /// Free `[off, off + len)` (vdev offsets). See the module docs for the
     /// cancel-or-defer rule.
     fn free_range(&mut self, off: u64, len: u64) -> Result<()> {
+        self.free_range_as(off, len, true)
+    }
+
+    /// Free `[off, off + len)` never cancelling: bytes born in the open
+    /// txg go to `freeing` like older ones (their ALLOC is simply never
+    /// written), so they are not reused before the txg of the free and the
+    /// deferral after it are on disk. Intent-log blocks are freed this way:
+    /// a log block allocated in txg `T` and retired by `T`'s sync may still
+    /// be named by a chain the last durable header reaches, and must keep
+    /// its bytes until `T` is durable.
+    fn free_range_deferred(&mut self, off: u64, len: u64) -> Result<()> {
+        self.free_range_as(off, len, false)
+    }
+
+    /// The one free: bytes born in the open txg return to `free` at once
+    /// when `cancel`, else wait in `freeing`; older bytes are always
+    /// deferred (and recorded as a FREE).
+    fn free_range_as(&mut self, off: u64, len: u64, cancel: bool) -> Result<()> {
         if len == 0
             || off < self.start
             || !matches!(off.checked_add(len), Some(e) if e <= self.end())
@@ -388,40 +406,11 @@ impl Metaslab {
         for (s, l) in born {
             self.alloc_unsynced.remove(s, l).map_err(internal)?;
             self.allocated.remove(s, l).map_err(internal)?;
-            self.free.add(s, l).map_err(internal)?;
-        }
-        for (s, l) in older {
-            self.allocated.remove(s, l).map_err(internal)?;
-            self.freeing.add(s, l).map_err(internal)?;
-            self.free_unsynced.add(s, l).map_err(internal)?;
-        }
-        Ok(())
-    }
-
-    /// Free `[off, off + len)` never cancelling: bytes born in the open
-    /// txg go to `freeing` like older ones (their ALLOC is simply never
-    /// written), so they are not reused before the txg of the free and the
-    /// deferral after it are on disk. Intent-log blocks are freed this way:
-    /// a log block allocated in txg `T` and retired by `T`'s sync may still
-    /// be named by a chain the last durable header reaches, and must keep
-    /// its bytes until `T` is durable.
-    fn free_range_deferred(&mut self, off: u64, len: u64) -> Result<()> {
-        if len == 0
-            || off < self.start
-            || !matches!(off.checked_add(len), Some(e) if e <= self.end())
-            || !self.allocated.contains(off, len)
-        {
-            return Err(Error::Invalid(format!(
-                "deferred free {off:#x}+{len:#x} in metaslab {}: not (wholly) allocated",
-                self.id
-            )));
-        }
-        let born = self.alloc_unsynced.intersection(off, len);
-        let older = self.alloc_unsynced.gaps(off, len);
-        for (s, l) in born {
-            self.alloc_unsynced.remove(s, l).map_err(internal)?;
-            self.allocated.remove(s, l).map_err(internal)?;
-            self.freeing.add(s, l).map_err(internal)?;
+            if cancel {
+                self.free.add(s, l).map_err(internal)?;
+            } else {
+                self.freeing.add(s, l).map_err(internal)?;
+            }
         }
         for (s, l) in older {
             self.allocated.remove(s, l).map_err(internal)?;
