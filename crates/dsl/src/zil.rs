@@ -191,12 +191,30 @@ fn log_bp(ext: &ozfs_spa::metaslab::Extent, size: u64, txg: u64, verifier: [u64;
 impl PoolWriter {
     fn zil_alloc(&mut self, ds_obj: u64, size: u64) -> Result<BlkPtr> {
         let txg = self.txg;
+        if !self.zil.contains_key(&ds_obj) {
+            return Err(Error::Invalid(format!(
+                "no intent log for dataset {ds_obj}"
+            )));
+        }
+        // On a separate log device when the pool has one.
+        let ext = self.alloc.alloc_log(size, txg)?;
+        // Log blocks come back to the same few megabytes; fill that
+        // stretch's host holes once, so that a log write's flush is not a
+        // host journal commit too. Best effort: a hole left is only slower.
+        let warm = self.alloc.log_warm_ranges(&ext);
+        if !warm.is_empty() {
+            if let Some(root) = self.pool.root.current() {
+                if let Some(top) = root.children.get(ext.vdev as usize) {
+                    for (off, len) in warm {
+                        let _ = top.fill_holes(off, len);
+                    }
+                }
+            }
+        }
         let st = self
             .zil
             .get_mut(&ds_obj)
             .ok_or_else(|| Error::Invalid(format!("no intent log for dataset {ds_obj}")))?;
-        // On a separate log device when the pool has one.
-        let ext = self.alloc.alloc_log(size, txg)?;
         let seq = st.next_blk_seq;
         st.next_blk_seq += 1;
         Ok(log_bp(

@@ -343,12 +343,19 @@ impl Metaslab {
 
     /// Carve `asize` bytes aligned to `align` out of the free set.
     fn try_alloc(&mut self, asize: u64, align: u64) -> Result<Option<u64>> {
+        self.try_alloc_at(asize, align, false)
+    }
+
+    /// [`Metaslab::try_alloc`], from the metaslab's start when `lowest`
+    /// (the first fit, not the next one after the last allocation).
+    fn try_alloc_at(&mut self, asize: u64, align: u64, lowest: bool) -> Result<Option<u64>> {
         if asize == 0 || asize > self.size || self.free.largest() < asize {
             return Ok(None);
         }
+        let from = if lowest { self.start } else { self.cursor };
         let found = self
             .free
-            .first_fit(asize, align, self.cursor)
+            .first_fit(asize, align, from)
             .or_else(|| self.free.first_fit(asize, align, self.start));
         let Some(off) = found else {
             return Ok(None);
@@ -659,6 +666,14 @@ pub struct MetaslabGroup {
     pub log: bool,
     /// Metaslab tried first.
     active: usize,
+    /// The metaslab intent-log blocks go to on a vdev of the normal class
+    /// (OpenZFS's embedded log metaslab): allocated lowest first, so that
+    /// the log keeps coming back to the same few megabytes, and left to
+    /// other blocks only when nothing else has room.
+    log_ms: Option<usize>,
+    /// Up to where the log metaslab's holes were filled
+    /// ([`Allocator::log_warm_ranges`]); in-memory only.
+    log_warm: u64,
 }
 
 /// The shape of a top-level vdev as the allocator sees it: how large a
@@ -771,6 +786,8 @@ impl MetaslabGroup {
             allocatable: true,
             log: false,
             active: 0,
+            log_ms: None,
+            log_warm: 0,
         }
     }
 
@@ -851,6 +868,9 @@ impl MetaslabGroup {
         let first = self.active.min(n - 1);
         for k in 0..n {
             let i = (first + k) % n;
+            if Some(i) == self.log_ms {
+                continue;
+            }
             let ms = &mut self.metaslabs[i];
             if ms.free.largest() < asize {
                 continue;
@@ -860,7 +880,39 @@ impl MetaslabGroup {
                 return Ok(Some(off));
             }
         }
+        // Nothing else has room: the log metaslab too.
+        if let Some(i) = self.log_ms {
+            if let Some(off) = self.metaslabs[i].try_alloc(asize, align)? {
+                return Ok(Some(off));
+            }
+        }
         Ok(None)
+    }
+
+    /// Allocate an intent-log block in this group's log metaslab, lowest
+    /// first; a full (or first) log metaslab is replaced by the one with
+    /// the most free space other than the active one.
+    fn try_alloc_log(&mut self, asize: u64) -> Result<Option<u64>> {
+        if asize == 0 || self.metaslabs.is_empty() || asize > 1u64 << self.ms_shift {
+            return Ok(None);
+        }
+        let align = self.geometry.align(self.ashift);
+        if let Some(i) = self.log_ms {
+            if let Some(off) = self.metaslabs[i].try_alloc_at(asize, align, true)? {
+                return Ok(Some(off));
+            }
+        }
+        let n = self.metaslabs.len();
+        let pick = (0..n)
+            .filter(|&i| Some(i) != self.log_ms && (i != self.active || n == 1))
+            .filter(|&i| self.metaslabs[i].free.largest() >= asize)
+            .max_by_key(|&i| (self.metaslabs[i].free_bytes(), std::cmp::Reverse(i)));
+        let Some(i) = pick else {
+            return self.try_alloc(asize);
+        };
+        self.log_ms = Some(i);
+        self.log_warm = self.metaslabs[i].start;
+        self.metaslabs[i].try_alloc_at(asize, align, true)
     }
 
     fn free(&mut self, offset: u64, asize: u64) -> Result<()> {
@@ -914,6 +966,9 @@ pub struct Allocator {
     /// The last txg passed to `sync_done` (or set at import).
     synced_txg: u64,
 }
+
+/// How far past a log block [`Allocator::log_warm_ranges`] fills holes.
+pub const LOG_WARM_CHUNK: u64 = 4 << 20;
 
 /// Changes to append to one metaslab's space map: (vdev, metaslab id, entries).
 pub type SyncBatch = (u64, u64, Vec<SmEntry>);
@@ -1026,8 +1081,11 @@ impl Allocator {
     /// Allocate an intent-log block of `psize` bytes in `txg`: on a
     /// separate log device ([`MetaslabGroup::log`]) when the pool has one
     /// with room, as OpenZFS's `zio_alloc_zil` tries its log class first —
-    /// the log groups taken in turn, one block each — else where
-    /// [`Allocator::alloc`] puts any block (the normal class).
+    /// the log groups taken in turn, one block each — else in the normal
+    /// class, in each vdev's log metaslab (`MetaslabGroup::log_ms`), lowest
+    /// first, as OpenZFS 2.x keeps one metaslab per vdev for its embedded
+    /// log class: freed log blocks are reused where the host already
+    /// stores bytes ([`Allocator::log_warm_ranges`]).
     pub fn alloc_log(&mut self, psize: u64, txg: u64) -> Result<Extent> {
         if psize == 0 {
             return Err(Error::Invalid("allocation of 0 bytes".into()));
@@ -1052,7 +1110,57 @@ impl Allocator {
                 }
             }
         }
-        self.alloc(psize, txg, &[])
+        self.enter_txg(txg)?;
+        for k in 0..n {
+            let gi = (self.rotor + k) % n;
+            let g = &mut self.groups[gi];
+            if !g.allocatable {
+                continue;
+            }
+            let asize = g.psize_to_asize(psize);
+            if let Some(offset) = g.try_alloc_log(asize)? {
+                return Ok(Extent {
+                    vdev: g.vdev,
+                    offset,
+                    asize,
+                });
+            }
+        }
+        Err(enospc(format!(
+            "out of space: no metaslab can hold a {psize}-byte log block"
+        )))
+    }
+
+    /// The ranges whose holes should be filled before log block `ext`
+    /// (just returned by [`Allocator::alloc_log`]) is written, so that it
+    /// and the log blocks after it overwrite bytes the host already stores
+    /// (see `BlockDevice::fill_holes`): when `ext` reaches past its log
+    /// metaslab's watermark, `ext` itself and the free space up to
+    /// [`LOG_WARM_CHUNK`] past it, and the watermark moves there. Only free
+    /// space (which nothing writes while the caller holds the allocator)
+    /// and `ext` (whose write is the caller's) are named.
+    pub fn log_warm_ranges(&mut self, ext: &Extent) -> Vec<(u64, u64)> {
+        let Ok(gi) = self.group_index(ext.vdev) else {
+            return Vec::new();
+        };
+        let g = &mut self.groups[gi];
+        if !matches!(g.geometry, Geometry::Plain) || g.log {
+            return Vec::new();
+        }
+        let Some(i) = g.log_ms else {
+            return Vec::new();
+        };
+        let ms = &g.metaslabs[i];
+        let end = ext.offset + ext.asize;
+        if ext.offset < ms.start || end > ms.end() || end <= g.log_warm {
+            return Vec::new();
+        }
+        let from = g.log_warm.max(ms.start);
+        let to = end.saturating_add(LOG_WARM_CHUNK).min(ms.end());
+        let mut v = vec![(ext.offset, ext.asize)];
+        v.extend(ms.free.intersection(from, to - from));
+        g.log_warm = to;
+        v
     }
 
     /// Free an allocation made by [`Allocator::alloc`] (or loaded from a
@@ -1376,9 +1484,44 @@ mod tests {
         }
         assert!(a.groups[1].free_bytes() + a.groups[2].free_bytes() < 2 * 16 * 128 * K);
         a.verify().unwrap();
-        // Without log devices alloc_log is alloc.
+        // Without log devices alloc_log takes the normal class.
         let mut b = Allocator::new(vec![MetaslabGroup::new(0, 9, 8 * M, 20, Geometry::Plain)]);
         assert_eq!(b.alloc_log(512, 4).unwrap().vdev, 0);
+    }
+
+    #[test]
+    fn embedded_log_metaslab_lowest_first_and_warm_ranges() {
+        let mut a = Allocator::new(vec![MetaslabGroup::new(0, 12, 64 * M, 24, Geometry::Plain)]);
+        // Some normal blocks first: the log picks another metaslab.
+        let n0 = a.alloc(128 * K, 4, &[]).unwrap();
+        let l0 = a.alloc_log(8 * K, 4).unwrap();
+        let lms = l0.offset >> 24;
+        assert_ne!(lms, n0.offset >> 24, "the log shares the active metaslab");
+        assert_eq!(
+            l0.offset,
+            lms << 24,
+            "not the lowest offset of its metaslab"
+        );
+        // Warm ranges: the block, then free space up to the chunk past it.
+        let w = a.log_warm_ranges(&l0);
+        assert_eq!(w[0], (l0.offset, 8 * K));
+        assert_eq!(w[1], (l0.offset + 8 * K, LOG_WARM_CHUNK));
+        // The next block lies inside the warmed range: nothing more to do.
+        let l1 = a.alloc_log(8 * K, 4).unwrap();
+        assert_eq!(l1.offset, l0.offset + 8 * K);
+        assert!(a.log_warm_ranges(&l1).is_empty());
+        // Normal blocks stay out of the log metaslab while others have room.
+        for _ in 0..100 {
+            assert_ne!(a.alloc(128 * K, 4, &[]).unwrap().offset >> 24, lms);
+        }
+        // A freed log block is reused first once its deferral ran out.
+        a.free_deferred(0, l0.offset, l0.asize, 4).unwrap();
+        for t in 4..8 {
+            sync(&mut a, t);
+        }
+        let l2 = a.alloc_log(8 * K, 8).unwrap();
+        assert_eq!(l2.offset, l0.offset);
+        a.verify().unwrap();
     }
 
     fn g_range(a: &Allocator, offset: u64) -> (u64, u64) {

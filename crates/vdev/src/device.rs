@@ -27,6 +27,19 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> Result<()> {
         Ok(())
     }
+    /// Write zeros over the parts of `[offset, offset + len)` the device
+    /// does not store yet (holes of a sparse file), so that later writes
+    /// there are overwrites: a host file system's `fdatasync` after a
+    /// write into a hole also commits the block allocation (a journal
+    /// commit), after an overwrite only the data and a cache flush.
+    /// Reads are unchanged (a hole reads as zeros). Returns the bytes
+    /// written; devices without holes write nothing.
+    ///
+    /// The caller must own the range: nothing else may be writing it (the
+    /// allocator's free space of a metaslab only it allocates from).
+    fn fill_holes(&self, _offset: u64, _len: u64) -> Result<u64> {
+        Ok(0)
+    }
 }
 
 /// Open a device by path: a registered simulated device for `sim:NAME`
@@ -169,6 +182,67 @@ impl BlockDevice for FileDevice {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn fill_holes(&self, offset: u64, len: u64) -> Result<u64> {
+        use std::os::fd::AsRawFd;
+        if !self.writable || len == 0 {
+            return Ok(0);
+        }
+        let end = offset.saturating_add(len).min(self.size);
+        let fd = self.file.as_raw_fd();
+        let is_file = self.file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        if !is_file {
+            return Ok(0);
+        }
+        const CHUNK: usize = 1 << 20;
+        let zeros = vec![0u8; CHUNK];
+        let mut pos = offset;
+        let mut filled = 0u64;
+        while pos < end {
+            // SAFETY: lseek on an fd this device owns; it moves only the
+            // file offset, which no I/O here uses (all I/O is positional).
+            let hole = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_HOLE) };
+            if hole < 0 {
+                // No hole information (or none past `pos`): nothing to do.
+                break;
+            }
+            let hole = hole as u64;
+            if hole >= end {
+                break;
+            }
+            // SAFETY: as above.
+            let data = unsafe { libc::lseek(fd, hole as libc::off_t, libc::SEEK_DATA) };
+            let hole_end = if data < 0 {
+                end
+            } else {
+                (data as u64).min(end)
+            };
+            let mut p = hole;
+            while p < hole_end {
+                let n = ((hole_end - p) as usize).min(CHUNK);
+                self.file.write_all_at(&zeros[..n], p).map_err(|e| {
+                    Error::io(format!("{}: zero fill at offset {p:#x}", self.name), e)
+                })?;
+                p += n as u64;
+                filled += n as u64;
+            }
+            pos = hole_end;
+        }
+        if filled > 0 {
+            // Start writing the zeros back now, so that the next flush
+            // waits for as little of them as possible.
+            // SAFETY: sync_file_range on our own fd, no memory passed.
+            unsafe {
+                libc::sync_file_range(
+                    fd,
+                    offset as libc::off64_t,
+                    (end - offset) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
+        }
+        Ok(filled)
     }
 }
 

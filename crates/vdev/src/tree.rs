@@ -748,6 +748,35 @@ impl Vdev {
         self.write_block(offset, &b)
     }
 
+    /// Fill the holes of `[offset, offset + len)` of this (top-level or
+    /// mirror) vdev on every usable leaf not being resilvered (see
+    /// [`BlockDevice::fill_holes`]; the same range of every mirror side).
+    /// RAID-Z and dRAID vdevs spread a range over their children in ways
+    /// this does not follow: they are left alone. Best effort: returns the
+    /// bytes written, errors are reported to the caller, who may ignore
+    /// them (nothing is lost: a hole stays a hole).
+    pub fn fill_holes(&self, offset: u64, len: u64) -> Result<u64> {
+        match &self.kind {
+            VdevKind::Leaf(Some(dev)) => {
+                if !self.usable() || self.resilvering() {
+                    return Ok(0);
+                }
+                let dev_off = offset
+                    .checked_add(VDEV_LABEL_START_SIZE)
+                    .ok_or_else(|| Error::corrupt("DVA", "offset overflows"))?;
+                dev.fill_holes(dev_off, len)
+            }
+            VdevKind::Mirror => {
+                let mut n = 0;
+                for c in &self.children {
+                    n += c.fill_holes(offset, len)?;
+                }
+                Ok(n)
+            }
+            _ => Ok(0),
+        }
+    }
+
     /// Flush every present leaf in service below this vdev. A leaf whose
     /// flush fails is charged (and faulted if it went away); the flush
     /// fails only if no leaf could be flushed.
