@@ -319,3 +319,70 @@ fn posix_acls_through_a_mount_as_on_the_host() {
         "after acltype off and on again"
     );
 }
+
+/// The set-ID bits a write or truncate by an unprivileged user clears, as
+/// the host's kernel clears them on its own file system: set-user-ID
+/// always, set-group-ID where the group may execute; root's writes clear
+/// nothing. ozfs does this itself (the kernel leaves it to the server under
+/// FUSE_HANDLE_KILLPRIV_V2, which spares a `security.capability` lookup
+/// per write), and `stat` must show the new mode at once: the kernel's
+/// cached mode is what exec trusts.
+#[test]
+fn writes_by_others_clear_set_id_bits_as_on_the_host() {
+    let pool = new_devs("ozkillsuid", Layout::Stripe, 1, 256);
+    let oz = ozfs();
+    let work = local_dir("killsuid");
+    let root = work.path().canonicalize().unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = root.join("mnt");
+    let _cleanup = DaemonCleanup {
+        oz: &oz,
+        mnts: vec![mnt.clone()],
+    };
+    oz_create_at(&oz, &pool, &mnt, None, &[]);
+    let name = pool.name().to_string();
+    let dev_dir = pool.dev_dir().to_string_lossy().into_owned();
+    oz_export(&oz, &name);
+    oz.ok(&["zpool", "import", "-d", &dev_dir, &name]);
+    assert!(is_mounted(&mnt));
+    let host = root.join("host");
+    fs::create_dir_all(&host).unwrap();
+    let as_nobody = |cmd: &str| {
+        let st = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args(["sh", "-c", cmd])
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd}");
+    };
+    let mut seen = Vec::new();
+    for dir in [&host, &mnt] {
+        let mut modes = Vec::new();
+        for (what, start) in [
+            ("write", 0o6757),
+            ("write", 0o6747),
+            ("truncate", 0o6757),
+            ("truncate", 0o6747),
+            ("root write", 0o6757),
+        ] {
+            let f = dir.join("f");
+            fs::File::create(&f).unwrap();
+            fs::set_permissions(&f, fs::Permissions::from_mode(start)).unwrap();
+            // Cache the mode in the kernel first, as a running system has.
+            let before = fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(before, start, "{}: chmod", dir.display());
+            let p = f.display();
+            match what {
+                "write" => as_nobody(&format!("echo more >> {p}")),
+                "truncate" => as_nobody(&format!("truncate -s 1 {p}")),
+                _ => fs::write(&f, b"root").unwrap(),
+            }
+            let m = fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+            modes.push(format!("{what} {start:o} -> {m:o}"));
+            fs::remove_file(&f).unwrap();
+        }
+        seen.push(modes);
+    }
+    assert!(seen[0][0].ends_with("-> 757"), "host: {:?}", seen[0]);
+    assert_eq!(seen[1], seen[0], "ozfs (right) vs the host (left)");
+}

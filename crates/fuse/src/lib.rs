@@ -192,6 +192,22 @@ const OBJ_MASK: u64 = (1 << 48) - 1;
 const RESERVE_CHUNK: u64 = 8 << 20;
 const ENODATA: c_int = libc::ENODATA;
 
+/// Whether a caller with primary group `gid` in process `pid` belongs to
+/// group `group` (its supplementary groups from /proc; unreadable counts
+/// as not a member).
+fn in_group(group: u64, gid: u32, pid: u32) -> bool {
+    if group == u64::from(gid) {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u64>() == Ok(group)))
+}
+
 /// The notifier, the entries (directory inode, name) and the inodes the
 /// kernel may cache of a mount.
 type KernelKnown = (fuser::Notifier, Vec<(u64, Vec<u8>)>, Vec<u64>);
@@ -379,6 +395,11 @@ pub struct State {
     root: u64,
     delete_queue: u64,
     dirty_bytes: u64,
+    /// The kernel took FUSE_HANDLE_KILLPRIV_V2: it leaves clearing the
+    /// set-user-ID and set-group-ID bits on writes and truncates by
+    /// callers without CAP_FSETID to us, and stops asking for
+    /// `security.capability` before every write (see [`ZfsFuse::init`]).
+    killpriv_v2: bool,
     dirty_since: Option<Instant>,
     /// Bytes reserved for file data in the open txg and not yet used.
     budget: u64,
@@ -611,6 +632,7 @@ impl State {
             root,
             delete_queue,
             dirty_bytes: 0,
+            killpriv_v2: false,
             dirty_since: None,
             budget: 0,
             opens: HashMap::new(),
@@ -1849,6 +1871,33 @@ impl State {
         Ok(data.len() as u32)
     }
 
+    /// Clear set-user-ID, and set-group-ID where the group may execute
+    /// (a mandatory-locking mark otherwise), as a write or truncate by a
+    /// caller without CAP_FSETID does (the kernel's `should_remove_suid`,
+    /// left to us under FUSE_HANDLE_KILLPRIV_V2).
+    ///
+    /// Set-group-ID without group execute goes too when the caller is not
+    /// in the file's group (Linux's `setattr_should_drop_sgid`): its
+    /// primary group is `caller_gid`, its other groups those of process
+    /// `pid` (read only in that rare case).
+    fn kill_suid(&mut self, ino: u64, caller_gid: u32, pid: u32) -> Res<()> {
+        let a = self.attrs(self.obj(ino))?;
+        let mut mode = a.mode & 0o7777;
+        if mode & 0o4000 != 0 {
+            mode &= !0o4000;
+        }
+        if mode & 0o2010 == 0o2010 || (mode & 0o2000 != 0 && !in_group(a.gid, caller_gid, pid)) {
+            mode &= !0o2000;
+        }
+        if mode != a.mode & 0o7777 {
+            self.do_setattr(ino, Some(mode as u32), None, None, None, None, None)?;
+            // The kernel keeps the mode it cached (a write's reply carries
+            // no attributes): it must not exec with the old set-ID bits.
+            self.inval_attrs(self.obj(ino));
+        }
+        Ok(())
+    }
+
     /// `fallocate`: mode 0 extends the size (no preallocation: ZFS is
     /// copy-on-write, as OpenZFS does), `KEEP_SIZE` alone changes nothing,
     /// `PUNCH_HOLE | KEEP_SIZE` zeroes the range; other modes EOPNOTSUPP.
@@ -2427,6 +2476,14 @@ impl Filesystem for ZfsFuse {
             use fuser::consts::{FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO};
             let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
         }
+        // The kernel then no longer asks for `security.capability` before
+        // each write (a round trip per write: about half the cost of a
+        // small one); it marks write and truncate requests whose caller
+        // lacks CAP_FSETID, and we clear the set-ID bits (kill_suid).
+        const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
+        if config.add_capabilities(FUSE_HANDLE_KILLPRIV_V2).is_ok() {
+            self.lock().killpriv_v2 = true;
+        }
         if self.lock().opts.posix_acl {
             // The kernel checks access against the ACLs it reads with
             // getxattr, and leaves the umask to us: it must not apply
@@ -2475,7 +2532,7 @@ impl Filesystem for ZfsFuse {
 
     fn setattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -2491,7 +2548,17 @@ impl Filesystem for ZfsFuse {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        match live!(self, reply).do_setattr(ino, mode, uid, gid, size, atime, mtime) {
+        let mut st = live!(self, reply);
+        // A truncate by a caller without CAP_FSETID clears the set-ID bits
+        // (the kernel's FATTR_KILL_SUIDGID, which fuser does not pass on:
+        // root stands for CAP_FSETID).
+        if st.killpriv_v2 && size.is_some() && mode.is_none() && req.uid() != 0 {
+            if let Err(e) = st.kill_suid(ino, req.gid(), req.pid()) {
+                reply.error(e);
+                return;
+            }
+        }
+        match st.do_setattr(ino, mode, uid, gid, size, atime, mtime) {
             Ok(a) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
@@ -2659,17 +2726,26 @@ impl Filesystem for ZfsFuse {
 
     fn write(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         _fh: u64,
         offset: i64,
         data: &[u8],
-        _write_flags: u32,
+        write_flags: u32,
         _flags: i32,
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        match live!(self, reply).do_write(ino, offset, data) {
+        const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
+        let mut st = live!(self, reply);
+        let kill = st.killpriv_v2 && write_flags & FUSE_WRITE_KILL_SUIDGID != 0;
+        if kill {
+            if let Err(e) = st.kill_suid(ino, req.gid(), req.pid()) {
+                reply.error(e);
+                return;
+            }
+        }
+        match st.do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
