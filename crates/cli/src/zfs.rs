@@ -781,18 +781,32 @@ pub fn exec(req: Request) -> Result<Response, Fail> {
 }
 
 fn create(argv: &[String]) -> CmdResult {
-    let a = Args::parse(argv, "pu", "oV")?;
+    let a = Args::parse(argv, "pus", "oVb")?;
     if a.pos.len() != 1 {
         return Err(Fail::Usage(format!(
             "missing or too many dataset names\n{USAGE}"
         )));
     }
     let name = &a.pos[0];
-    if a.opt('V').is_some() {
-        return Err(Fail::Err(format!(
-            "cannot create '{name}': volumes are not supported yet"
-        )));
-    }
+    let size_of = |what: &str, v: &str| {
+        ozfs_dsl::props::parse_size(v).ok_or_else(|| Fail::Err(format!("bad {what} '{v}'")))
+    };
+    let volume = match a.opt('V') {
+        Some(v) => Some(ozfs_ops::dataset::VolumeSpec {
+            size: size_of("volume size", v)?,
+            blocksize: a
+                .opt('b')
+                .map(|b| size_of("volume block size", b))
+                .transpose()?,
+            sparse: a.flag('s'),
+        }),
+        None if a.flag('s') || a.opt('b').is_some() => {
+            return Err(Fail::Usage(format!(
+                "'-s' and '-b' can only be used when creating a volume\n{USAGE}"
+            )))
+        }
+        None => None,
+    };
     let mut props = Vec::new();
     for o in a.opt_all('o') {
         let (k, v) = o
@@ -805,6 +819,7 @@ fn create(argv: &[String]) -> CmdResult {
         parents: a.flag('p'),
         props,
         no_mount: a.flag('u'),
+        volume,
     })?;
     Ok(())
 }

@@ -972,6 +972,24 @@ impl ObjsetTx {
         Ok(obj)
     }
 
+    /// Give a new, still empty object created in this txg indirect blocks
+    /// of `2^shift` bytes (10 to 17) instead of the default 16 KiB.
+    pub fn set_indblkshift(&mut self, obj: u64, shift: u8) -> Result<()> {
+        let dn = self.dnodes.get_mut(&obj).filter(|d| {
+            d.object_type != 0 && d.maxblkid == 0 && d.blkptr.iter().all(|b| b.is_hole())
+        });
+        let Some(dn) = dn else {
+            return Err(Error::Invalid(format!(
+                "object {obj}: indirect block size set on an object that is not new and empty"
+            )));
+        };
+        if !(10..=17).contains(&shift) {
+            return Err(Error::Invalid(format!("indirect block shift {shift}")));
+        }
+        dn.indblkshift = shift;
+        Ok(())
+    }
+
     /// The dnode of a new object at `obj` taking `slots` 512-byte dnode
     /// slots: block pointers as many as the bonus leaves room for
     /// (FORMAT.md §5.2), one level, 16 KiB indirects.

@@ -905,7 +905,7 @@ fn build_mos(w: &mut PoolWriter) -> Result<()> {
     )?;
     zap_tx::add(&mut w.mos, origin_snapnames, b"$ORIGIN", 8, &[origin_snap])?;
     // The root file system: a clone of $ORIGIN@$ORIGIN.
-    let root_ds = new_dataset(w, root_dir, origin_snap)?;
+    let root_ds = new_dataset(w, root_dir, origin_snap, NewObjset::Zpl)?;
     let mut rd = w.dir(root_dir)?;
     rd.head_dataset_obj = root_ds;
     rd.origin_obj = origin_snap;
@@ -928,7 +928,17 @@ fn build_mos(w: &mut PoolWriter) -> Result<()> {
 }
 
 /// Create a head dataset in DSL directory `dir` as a clone of `origin_snap`, with a fresh ZPL objset.
-fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
+/// What the objset of a new dataset holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewObjset {
+    /// A ZPL file system: master node, root directory, delete queue.
+    Zpl,
+    /// A volume (ZVOL): object 1 its data in `blocksize` blocks, object 2
+    /// the `zvol` ZAP holding its `size` (OpenZFS's `zvol_create_cb`).
+    Zvol { size: u64, blocksize: u64 },
+}
+
+fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64, kind: NewObjset) -> Result<u64> {
     let txg = w.txg;
     w.clones_dirty = true;
     let snapnames = w.mos.create_zap(
@@ -982,6 +992,11 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
             8,
             &[ds_obj],
         )?;
+    }
+    if let NewObjset::Zvol { size, blocksize } = kind {
+        let otx = new_zvol_objset(w, size, blocksize)?;
+        w.fs.insert(ds_obj, otx);
+        return Ok(ds_obj);
     }
     // The ZPL objset, its accounting complete from the start (OpenZFS's
     // `dmu_objset_create_impl_dnstats`): user and group space from pool
@@ -1073,6 +1088,124 @@ fn new_dataset(w: &mut PoolWriter, dir: u64, origin_snap: u64) -> Result<u64> {
     Ok(ds_obj)
 }
 
+/// Object 1 of a volume: its data.
+pub const ZVOL_OBJ: u64 = 1;
+/// Object 2 of a volume: the ZAP of its properties (`size`).
+pub const ZVOL_ZAP_OBJ: u64 = 2;
+
+/// A volume's objset as OpenZFS's `zvol_create_cb` makes it: the data
+/// object (no bonus, three block pointers, `blocksize` data blocks,
+/// 128 KiB indirect blocks where the pool has feature flags) and the
+/// `zvol` ZAP with `size`. No user accounting (OpenZFS keeps it for
+/// file systems only).
+fn new_zvol_objset(w: &mut PoolWriter, size: u64, blocksize: u64) -> Result<ObjsetTx> {
+    let phys = ObjsetPhys {
+        meta_dnode: empty_dnode(ot::DNODE, 32, 7),
+        zil_header: vec![0u8; 192],
+        os_type: ozfs_format::objset::OBJSET_TYPE_ZVOL,
+        ..Default::default()
+    };
+    let mut otx = ObjsetTx::new(Objset::from_parts(w.pool.clone(), BlkPtr::default(), phys));
+    otx.micro_max_cap = w.micro_max_cap()?;
+    let data = otx.create_object(ot::ZVOL, blocksize, 0, Vec::new(), ZVOL_OBJ)?;
+    let zap = otx.create_zap(ot::ZVOL_PROP, 0, Vec::new(), 0, ZVOL_ZAP_OBJ)?;
+    if data != ZVOL_OBJ || zap != ZVOL_ZAP_OBJ {
+        return Err(Error::Invalid(format!(
+            "a new volume's objects are {data} and {zap}, not 1 and 2"
+        )));
+    }
+    if w.version >= SPA_VERSION_FEATURES {
+        otx.set_indblkshift(ZVOL_OBJ, 17)?;
+    }
+    zap_tx::add(&mut otx, ZVOL_ZAP_OBJ, b"size", 8, &[size])?;
+    Ok(otx)
+}
+
+/// The smallest and largest `volblocksize` (512 bytes; 128 KiB, or 16 MiB
+/// where `large_blocks` is enabled) and the default of new volumes
+/// (OpenZFS 2.2 and later: 16 KiB; 8 KiB in pools of version 28 and
+/// before, as their ZFS made them).
+pub fn volblocksize_default(version: u64) -> u64 {
+    if version >= SPA_VERSION_FEATURES {
+        16384
+    } else {
+        8192
+    }
+}
+
+/// Check a volume's size and block size as `zfs create -V` does.
+pub fn check_volume(w: &PoolWriter, size: u64, blocksize: u64) -> Result<()> {
+    let max_bs = if crate::features::refcount(w, "org.open-zfs:large_blocks")?.is_some() {
+        16 << 20
+    } else {
+        128 << 10
+    };
+    if !blocksize.is_power_of_two() || !(512..=max_bs).contains(&blocksize) {
+        return Err(Error::Invalid(format!(
+            "'volblocksize' must be power of 2 from 512B to {}",
+            if max_bs > 128 << 10 { "16M" } else { "128K" }
+        )));
+    }
+    if size == 0 {
+        return Err(Error::Invalid("volume size cannot be zero".into()));
+    }
+    if !size.is_multiple_of(blocksize) {
+        return Err(Error::Invalid(format!(
+            "volume size must be a multiple of volume block size ({blocksize})"
+        )));
+    }
+    Ok(())
+}
+
+/// The `refreservation` a non-sparse volume of `volsize` bytes gets (the
+/// arithmetic of libzfs's `zvol_volsize_to_reservation`): its data blocks
+/// scaled, on RAID-Z vdevs, by what a `blocksize` block takes against a
+/// 128 KiB one (`volsize_from_vdevs`: the largest over the vdevs), times
+/// `copies`; plus 128 KiB for every indirect block a full volume needs
+/// and the meta-dnode's seven levels, times the copies metadata gets
+/// (`min(3, copies + 1)`).
+pub fn zvol_reservation(root: &ozfs_vdev::Vdev, volsize: u64, blocksize: u64, copies: u64) -> u64 {
+    let nblocks = volsize / blocksize.max(1);
+    let mut data = 0u64;
+    for top in &root.children {
+        if let ozfs_vdev::VdevKind::Raidz { nparity } = top.kind {
+            let n = top.children.len();
+            let ashift = top.ashift as u32;
+            let t = libzfs_raidz_asize(n as u64, nparity as u64, ashift, 128 << 10);
+            let a = libzfs_raidz_asize(n as u64, nparity as u64, ashift, blocksize);
+            if t > 0 {
+                let v = (nblocks as u128 * a as u128 * (128u128 << 10) / t as u128) as u64;
+                data = data.max(v);
+            }
+        }
+    }
+    if data == 0 {
+        data = nblocks.saturating_mul(blocksize);
+    }
+    let mut numdb = 7u64;
+    let mut n = nblocks;
+    while n > 1 {
+        n = (n + 1023) / 1024;
+        numdb += n;
+    }
+    let copies = copies.clamp(1, 3);
+    numdb = numdb.saturating_mul((copies + 1).min(3));
+    data.saturating_mul(copies)
+        .saturating_add(numdb.saturating_mul(128 << 10))
+}
+
+/// libzfs's estimate of a RAID-Z allocation (whole parity rows, padded
+/// to `nparity + 1` sectors).
+fn libzfs_raidz_asize(ndisks: u64, nparity: u64, ashift: u32, blksize: u64) -> u64 {
+    if ndisks <= nparity {
+        return 0;
+    }
+    let ndata = ndisks - nparity;
+    let mut a = ((blksize.max(1) - 1) >> ashift) + 1;
+    a += nparity * a.div_ceil(ndata);
+    a.div_ceil(nparity + 1) * (nparity + 1) << ashift
+}
+
 fn ozfs_zpl_time() -> (u64, u64) {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1103,6 +1236,32 @@ pub fn create_filesystem_crypt(
     name: &str,
     props: &[(String, PropSetting)],
     crypt: crate::crypt::NewCrypt,
+) -> Result<u64> {
+    create_dataset(w, name, props, crypt, NewObjset::Zpl)
+}
+
+/// `zfs create -V`: a new volume `name` of `size` bytes in `blocksize`
+/// blocks, with properties (the caller adds `refreservation` for a
+/// non-sparse one, [`zvol_reservation`]); encrypted as
+/// [`create_filesystem_crypt`] says.
+pub fn create_volume(
+    w: &mut PoolWriter,
+    name: &str,
+    size: u64,
+    blocksize: u64,
+    props: &[(String, PropSetting)],
+    crypt: crate::crypt::NewCrypt,
+) -> Result<u64> {
+    check_volume(w, size, blocksize).map_err(|e| e.context(&format!("cannot create '{name}'")))?;
+    create_dataset(w, name, props, crypt, NewObjset::Zvol { size, blocksize })
+}
+
+fn create_dataset(
+    w: &mut PoolWriter,
+    name: &str,
+    props: &[(String, PropSetting)],
+    crypt: crate::crypt::NewCrypt,
+    kind: NewObjset,
 ) -> Result<u64> {
     let (parent_name, child) = name
         .rsplit_once('/')
@@ -1148,7 +1307,7 @@ pub fn create_filesystem_crypt(
         8,
         &[dir],
     )?;
-    let ds = new_dataset(w, dir, origin_snap)?;
+    let ds = new_dataset(w, dir, origin_snap, kind)?;
     let mut d = w.dir(dir)?;
     d.head_dataset_obj = ds;
     d.origin_obj = origin_snap;
@@ -1283,7 +1442,11 @@ pub fn set_prop_dir(w: &mut PoolWriter, dir: u64, name: &str, v: &PropSetting) -
         return Ok(());
     }
     let props = w.dir(dir)?.props_zapobj;
-    store_prop(w, props, name, v)
+    store_prop(w, props, name, v)?;
+    if name == "refreservation" {
+        w.refreservation_touched(dir)?;
+    }
+    Ok(())
 }
 
 /// A text pool property as stored in the MOS `pool_props` ZAP (None:
@@ -1335,7 +1498,11 @@ pub fn clear_prop_dir(w: &mut PoolWriter, dir: u64, name: &str) -> Result<bool> 
         }
     }
     let props = w.dir(dir)?.props_zapobj;
-    zap_tx::remove(&mut w.mos, props, name.as_bytes())
+    let removed = zap_tx::remove(&mut w.mos, props, name.as_bytes())?;
+    if name == "refreservation" {
+        w.refreservation_touched(dir)?;
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod props;
 pub mod quota;
 pub mod recv;
 pub mod rename;
+pub mod reservation;
 pub mod rollback;
 pub mod scrub;
 pub mod send;

@@ -831,10 +831,10 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
                 Error::Invalid(format!("bad numeric value '{value}' for '{name}'"))
             })?;
             // A reservation is charged to the parent directories on disk
-            // (ZFS's CHILD_RSRV / REFRSRV space); ozfs does not keep those
-            // charges yet, and a stored value nothing enforces would be a
-            // promise broken silently.
-            if matches!(name, "reservation" | "refreservation") && n != 0 {
+            // (ZFS's CHILD_RSRV space); ozfs does not keep that charge yet,
+            // and a stored value nothing enforces would be a promise broken
+            // silently. (`refreservation` is kept: `crate::reservation`.)
+            if name == "reservation" && n != 0 {
                 return Err(Error::Unsupported {
                     what: format!("{name}={value}"),
                     detail: "reservations are not supported yet".into(),

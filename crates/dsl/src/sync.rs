@@ -299,6 +299,9 @@ pub struct PoolWriter {
     pub(crate) reserved: u64,
     /// The pool's space as last synced (`crate::slop`).
     pub(crate) space_cache: Option<crate::slop::SpaceCache>,
+    /// Directories whose refreservation charge is kept
+    /// (`crate::reservation`); None until the first sync looks.
+    pub(crate) refrsrv_dirs: Option<std::collections::BTreeSet<u64>>,
     /// Space accounting is checked at every sync (`crate::space`): the
     /// `$MOS` charge missing when this writer opened the pool (what older
     /// writers, which charged the MOS one txg late, never charged).
@@ -711,6 +714,7 @@ impl PoolWriter {
             ms_arrays,
             reserved: 0,
             space_cache: None,
+            refrsrv_dirs: None,
             space_lag: None,
             space_failed: None,
             quota: Default::default(),
@@ -773,6 +777,7 @@ impl PoolWriter {
             ms_arrays,
             reserved: 0,
             space_cache: None,
+            refrsrv_dirs: None,
             space_lag: crate::space::enabled().then(Sums::default),
             space_failed: None,
             quota: Default::default(),
@@ -1547,6 +1552,8 @@ impl PoolWriter {
                 self.fs.insert(ds_obj, otx);
             }
         }
+        // Reservations follow what the datasets now hold.
+        self.reconcile_refreservations()?;
         // What this txg's frees took from the block reference tables
         // (frees of the MOS's own blocks, which are never cloned, follow).
         // The tables in memory already hold the change: a failure stops

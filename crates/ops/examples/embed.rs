@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             parents: false,
             props: vec![("compression".into(), "on".into())],
             no_mount: true,
+            volume: None,
         },
         &none,
     )?;

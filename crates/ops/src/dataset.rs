@@ -78,6 +78,104 @@ pub fn create(name: &str, parents: bool, props: &[(String, String)]) -> Result<V
     Ok(to_create)
 }
 
+/// What `zfs create -V` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeSpec {
+    /// `volsize` in bytes.
+    pub size: u64,
+    /// `-b` (or `-o volblocksize=`): the block size; None for the default.
+    pub blocksize: Option<u64>,
+    /// `-s`: sparse (no `refreservation`).
+    pub sparse: bool,
+}
+
+/// `zfs create [-p] [-s] [-b BLOCKSIZE] -V SIZE [-o prop=value]... VOL`:
+/// a volume, its parents made first with `-p` (file systems). A volume
+/// that is not sparse gets the `refreservation` OpenZFS gives it (unless
+/// one is set); `volsize` and `volblocksize` among the properties are
+/// the volume's own. Returns the datasets created, parents first.
+pub fn create_volume(
+    name: &str,
+    parents: bool,
+    spec: &VolumeSpec,
+    props: &[(String, String)],
+) -> Result<Vec<String>> {
+    let fail = |e: Error| e.context(&format!("cannot create '{name}'"));
+    let mut spec = spec.clone();
+    let mut rest = Vec::new();
+    for (k, v) in props {
+        match k.as_str() {
+            "volsize" => {
+                spec.size = ozfs_dsl::props::parse_size(v)
+                    .ok_or_else(|| fail(invalid(format!("bad volume size '{v}'"))))?
+            }
+            "volblocksize" => {
+                spec.blocksize = Some(
+                    ozfs_dsl::props::parse_size(v)
+                        .ok_or_else(|| fail(invalid(format!("bad volume block size '{v}'"))))?,
+                )
+            }
+            _ => rest.push((k.clone(), v.clone())),
+        }
+    }
+    let mut w = writer_for(name)?;
+    if w.dsl().lookup(name).is_ok() {
+        return Err(Error::Exists(format!(
+            "cannot create '{name}': dataset already exists"
+        )));
+    }
+    let blocksize = spec
+        .blocksize
+        .unwrap_or_else(|| ozfs_dsl::create::volblocksize_default(w.version));
+    ozfs_dsl::create::check_volume(&w, spec.size, blocksize).map_err(fail)?;
+    let has = |p: &str| rest.iter().any(|(k, _)| k == p);
+    if !spec.sparse && !has("refreservation") && !has("reservation") {
+        let copies = rest
+            .iter()
+            .find(|(k, _)| k == "copies")
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .unwrap_or(1);
+        let resv = ozfs_dsl::create::zvol_reservation(&w.pool.root, spec.size, blocksize, copies);
+        // Pools before version 9 have no refreservation (OpenZFS then
+        // sets the reservation).
+        let prop = if w.version >= 9 {
+            "refreservation"
+        } else {
+            "reservation"
+        };
+        rest.push((prop.to_string(), resv.to_string()));
+    }
+    let mut created = Vec::new();
+    if parents {
+        if let Some((parent, _)) = name.rsplit_once('/') {
+            if w.dsl().lookup(parent).is_err() {
+                drop(w);
+                created = create(parent, true, &[])?;
+                w = writer_for(name)?;
+            }
+        }
+    }
+    let (crypt_props, rest): (Vec<_>, Vec<_>) = rest.into_iter().partition(|(k, _)| {
+        matches!(
+            k.as_str(),
+            "encryption" | "keyformat" | "keylocation" | "pbkdf2iters"
+        )
+    });
+    let crypt_refs: Vec<&(String, String)> = crypt_props.iter().collect();
+    let crypt = crate::crypt::new_crypt(name, &crypt_refs)?;
+    let mut settings = Vec::new();
+    for (k, v) in &rest {
+        settings.push((
+            k.clone(),
+            ozfs_dsl::props::parse_setting(k, v).map_err(fail)?,
+        ));
+    }
+    ozfs_dsl::create::create_volume(&mut w, name, spec.size, blocksize, &settings, crypt)?;
+    w.sync().map_err(fail)?;
+    created.push(name.to_string());
+    Ok(created)
+}
+
 /// What `zfs destroy` is asked to do.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DestroyOpts {

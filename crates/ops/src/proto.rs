@@ -34,6 +34,9 @@ pub enum Request {
         props: Vec<(String, String)>,
         /// `-u`: do not mount it.
         no_mount: bool,
+        /// `-V SIZE [-s] [-b BLOCKSIZE]`: a volume, not a file system.
+        #[serde(default)]
+        volume: Option<crate::dataset::VolumeSpec>,
     },
     Destroy {
         name: String,
@@ -386,8 +389,16 @@ impl Request {
                 name,
                 parents,
                 props,
+                volume: None,
                 ..
             } => Response::Created(ds::create(name, *parents, props)?),
+            Request::Create {
+                name,
+                parents,
+                props,
+                volume: Some(v),
+                ..
+            } => Response::Created(ds::create_volume(name, *parents, v, props)?),
             Request::Destroy { name, opts } => Response::Destroyed(ds::destroy(name, opts)?),
             Request::Set { assigns, datasets } => {
                 ds::set(assigns, datasets)?;

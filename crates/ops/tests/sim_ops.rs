@@ -70,6 +70,7 @@ fn operations_on_simulated_devices() {
         parents: false,
         props: vec![("compression".into(), "lzjb".into())],
         no_mount: true,
+        volume: None,
     })
     .expect("create fs");
     assert!(matches!(made, Response::Created(ref v) if v == &vec![fs.clone()]));
@@ -93,6 +94,7 @@ fn operations_on_simulated_devices() {
         parents: false,
         props: vec![],
         no_mount: true,
+        volume: None,
     })
     .expect_err("exists");
     assert_eq!(e.kind(), ErrorKind::Exists, "{e}");

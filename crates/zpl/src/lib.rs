@@ -23,5 +23,6 @@ pub mod copyout;
 pub mod fs;
 pub mod write;
 pub mod zil;
+pub mod zvol;
 
 pub use fs::{DirEntry, Zpl};

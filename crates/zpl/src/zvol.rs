@@ -1,0 +1,162 @@
+//! Volumes (ZVOLs): a dataset whose objset holds one byte array instead of
+//! a POSIX tree — what OpenZFS gives virtual machines, iSCSI targets and
+//! other file systems as their disks.
+//!
+//! # Theory
+//!
+//! A volume's objset (type `DMU_OST_ZVOL`, 3) holds two objects, always at
+//! the same numbers: object 1 (`DMU_OT_ZVOL`) is the data, a plain DMU
+//! object whose data block size is the volume's `volblocksize` (fixed at
+//! creation); object 2 (`DMU_OT_ZVOL_PROP`) is a ZAP whose `size` entry is
+//! the volume's `volsize`. Nothing else: no znodes, no attributes, no
+//! names. Reading past what was written reads holes (zeros); a discard
+//! (TRIM, `fallocate(PUNCH_HOLE)`) frees whole blocks and zeroes the
+//! partial ones at its edges, as OpenZFS's `zvol_discard` frees the
+//! aligned part (ozfs also zeroes the edges, so that a discarded range
+//! always reads zeros, which `WRITE_ZEROES` needs).
+//!
+//! [`ZvolTx`] is the volume's side of an open txg, over the objset's
+//! [`ObjsetTx`]: every change lands in the txg and is written by the
+//! pool's next sync, as a file system's are.
+//!
+//! # Invariants
+//!
+//! * `size` is a positive multiple of the block size, both checked when
+//!   the volume is opened (a hostile ZAP or dnode gives an error naming
+//!   the volume, never a panic or a read of the wrong object).
+//! * No I/O reaches past `size`: a request that would is refused whole
+//!   (EINVAL from the front ends), never clipped in silence.
+//! * Shrinking frees every block past the new size before the size
+//!   changes; growing only changes the size (the new space is holes).
+
+use ozfs_dmu::tx::ObjsetTx;
+use ozfs_dmu::zap_tx;
+use ozfs_format::types::ot;
+use ozfs_format::{Error, Result};
+
+/// Object 1: the volume's data.
+pub const ZVOL_OBJ: u64 = 1;
+/// Object 2: the `zvol` ZAP (`size`).
+pub const ZVOL_ZAP_OBJ: u64 = 2;
+
+/// A volume's size and block size as its objset says, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZvolInfo {
+    pub size: u64,
+    pub blocksize: u64,
+}
+
+/// Read and check a volume's size and block size from its objset.
+pub fn info(tx: &ObjsetTx) -> Result<ZvolInfo> {
+    let what = "volume";
+    let dn = tx.dnode(ZVOL_OBJ)?;
+    if dn.phys.object_type != ot::ZVOL {
+        return Err(Error::corrupt(
+            what,
+            format!("object 1 has type {}, not zvol", dn.phys.object_type),
+        ));
+    }
+    let blocksize = dn.phys.datablksz();
+    if !blocksize.is_power_of_two() || !(512..=16 << 20).contains(&blocksize) {
+        return Err(Error::corrupt(what, format!("block size {blocksize}")));
+    }
+    let size = zap_tx::lookup_u64(tx, ZVOL_ZAP_OBJ, "size")
+        .map_err(|e| Error::corrupt(what, format!("no size in its ZAP: {e}")))?;
+    if size == 0 || size > i64::MAX as u64 {
+        return Err(Error::corrupt(what, format!("size {size}")));
+    }
+    Ok(ZvolInfo { size, blocksize })
+}
+
+/// A volume's changes in an open txg.
+pub struct ZvolTx<'a> {
+    pub tx: &'a mut ObjsetTx,
+    pub info: ZvolInfo,
+}
+
+impl<'a> ZvolTx<'a> {
+    /// The volume whose objset `tx` changes.
+    pub fn open(tx: &'a mut ObjsetTx) -> Result<ZvolTx<'a>> {
+        let info = info(tx)?;
+        Ok(ZvolTx { tx, info })
+    }
+
+    fn check(&self, off: u64, len: u64) -> Result<()> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.info.size => Ok(()),
+            _ => Err(Error::Invalid(format!(
+                "volume I/O of {len} bytes at {off} reaches past its size {}",
+                self.info.size
+            ))),
+        }
+    }
+
+    /// `len` bytes at `off` (holes read as zeros).
+    pub fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.check(off, len as u64)?;
+        self.tx.read(ZVOL_OBJ, off, len)
+    }
+
+    /// Write `data` at `off`.
+    pub fn write(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        self.check(off, data.len() as u64)?;
+        self.tx.write(ZVOL_OBJ, off, data)
+    }
+
+    /// Make `[off, off + len)` read as zeros: whole blocks freed, partial
+    /// edge blocks zeroed in place (only where they hold data).
+    pub fn discard(&mut self, off: u64, len: u64) -> Result<()> {
+        self.check(off, len)?;
+        let bs = self.info.blocksize;
+        let end = off + len;
+        if len == 0 {
+            return Ok(());
+        }
+        for edge in [off, end] {
+            if !edge.is_multiple_of(bs) {
+                self.tx.check_modifiable(ZVOL_OBJ, edge / bs)?;
+            }
+        }
+        let mut pos = off;
+        while pos < end {
+            let Some(blkid) = self
+                .tx
+                .next_block(ZVOL_OBJ, pos / bs, (end - 1) / bs, true)?
+            else {
+                break;
+            };
+            let bstart = blkid * bs;
+            let from = (pos.max(bstart) - bstart) as usize;
+            let to = (end.min(bstart + bs) - bstart) as usize;
+            if from == 0 && to == bs as usize {
+                self.tx.punch_block(ZVOL_OBJ, blkid);
+            } else if from < to && self.tx.read_block(ZVOL_OBJ, blkid)?.is_some() {
+                self.tx.modify_block(ZVOL_OBJ, blkid, &mut |b| {
+                    let to = to.min(b.len());
+                    if from < to {
+                        b[from..to].fill(0);
+                    }
+                })?;
+            }
+            pos = bstart + bs;
+        }
+        Ok(())
+    }
+
+    /// `zfs set volsize=`: a new size, a positive multiple of the block
+    /// size; shrinking frees what lies past it first.
+    pub fn set_size(&mut self, size: u64) -> Result<()> {
+        let bs = self.info.blocksize;
+        if size == 0 || !size.is_multiple_of(bs) || size > i64::MAX as u64 {
+            return Err(Error::Invalid(format!(
+                "volume size must be a multiple of volume block size ({bs})"
+            )));
+        }
+        if size < self.info.size {
+            self.tx.punch_from(ZVOL_OBJ, size / bs)?;
+        }
+        zap_tx::update(self.tx, ZVOL_ZAP_OBJ, "size", 8, &[size])?;
+        self.info.size = size;
+        Ok(())
+    }
+}
