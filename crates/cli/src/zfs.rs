@@ -647,6 +647,8 @@ const GET_ORDER: &[&str] = &[
     "origin",
     "quota",
     "reservation",
+    "volsize",
+    "volblocksize",
     "recordsize",
     "mountpoint",
     "sharenfs",
@@ -694,6 +696,8 @@ const GET_ORDER: &[&str] = &[
     "pbkdf2iters",
     "encryptionroot",
     "keystatus",
+    "volmode",
+    "snapdev",
 ];
 
 fn sort_props(props: &mut [(String, PropValue, PropSource)]) {

@@ -104,6 +104,26 @@ impl Objset {
         })
     }
 
+    /// A volume's (`volsize`, `volblocksize`): the `size` in object 2's
+    /// ZAP and object 1's data block size, both checked (a volume's
+    /// objects are always these two; see `ozfs_zpl::zvol`).
+    pub fn read_zvol_info(&self) -> Result<(u64, u64)> {
+        let dn = self.dnode(1)?;
+        let bs = dn.phys.datablksz();
+        if dn.phys.object_type != ozfs_format::types::ot::ZVOL
+            || !bs.is_power_of_two()
+            || !(512..=16 << 20).contains(&bs)
+        {
+            return Err(Error::corrupt(
+                "volume",
+                format!("object 1: type {}, block size {bs}", dn.phys.object_type),
+            ));
+        }
+        let zdn = self.dnode(2)?;
+        let size = crate::zap::lookup_u64(self, &zdn, "size")?;
+        Ok((size, bs))
+    }
+
     /// An objset from an already decoded header (after a sync).
     pub fn from_parts(pool: Arc<Pool>, bp: BlkPtr, phys: ObjsetPhys) -> Objset {
         Objset {

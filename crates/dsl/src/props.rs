@@ -231,6 +231,39 @@ const XATTR_LEGACY: &[(&str, u64)] = &[("off", 0), ("on", 1), ("dir", 1), ("sa",
 /// First pool version with system attributes (`SPA_VERSION_SA`).
 const SPA_VERSION_SA: u64 = 24;
 
+const VOLMODE: &[(&str, u64)] = &[
+    ("default", 0),
+    ("full", 1),
+    ("geom", 1),
+    ("dev", 2),
+    ("none", 3),
+];
+const SNAPDEV: &[(&str, u64)] = &[("hidden", 0), ("visible", 1)];
+
+/// Properties OpenZFS keeps for file systems only (not listed for a
+/// volume, refused on one).
+pub const FILESYSTEM_ONLY: &[&str] = &[
+    "quota",
+    "recordsize",
+    "mountpoint",
+    "sharenfs",
+    "atime",
+    "devices",
+    "exec",
+    "setuid",
+    "zoned",
+    "snapdir",
+    "aclmode",
+    "aclinherit",
+    "canmount",
+    "xattr",
+    "vscan",
+    "nbmand",
+    "sharesmb",
+    "refquota",
+    "acltype",
+];
+
 /// (name, kind, inheritable, default as stored value or text)
 const NATIVE: &[(&str, Kind, bool, &str)] = &[
     ("quota", Kind::Bytes, false, "0"),
@@ -264,6 +297,8 @@ const NATIVE: &[(&str, Kind, bool, &str)] = &[
     ("vscan", Kind::Index(ONOFF), true, "0"),
     ("nbmand", Kind::Index(ONOFF), true, "0"),
     ("acltype", Kind::Index(ACLTYPE), true, "0"),
+    ("volmode", Kind::Index(VOLMODE), true, "0"),
+    ("snapdev", Kind::Index(SNAPDEV), true, "0"),
 ];
 
 /// Largest `recordsize` (OpenZFS 2.3's `zfs_max_recordsize`); above 128 KiB
@@ -422,7 +457,9 @@ impl DslPool {
         };
         out.push(("compressratio".into(), PropValue::Ratio(cr), n.clone()));
         if !ds.is_snapshot {
-            out.push(("mounted".into(), PropValue::Text("no".into()), n.clone()));
+            if typ != "volume" {
+                out.push(("mounted".into(), PropValue::Text("no".into()), n.clone()));
+            }
             // A clone's origin ($ORIGIN, the origin of every file system
             // in a version-23 pool, is not shown).
             if dir.origin_obj != 0 {
@@ -463,9 +500,29 @@ impl DslPool {
             {
                 continue;
             }
-            if *name == "mountpoint" && typ == "volume" {
-                // A volume mounts nothing.
-                out.push(("mountpoint".into(), PropValue::Text("-".into()), n.clone()));
+            if typ == "volume" && FILESYSTEM_ONLY.contains(name) {
+                continue;
+            }
+            if *name == "volmode" && typ != "volume" {
+                continue;
+            }
+            if *name == "reservation" && typ == "volume" {
+                // volsize and volblocksize follow reservation, from the
+                // volume's own objects.
+                let (stored, src) = self
+                    .resolve(&chain, name, false)
+                    .unwrap_or((Stored::Num(0), PropSource::Default));
+                out.push((name.to_string(), render_stored(*kind, &stored), src));
+                if let Ok(os) = Objset::open(self.pool.clone(), &ds.ds.bp) {
+                    if let Ok(v) = os.read_zvol_info() {
+                        out.push(("volsize".into(), PropValue::Bytes(v.0), PropSource::Local));
+                        out.push((
+                            "volblocksize".into(),
+                            PropValue::Bytes(v.1),
+                            PropSource::Default,
+                        ));
+                    }
+                }
                 continue;
             }
             if *name == "mountpoint" {

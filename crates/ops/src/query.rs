@@ -88,6 +88,13 @@ pub fn datasets(sel: &Selection, full: bool) -> Result<Vec<Listed>> {
                 Ok(Some(room)) => avail.min(room),
                 _ => avail,
             };
+            // Its own unused refreservation is its to use (OpenZFS's
+            // `dsl_dataset_space`): the directory's REFRSRV charge.
+            let avail = if ds.is_snapshot {
+                avail
+            } else {
+                avail.saturating_add(ds.dir.used_breakdown[ozfs_dsl::reservation::DD_USED_REFRSRV])
+            };
             let mut props = dsl
                 .properties(&ds, avail)
                 .map_err(|e| e.context(&ds.name))?;
