@@ -85,6 +85,8 @@ struct MountEntry {
     pool: String,
     dataset: String,
     m: Mounted,
+    /// A volume's block device (its mount is the volume's one file).
+    vol: Option<crate::zvoldev::VolDev>,
 }
 
 #[derive(Default)]
@@ -291,6 +293,23 @@ fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
 }
 
 /// The FUSE options of a dataset's mount, from its properties.
+/// Wait (a bounded time) until the kernel let go of a loop device's
+/// backing file, so that the volume's mount can be taken down.
+fn wait_loop_released(v: &crate::zvoldev::VolDev) {
+    let name = v
+        .loop_dev
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let backing = format!("/sys/block/{name}/loop/backing_file");
+    for _ in 0..100 {
+        if !Path::new(&backing).exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn fuse_options(i: &ozfs_ops::mountinfo::DsMount) -> ozfs_fuse::Options {
     ozfs_fuse::Options {
         xattr_sa: i.xattr_sa,
@@ -972,6 +991,57 @@ impl Daemon {
         }
     }
 
+    /// Serve volume `info` as one file under the state directory and bind
+    /// a loop device to it, linked as `/dev/zvol/NAME` (`zvoldev`).
+    fn attach_volume(
+        &self,
+        pool: &str,
+        sw: &SharedWriter,
+        info: &ozfs_ops::mountinfo::DsMount,
+    ) -> Result<(), String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dataset = &info.name;
+        let fail = |m: &dyn std::fmt::Display| format!("cannot create device for '{dataset}': {m}");
+        let file = state_dir().join("zvol").join(dataset);
+        if let Some(p) = file.parent() {
+            std::fs::create_dir_all(p).map_err(|e| fail(&e))?;
+        }
+        // A file left by a daemon that died: its mount went with it.
+        let _ = std::fs::remove_file(&file);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .map_err(|e| fail(&format!("{}: {e}", file.display())))?;
+        let opts = fuse_options(info);
+        let readonly = opts.readonly;
+        let st = ozfs_fuse::shared::new_state(sw, info.ds_obj, info.recordsize, opts)
+            .map_err(|e| fail(&e))?;
+        let mut m = ozfs_fuse::shared::spawn_on(Arc::new(Mutex::new(st)), &file, &file, None)
+            .map_err(|e| fail(&e))?;
+        let vol = match crate::zvoldev::attach(&file, dataset, readonly) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = m.unmount();
+                let _ = std::fs::remove_file(&file);
+                return Err(fail(&e));
+            }
+        };
+        eprintln!(
+            "ozfs daemon: volume {dataset} on {} ({})",
+            vol.loop_dev.display(),
+            vol.link.display()
+        );
+        lock(&self.inner).mounts.push(MountEntry {
+            pool: pool.to_string(),
+            dataset: dataset.to_string(),
+            m,
+            vol: Some(vol),
+        });
+        Ok(())
+    }
+
     /// Resolve `dir` safely, then mount `dataset` there (no table lock held).
     fn mount_at(
         &self,
@@ -999,6 +1069,7 @@ impl Daemon {
             pool: pool.to_string(),
             dataset: dataset.to_string(),
             m,
+            vol: None,
         });
         Ok(())
     }
@@ -1040,6 +1111,15 @@ impl Daemon {
             inner.mounts.remove(i)
         };
         let put_back = |e: MountEntry| lock(&self.inner).mounts.push(e);
+        if let Some(v) = e.vol.take() {
+            crate::zvoldev::detach(&v);
+            wait_loop_released(&v);
+            eprintln!(
+                "ozfs daemon: {} detached from {}",
+                e.dataset,
+                v.loop_dev.display()
+            );
+        }
         if let Err(err) = e.m.sync() {
             // A pool whose queued writes failed can sync nothing more:
             // unmounting must still be possible (the pool is then
@@ -1635,6 +1715,13 @@ impl Daemon {
                 ozfs_ops::mountinfo::ds_mount_info(&w, name)
             };
             match info {
+                Ok(i) if i.volume => {
+                    if i.volmode != "none" && !i.encrypted {
+                        if let Err(e) = self.attach_volume(&pool, &sw, &i) {
+                            errs.push(e);
+                        }
+                    }
+                }
                 Ok(i)
                     if i.canmount == "on"
                         && i.mountpoint.starts_with('/')

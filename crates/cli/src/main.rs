@@ -27,6 +27,7 @@ mod sendrecv;
 mod zdb;
 mod zfs;
 mod zpool;
+mod zvoldev;
 
 use args::Usage;
 use ozfs_ops::Error;

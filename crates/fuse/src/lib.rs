@@ -435,6 +435,11 @@ pub struct State {
     /// A change the log does not express (xattrs, ACLs) is in the open
     /// txg: the next fsync commits the txg instead.
     unlogged: bool,
+    /// A volume, served as one file (`zvol.rs`): its size and block size.
+    vol: Option<ozfs_zpl::zvol::ZvolInfo>,
+    /// The volume file's times (its dataset's creation) and group.
+    vol_ctime: SystemTime,
+    vol_gid: u32,
 }
 
 fn log_err(what: &str, e: &Error) {
@@ -604,6 +609,17 @@ impl State {
         recordsize: u64,
         opts: Options,
     ) -> Result<State, Error> {
+        let vol = {
+            let tx = writer.fs_tx(ds_obj)?;
+            if tx.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL {
+                Some(ozfs_zpl::zvol::info(tx)?)
+            } else {
+                None
+            }
+        };
+        if let Some(v) = vol {
+            return State::volume(writer, ds_obj, v, opts);
+        }
         // An intent log left by a writer that stopped (a crash, a kill)
         // is replayed before anything is served.
         if !opts.readonly {
@@ -648,6 +664,9 @@ impl State {
             written: BTreeSet::new(),
             itxs: Vec::new(),
             unlogged: false,
+            vol: None,
+            vol_ctime: SystemTime::UNIX_EPOCH,
+            vol_gid: 0,
         };
         st.snaps.ctime = st.dataset_ctime();
         if !st.opts.readonly && delete_queue != 0 {
@@ -662,6 +681,71 @@ impl State {
             }
         }
         Ok(st)
+    }
+
+    /// The state of a volume served as one file (see `zvol.rs`). A volume
+    /// whose intent log holds records ozfs does not replay for volumes is
+    /// refused writable (never a silently stale disk).
+    fn volume(
+        writer: shared::Writer,
+        ds_obj: u64,
+        info: ozfs_zpl::zvol::ZvolInfo,
+        mut opts: Options,
+    ) -> Result<State, Error> {
+        let mut writer = writer;
+        if !opts.readonly {
+            let tx = writer.fs_tx(ds_obj)?;
+            let h = ozfs_format::zil::ZilHeader::decode(&tx.os.phys.zil_header, tx.os.swap)?;
+            if !h.log.is_hole() {
+                return Err(Error::Unsupported {
+                    what: format!("volume {}", opts.fsname),
+                    detail: "its intent log holds records not replayed (a crash of the \
+                             writer that used it): replaying volume logs is not supported \
+                             yet; use it read-only"
+                        .into(),
+                });
+            }
+        }
+        // No intent log for volumes yet: a flush commits the txg.
+        opts.log = false;
+        let creation = writer.dataset(ds_obj).map(|d| d.creation_time).unwrap_or(0);
+        let disk_gid = std::fs::read_to_string("/etc/group")
+            .ok()
+            .and_then(|g| {
+                g.lines()
+                    .find(|l| l.starts_with("disk:"))
+                    .and_then(|l| l.split(':').nth(2))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0);
+        Ok(State {
+            writer,
+            ds_obj,
+            recordsize: info.blocksize,
+            opts,
+            root: 0,
+            delete_queue: 0,
+            dirty_bytes: 0,
+            killpriv_v2: false,
+            dirty_since: None,
+            budget: 0,
+            opens: HashMap::new(),
+            lookups: HashMap::new(),
+            missing: Default::default(),
+            handles: HashMap::new(),
+            orphans: BTreeSet::new(),
+            dirs: HashMap::new(),
+            next_fh: 1,
+            closed: false,
+            snaps: snapdir::Snaps::default(),
+            notifier: None,
+            written: BTreeSet::new(),
+            itxs: Vec::new(),
+            unlogged: false,
+            vol: Some(info),
+            vol_ctime: State::vol_times(creation),
+            vol_gid: disk_gid,
+        })
     }
 
     fn tx(&mut self) -> Result<&mut ObjsetTx, Error> {
@@ -2524,7 +2608,15 @@ impl Filesystem for ZfsFuse {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        match live!(self, reply).do_getattr(ino) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_check_ino(ino).and_then(|()| st.vol_attr()) {
+                Ok(a) => reply.attr(&Duration::from_secs(1), &a),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        match st.do_getattr(ino) {
             Ok((a, _)) => reply.attr(ttl(a.ino), &a),
             Err(e) => reply.error(e),
         }
@@ -2549,6 +2641,13 @@ impl Filesystem for ZfsFuse {
         reply: ReplyAttr,
     ) {
         let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_setattr(ino, size) {
+                Ok(a) => reply.attr(&Duration::from_secs(1), &a),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         // A truncate by a caller without CAP_FSETID clears the set-ID bits
         // (the kernel's FATTR_KILL_SUIDGID, which fuser does not pass on:
         // root stands for CAP_FSETID).
@@ -2685,7 +2784,21 @@ impl Filesystem for ZfsFuse {
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        match live!(self, reply).do_open(ino, flags) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+            match st
+                .vol_check_ino(ino)
+                .and_then(|()| if writing { st.writable() } else { Ok(()) })
+            {
+                // Each request goes to the volume as it comes (no page
+                // cache in between: the loop device has its own).
+                Ok(()) => reply.opened(0, fuser::consts::FOPEN_DIRECT_IO),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        match st.do_open(ino, flags) {
             Ok(fh) => reply.opened(fh, 0),
             Err(e) => reply.error(e),
         }
@@ -2702,7 +2815,16 @@ impl Filesystem for ZfsFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        let plan = live!(self, reply).plan_read(ino, offset, size);
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_read(ino, offset, size) {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        let plan = st.plan_read(ino, offset, size);
+        drop(st);
         match plan {
             Ok(ReadPlan::Done(d)) => reply.data(&d),
             Ok(ReadPlan::Committed(r)) => self.workers.run(Box::new(move || {
@@ -2738,6 +2860,13 @@ impl Filesystem for ZfsFuse {
     ) {
         const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
         let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_write(ino, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         let kill = st.killpriv_v2 && write_flags & FUSE_WRITE_KILL_SUIDGID != 0;
         if kill {
             if let Err(e) = st.kill_suid(ino, req.gid(), req.pid()) {
@@ -2760,7 +2889,11 @@ impl Filesystem for ZfsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match live!(self, reply).do_lseek(ino, offset, whence) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return reply.error(libc::EOPNOTSUPP);
+        }
+        match st.do_lseek(ino, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
         }
@@ -2789,14 +2922,26 @@ impl Filesystem for ZfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match live!(self, reply).release_handle(fh) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return reply.ok();
+        }
+        match st.release_handle(fh) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        live!(self, reply).fsync_reply(reply);
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_fsync() {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        st.fsync_reply(reply);
     }
 
     fn fallocate(
@@ -2809,7 +2954,15 @@ impl Filesystem for ZfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match live!(self, reply).do_fallocate(ino, offset, length, mode) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            match st.vol_fallocate(ino, offset, length, mode) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        match st.do_fallocate(ino, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2929,7 +3082,11 @@ impl Filesystem for ZfsFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match live!(self, reply).set_xattr(ino, name, value, flags) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return reply.error(libc::EOPNOTSUPP);
+        }
+        match st.set_xattr(ino, name, value, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -2943,7 +3100,11 @@ impl Filesystem for ZfsFuse {
         size: u32,
         reply: ReplyXattr,
     ) {
-        match live!(self, reply).get_xattr(ino, name.as_bytes()) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return reply.error(libc::ENODATA);
+        }
+        match st.get_xattr(ino, name.as_bytes()) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() <= size as usize => reply.data(&v),
             Ok(_) => reply.error(libc::ERANGE),
@@ -2952,7 +3113,15 @@ impl Filesystem for ZfsFuse {
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        match live!(self, reply).list_xattrs(ino) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return if size == 0 {
+                reply.size(0)
+            } else {
+                reply.data(&[])
+            };
+        }
+        match st.list_xattrs(ino) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() <= size as usize => reply.data(&v),
             Ok(_) => reply.error(libc::ERANGE),
@@ -2961,7 +3130,11 @@ impl Filesystem for ZfsFuse {
     }
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        match live!(self, reply).remove_xattr(ino, name) {
+        let mut st = live!(self, reply);
+        if st.is_volume() {
+            return reply.error(libc::EOPNOTSUPP);
+        }
+        match st.remove_xattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -3318,5 +3491,6 @@ pub fn serve(st: Arc<Mutex<State>>, mountpoint: &Path) -> std::io::Result<()> {
 pub mod readonly;
 pub mod shared;
 pub mod snapdir;
+pub mod zvol;
 
 pub use readonly::serve_readonly;

@@ -31,6 +31,10 @@ pub struct DsMount {
     pub sync: String,
     /// `logbias=throughput`.
     pub logbias_throughput: bool,
+    /// A volume (served as a block device, not mounted).
+    pub volume: bool,
+    /// `volmode` (a volume with `none` gets no device).
+    pub volmode: String,
 }
 
 /// A mountpoint from a pool (the property is the pool author's) is used
@@ -109,5 +113,7 @@ fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
         encrypted: !matches!(text("encryption").as_str(), "" | "off"),
         sync: text("sync"),
         logbias_throughput: text("logbias") == "throughput",
+        volume: text("type") == "volume",
+        volmode: text("volmode"),
     })
 }
