@@ -1006,7 +1006,9 @@ impl Daemon {
         if let Some(p) = file.parent() {
             std::fs::create_dir_all(p).map_err(|e| fail(&e))?;
         }
-        // A file left by a daemon that died: its mount went with it.
+        // What a daemon that died left: loop devices bound to the file,
+        // its dead mount, the file.
+        crate::zvoldev::clear_stale(&file);
         let _ = std::fs::remove_file(&file);
         std::fs::OpenOptions::new()
             .write(true)
@@ -1715,13 +1717,14 @@ impl Daemon {
                 ozfs_ops::mountinfo::ds_mount_info(&w, name)
             };
             match info {
-                Ok(i) if i.volume => {
-                    if i.volmode != "none" && !i.encrypted {
-                        if let Err(e) = self.attach_volume(&pool, &sw, &i) {
-                            errs.push(e);
-                        }
+                // volmode=none: no device; an encrypted volume waits for
+                // its key (the daemon holds none).
+                Ok(i) if i.volume && i.volmode != "none" && !i.encrypted => {
+                    if let Err(e) = self.attach_volume(&pool, &sw, &i) {
+                        errs.push(e);
                     }
                 }
+                Ok(i) if i.volume => {}
                 Ok(i)
                     if i.canmount == "on"
                         && i.mountpoint.starts_with('/')

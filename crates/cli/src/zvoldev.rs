@@ -183,6 +183,38 @@ fn configure(
     }
 }
 
+/// Release what a daemon that died left of a volume's device served from
+/// `file`: loop devices still bound to it (their I/O fails once its server
+/// is gone), and the dead FUSE mount on it (detached lazily).
+pub fn clear_stale(file: &Path) {
+    if let Ok(dir) = std::fs::read_dir("/sys/block") {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("loop") {
+                continue;
+            }
+            let backing = e.path().join("loop/backing_file");
+            let Ok(b) = std::fs::read_to_string(&backing) else {
+                continue;
+            };
+            let b = b.trim_end_matches('\n');
+            // The kernel names a deleted file "PATH (deleted)".
+            let b = b.strip_suffix(" (deleted)").unwrap_or(b);
+            if Path::new(b) == file {
+                if let Ok(lo) = OpenOptions::new().read(true).open(format!("/dev/{name}")) {
+                    // SAFETY: an ioctl without arguments on our descriptor.
+                    unsafe { libc::ioctl(lo.as_raw_fd(), LOOP_CLR_FD) };
+                }
+            }
+        }
+    }
+    if let Ok(c) = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()) {
+        // SAFETY: a NUL-terminated path; fails harmlessly when nothing is
+        // mounted there.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 /// Remove the link, then let the loop device go (now, or — the kernel
 /// sets autoclear on a device still open — when its last user closes it).
 pub fn detach(d: &VolDev) {

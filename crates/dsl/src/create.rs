@@ -1185,7 +1185,7 @@ pub fn zvol_reservation(root: &ozfs_vdev::Vdev, volsize: u64, blocksize: u64, co
     let mut numdb = 7u64;
     let mut n = nblocks;
     while n > 1 {
-        n = (n + 1023) / 1024;
+        n = n.div_ceil(1024);
         numdb += n;
     }
     let copies = copies.clamp(1, 3);
@@ -1203,7 +1203,7 @@ fn libzfs_raidz_asize(ndisks: u64, nparity: u64, ashift: u32, blksize: u64) -> u
     let ndata = ndisks - nparity;
     let mut a = ((blksize.max(1) - 1) >> ashift) + 1;
     a += nparity * a.div_ceil(ndata);
-    a.div_ceil(nparity + 1) * (nparity + 1) << ashift
+    (a.div_ceil(nparity + 1) * (nparity + 1)) << ashift
 }
 
 fn ozfs_zpl_time() -> (u64, u64) {

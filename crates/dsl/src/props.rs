@@ -43,6 +43,9 @@ pub enum PropValue {
     /// Compression/dedup ratio ×100.
     Ratio(u64),
     Text(String),
+    /// A size limit that is not set (`quota`, `reservation`... of 0):
+    /// "none", or "0" with `-p` (as libzfs prints them).
+    NoLimit,
 }
 
 /// Format a byte count the way zfs does (1024-based, 3 significant digits: 1.50K, 12.3M, 120G).
@@ -98,6 +101,8 @@ impl PropValue {
                 }
             }
             PropValue::Text(s) => s.clone(),
+            PropValue::NoLimit if parsable => "0".into(),
+            PropValue::NoLimit => "none".into(),
         }
     }
 }
@@ -320,7 +325,7 @@ fn render_stored(kind: Kind, v: &zap_value::Stored) -> PropValue {
                 .map(|(s, _)| s.to_string())
                 .unwrap_or_else(|| n.to_string()),
         ),
-        (Kind::Bytes, zap_value::Stored::Num(0)) => PropValue::Text("none".into()),
+        (Kind::Bytes, zap_value::Stored::Num(0)) => PropValue::NoLimit,
         (Kind::Bytes, zap_value::Stored::Num(n)) => PropValue::Bytes(*n),
         (_, zap_value::Stored::Num(n)) => PropValue::Num(*n),
         (_, zap_value::Stored::Text(s)) => PropValue::Text(s.clone()),
