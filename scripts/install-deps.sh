@@ -12,7 +12,7 @@
 # temporary policy-rc.d denies service starts during the install.
 set -euo pipefail
 
-PKGS=(zfs-fuse fuse attr rsync acl zstd e2fsprogs qemu-utils nbd-client)
+PKGS=(zfs-fuse fuse attr rsync acl zstd e2fsprogs qemu-utils)
 
 # Cargo tools the tests use: fsx (file-system exerciser, crates.io).
 if ! command -v fsx >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/fsx" ]; then

@@ -93,6 +93,8 @@ struct MountEntry {
 struct Inner {
     pools: BTreeMap<String, PoolEntry>,
     mounts: Vec<MountEntry>,
+    /// Addresses the NBD server listens on (`ozfs nbd start`).
+    nbd: Vec<String>,
 }
 
 struct Daemon {
@@ -293,6 +295,34 @@ fn clear_counters(pool: &str, dev: Option<&str>) -> Result<(), String> {
 }
 
 /// The FUSE options of a dataset's mount, from its properties.
+/// The volumes the daemon serves, as NBD exports (`nbd.rs`).
+struct NbdExports;
+
+impl crate::nbd::Exports for NbdExports {
+    fn find(&self, name: &str) -> Option<Arc<Mutex<ozfs_fuse::State>>> {
+        let d = DAEMON.get()?;
+        let inner = lock(&d.inner);
+        inner
+            .mounts
+            .iter()
+            .find(|m| m.vol.is_some() && m.dataset == name)
+            .map(|m| m.m.state.clone())
+    }
+
+    fn names(&self) -> Vec<String> {
+        let Some(d) = DAEMON.get() else {
+            return Vec::new();
+        };
+        let inner = lock(&d.inner);
+        inner
+            .mounts
+            .iter()
+            .filter(|m| m.vol.is_some())
+            .map(|m| m.dataset.clone())
+            .collect()
+    }
+}
+
 /// Wait (a bounded time) until the kernel let go of a loop device's
 /// backing file, so that the volume's mount can be taken down.
 fn wait_loop_released(v: &crate::zvoldev::VolDev) {
@@ -628,6 +658,22 @@ impl Daemon {
                     Err(e) => err(e),
                 }
             }
+            "nbd_listen" => {
+                let addr = str_field(req, "addr").to_string();
+                if lock(&self.inner).nbd.contains(&addr) {
+                    return ok(String::new());
+                }
+                match crate::nbd::Listener::bind(&addr) {
+                    Ok(l) => {
+                        lock(&self.inner).nbd.push(addr.clone());
+                        eprintln!("ozfs daemon: serving volumes over NBD on {addr}");
+                        std::thread::spawn(move || l.run(Arc::new(NbdExports)));
+                        ok(String::new())
+                    }
+                    Err(e) => err(format!("cannot serve NBD on {addr}: {e}")),
+                }
+            }
+            "nbd_list" => ok(lock(&self.inner).nbd.join("\n")),
             "mount_all" => {
                 let _c = lock(&self.changes);
                 let mut errs = Vec::new();

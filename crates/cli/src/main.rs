@@ -20,6 +20,7 @@ mod cp;
 mod daemon;
 mod mount;
 mod mountpoint;
+mod nbd;
 mod output;
 mod rawio;
 mod render;
@@ -65,7 +66,35 @@ commands:
   rm [-r] POOL/DATASET:PATH              remove a file or tree from a dataset
   mount [-o ro] POOL/DATASET MOUNTPOINT  serve a dataset through FUSE until unmounted
   rawio write|read|info ...              pre-compressed records (ozfs rawio for usage)
+  nbd start [tcp:HOST[:PORT]|unix:PATH]  serve the daemon's volumes over NBD (default tcp:127.0.0.1:10809)
+  nbd list                               where the daemon serves NBD
   daemon [-f]                            the daemon that holds imported pools and their mounts";
+
+/// `ozfs nbd start [ADDR]` / `ozfs nbd list`: the daemon's NBD server.
+fn nbd_cmd(argv: &[String]) -> CmdResult {
+    let usage = "usage:\n\tnbd start [tcp:HOST[:PORT]|unix:PATH]\n\tnbd list";
+    match argv.first().map(String::as_str) {
+        Some("start") if argv.len() <= 2 => {
+            let addr = argv.get(1).map_or("tcp:127.0.0.1:10809", String::as_str);
+            ozfs_ops::client::call_starting(
+                &serde_json::json!({"cmd": "nbd_listen", "addr": addr}),
+            )?
+            .check()?;
+            Ok(())
+        }
+        Some("list") if argv.len() == 1 => {
+            if let Some(r) = ozfs_ops::client::call(&serde_json::json!({"cmd": "nbd_list"})) {
+                let r = r?.check()?;
+                let text = r.out.trim_end().to_string();
+                if !text.is_empty() {
+                    println!("{text}");
+                }
+            }
+            Ok(())
+        }
+        _ => Err(Fail::Usage(usage.into())),
+    }
+}
 
 /// Keep freed record-sized buffers in the heap for reuse: glibc would
 /// otherwise give every 128 KiB block its own mmap (and page faults and
@@ -157,6 +186,7 @@ fn run(argv: &[String]) -> CmdResult {
         "rm" => cp::rm(rest),
         "rawio" => rawio::main(rest),
         "mount" => mount::main(rest),
+        "nbd" => nbd_cmd(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

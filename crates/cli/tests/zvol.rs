@@ -258,6 +258,48 @@ fn volumes_made_served_as_block_devices_and_followed() {
     e.ok(&["zfs", "destroy", &format!("{pool}/clone2")]);
     assert!(fs::symlink_metadata(zvol_dir.join(format!("{pool}/clone2"))).is_err());
 
+    // Over NBD: qemu-img writes an image into a volume and compares it
+    // back; the loop device shows the same bytes; qemu-io's write-zeroes
+    // and discard read back as zeros.
+    let q = format!("{pool}/q");
+    e.ok(&["zfs", "create", "-s", "-V", "32M", &q]);
+    let sock = e.dir("nbd.sock");
+    e.ok(&["nbd", "start", &format!("unix:{}", sock.display())]);
+    let listed = e.ok(&["nbd", "list"]);
+    assert!(listed.contains(&sock.display().to_string()), "{listed}");
+    let img = e.dir("img.raw");
+    sh(&format!(
+        "head -c 20M /dev/urandom > '{0}' && truncate -s 32M '{0}'",
+        img.display()
+    ));
+    let url = format!("nbd+unix:///{q}?socket={}", sock.display());
+    sh(&format!(
+        "qemu-img convert -n -f raw -O raw '{}' '{url}'",
+        img.display()
+    ));
+    sh(&format!(
+        "qemu-img compare -f raw -F raw '{}' '{url}'",
+        img.display()
+    ));
+    let qdev = wait_dev(&zvol_dir.join(&q));
+    sh(&format!("cmp '{}' '{}'", img.display(), qdev.display()));
+    let out = sh(&format!(
+        "qemu-io -f raw -c 'write -z 0 1M' -c 'discard 1M 1M' -c 'read -P 0 0 2M' -c flush '{url}'"
+    ));
+    assert!(
+        out.contains("read 2097152/2097152 bytes at offset 0"),
+        "{out}"
+    );
+    // An unknown export is refused.
+    let bad = Command::new("qemu-img")
+        .args([
+            "info",
+            &format!("nbd+unix:///{pool}/nope?socket={}", sock.display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+
     // Export, OpenZFS's verdict, import: the same ext4.
     e.ok(&["zpool", "export", &pool]);
     assert!(

@@ -42,6 +42,16 @@ impl State {
         self.vol.is_some()
     }
 
+    /// The volume's size (None: not a volume).
+    pub fn volume_size(&self) -> Option<u64> {
+        self.vol.map(|v| v.size)
+    }
+
+    /// Served read-only (a snapshot, `readonly=on`, a read-only pool).
+    pub fn is_readonly(&self) -> bool {
+        self.opts.readonly
+    }
+
     fn zv(&mut self) -> Res<ZvolTx<'_>> {
         let tx = self
             .writer
@@ -89,7 +99,7 @@ impl State {
         }
     }
 
-    pub(crate) fn vol_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
+    pub fn vol_read(&mut self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
         self.vol_check_ino(ino)?;
         if offset < 0 {
             return Err(EINVAL);
@@ -105,7 +115,7 @@ impl State {
             .map_err(|e| errno_of(&format!("read volume at {off}"), &e))
     }
 
-    pub(crate) fn vol_write(&mut self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
+    pub fn vol_write(&mut self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
         self.vol_check_ino(ino)?;
         self.writable()?;
         let vsize = self.vol.map(|v| v.size).ok_or(EINVAL)?;
@@ -134,13 +144,7 @@ impl State {
         Ok(data.len() as u32)
     }
 
-    pub(crate) fn vol_fallocate(
-        &mut self,
-        ino: u64,
-        offset: i64,
-        length: i64,
-        mode: i32,
-    ) -> Res<()> {
+    pub fn vol_fallocate(&mut self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {
         self.vol_check_ino(ino)?;
         self.writable()?;
         let vsize = self.vol.map(|v| v.size).ok_or(EINVAL)?;
@@ -177,7 +181,7 @@ impl State {
     }
 
     /// The block layer's FLUSH: every answered write on stable storage.
-    pub(crate) fn vol_fsync(&mut self) -> Res<()> {
+    pub fn vol_fsync(&mut self) -> Res<()> {
         if self.opts.readonly || self.closed || self.opts.sync == crate::SyncMode::Disabled {
             return Ok(());
         }
