@@ -432,3 +432,101 @@ while True:
         common::openzfs_verdict(&zdb, e.work.path(), &pool);
     }
 }
+
+/// OpenZFS's own volume (`c11-zvol-special/vol`, made by OpenZFS 2.3.2 in
+/// a pool with a special mirror and a log device): served as a block
+/// device its bytes are OpenZFS's (the corpus's sha256); written through
+/// the device, then sent and received as a volume, it stays a pool
+/// OpenZFS's zdb finds clean, and the received copy has the same bytes.
+#[test]
+fn openzfs_volume_served_written_sent_and_received() {
+    let corpus = common::corpus_dir().join("c11-zvol-special");
+    let e = {
+        let work = tempfile::Builder::new()
+            .prefix(&format!("ozfs-dh-{}-c11v-", std::process::id()))
+            .tempdir_in("/var/tmp")
+            .expect("work dir");
+        Env {
+            oz: ozfs_testkit::Ozfs::new(BIN).with_timeout(Duration::from_secs(120)),
+            work,
+            pool: format!("zc11v{}", std::process::id() % 100000),
+        }
+    };
+    let devs = e.dir("devs");
+    common::unpack_corpus(&corpus, &devs);
+    let d = devs.to_string_lossy().into_owned();
+    let pool = e.pool.clone();
+    // Under a name of its own, its file system unmounted: then held by
+    // the daemon, which serves the volume.
+    e.ok(&["zpool", "import", "-N", "-d", &d, "c11-zvol-special", &pool]);
+    e.ok(&["zfs", "set", "mountpoint=none", &pool]);
+    e.ok(&["zpool", "export", &pool]);
+    e.ok(&["zpool", "import", "-d", &d, &pool]);
+    let vol = format!("{pool}/vol");
+    let get = |p: &str| e.ok(&["zfs", "get", "-Hp", "-o", "value", p, &vol]);
+    assert_eq!(get("volsize").trim(), (24u64 << 20).to_string());
+    // OpenZFS's own figure for this volume (props.txt: 26.5M).
+    assert_eq!(
+        get("refreservation").trim(),
+        ((24u64 << 20) + 20 * (128 << 10)).to_string()
+    );
+    let dev = wait_dev(&Path::new("/dev/zvol").join(&vol));
+    let want = fs::read_to_string(corpus.join("zvols.txt")).unwrap();
+    let sum = sh(&format!("sha256sum < '{}'", dev.display()));
+    let sum = sum.split_whitespace().next().unwrap_or("").to_string();
+    assert!(
+        want.contains(&format!("{sum}  c11-zvol-special/vol")),
+        "the device's sha256 {sum} is not OpenZFS's:\n{want}"
+    );
+    // Written through the device (direct, flushed).
+    sh(&format!(
+        "head -c 3M /dev/urandom > '{0}' && dd if='{0}' of='{1}' bs=1M seek=5 oflag=direct conv=fsync status=none",
+        e.dir("patch").display(),
+        dev.display()
+    ));
+    let after = sh(&format!("sha256sum < '{}'", dev.display()));
+    // Sent and received: a volume again, with the same bytes.
+    e.ok(&["zfs", "snapshot", &format!("{vol}@s")]);
+    let stream = e.dir("vol.zstream");
+    let out = Command::new(BIN)
+        .env("OZFS_STATE_DIR", e.oz.state_dir())
+        .args(["zfs", "send", &format!("{vol}@s")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(&stream, &out.stdout).unwrap();
+    let dump = Command::new("/opt/openzfs-2.3/bin/zstream")
+        .args(["dump"])
+        .stdin(fs::File::open(&stream).unwrap())
+        .output();
+    if let Ok(d) = dump {
+        let t = String::from_utf8_lossy(&d.stdout);
+        assert!(
+            t.contains("type = 3") || t.contains("drr_type = 3") || !d.status.success(),
+            "{t}"
+        );
+    }
+    let copy = format!("{pool}/copy");
+    let st = Command::new(BIN)
+        .env("OZFS_STATE_DIR", e.oz.state_dir())
+        .args(["zfs", "receive", &copy])
+        .stdin(fs::File::open(&stream).unwrap())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(
+        e.ok(&["zfs", "get", "-H", "-o", "value", "type", &copy])
+            .trim(),
+        "volume"
+    );
+    let cdev = wait_dev(&Path::new("/dev/zvol").join(&copy));
+    assert_eq!(sh(&format!("sha256sum < '{}'", cdev.display())), after);
+    e.ok(&["zpool", "export", &pool]);
+    if let Some(zdb) = common::oracle_zdb() {
+        common::openzfs_verdict(&zdb, &devs, &pool);
+    }
+}

@@ -1741,6 +1741,7 @@ impl ObjsetTx {
                 bp
             }
         };
+        self.header_dirty = false;
         // The new committed state (read with the same key).
         let key = self.os.key.take();
         self.os = Objset::from_parts(pool.clone(), bp, phys);

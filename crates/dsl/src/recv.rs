@@ -31,7 +31,7 @@
 //! `large_dnode`). An embedded spill block comes as a WRITE_EMBEDDED at the
 //! spill's block id (-2) times its size, and is taken as the spill block.
 //! Streams this receiver cannot replay faithfully — byte-swapped ones, raw
-//! (`-w`), deduplicated, redacted or resumed ones, volumes, clones — are
+//! (`-w`), deduplicated, redacted or resumed ones, clones — are
 //! refused with a message that says which.
 
 use crate::sync::PoolWriter;
@@ -367,15 +367,16 @@ fn receive_one(
         }
         None
     };
-    if begin.objset_type != stream::DMU_OST_ZFS {
+    if begin.objset_type != stream::DMU_OST_ZFS && begin.objset_type != stream::DMU_OST_ZVOL {
         return Err(Error::unsupported(
             "send stream",
             format!(
-                "objset type {} (only file systems are received)",
+                "objset type {} (file systems and volumes are received)",
                 begin.objset_type
             ),
         ));
     }
+    let volume = begin.objset_type == stream::DMU_OST_ZVOL;
     if begin.flags & stream::DRR_FLAG_CLONE != 0 {
         return Err(Error::unsupported("send stream", "clone streams"));
     }
@@ -424,6 +425,15 @@ fn receive_one(
         if head.is_snapshot {
             return Err(Error::Invalid(format!(
                 "cannot receive into '{fs}': it is a snapshot"
+            )));
+        }
+        let is_volume =
+            w.fs_tx(head.ds_obj)?.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL;
+        if is_volume != volume {
+            return Err(Error::Invalid(format!(
+                "cannot receive incremental stream: '{fs}' is a {}, the stream's source a {}",
+                if is_volume { "volume" } else { "file system" },
+                if volume { "volume" } else { "file system" }
             )));
         }
         let latest = if head.ds.prev_snap_obj != 0 {
@@ -564,6 +574,15 @@ fn receive_one(
                 .map(|t| (t.os.phys.clone(), t.os.key.clone()));
         if let Some((mut phys, key)) = fresh {
             phys.meta_dnode = crate::create::empty_meta_dnode();
+            if volume {
+                // A volume: its two objects come in the stream; no user
+                // accounting (OpenZFS keeps it for file systems only).
+                phys.os_type = ozfs_format::objset::OBJSET_TYPE_ZVOL;
+                phys.flags = 0;
+                phys.userused_dnode = Default::default();
+                phys.groupused_dnode = Default::default();
+                phys.projectused_dnode = Default::default();
+            }
             let t = match &raw_keys {
                 // Raw: the sender's meta-dnode shape and portable MAC, no
                 // accounting (OpenZFS rebuilds it once the key is loaded).

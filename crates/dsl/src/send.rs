@@ -298,9 +298,14 @@ pub fn send_with(
     let toguid = to.ds.guid;
     // A file system with system attributes (ZPL 5) may have spill blocks:
     // the stream says so, as OpenZFS's does.
-    let zpl = ozfs_dmu::zap::lookup_obj(&os, 1, "VERSION")?
-        .and_then(|e| e.as_u64())
-        .unwrap_or(0);
+    let volume = os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL;
+    let zpl = if volume {
+        0
+    } else {
+        ozfs_dmu::zap::lookup_obj(&os, 1, "VERSION")?
+            .and_then(|e| e.as_u64())
+            .unwrap_or(0)
+    };
     let mut features = if zpl >= 5 {
         stream::FEATURE_SA_SPILL
     } else {
@@ -372,7 +377,11 @@ pub fn send_with(
         &Record::Begin(Begin {
             versioninfo: stream::DMU_SUBSTREAM | features << 2,
             creation_time: to.ds.creation_time,
-            objset_type: stream::DMU_OST_ZFS,
+            objset_type: if volume {
+                stream::DMU_OST_ZVOL
+            } else {
+                stream::DMU_OST_ZFS
+            },
             // With system attributes, OBJECT records say which objects
             // have a spill block (a receiver drops the others' spill).
             // A raw stream (for OpenZFS only) also says, as OpenZFS's

@@ -103,6 +103,8 @@ pub const DRR_RAW_BYTESWAP: u8 = 2;
 pub const DRR_SPILL_UNMODIFIED: u8 = 4;
 /// Objset type of a file system.
 pub const DMU_OST_ZFS: u32 = 2;
+/// `drr_type` of a volume's stream.
+pub const DMU_OST_ZVOL: u32 = 3;
 /// Largest block a stream may carry (16 MiB, OpenZFS's maximum).
 pub const MAX_BLOCK: u64 = 16 << 20;
 /// Largest BEGIN payload (a replication stream's nvlist).

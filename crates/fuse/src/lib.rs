@@ -683,9 +683,8 @@ impl State {
         Ok(st)
     }
 
-    /// The state of a volume served as one file (see `zvol.rs`). A volume
-    /// whose intent log holds records ozfs does not replay for volumes is
-    /// refused writable (never a silently stale disk).
+    /// The state of a volume served as one file (see `zvol.rs`), its
+    /// intent log replayed first.
     fn volume(
         writer: shared::Writer,
         ds_obj: u64,
@@ -693,17 +692,16 @@ impl State {
         mut opts: Options,
     ) -> Result<State, Error> {
         let mut writer = writer;
+        // The log a stopped writer left is replayed before anything is
+        // served (and an empty chain OpenZFS leaves is freed).
         if !opts.readonly {
-            let tx = writer.fs_tx(ds_obj)?;
-            let h = ozfs_format::zil::ZilHeader::decode(&tx.os.phys.zil_header, tx.os.swap)?;
-            if !h.log.is_hole() {
-                return Err(Error::Unsupported {
-                    what: format!("volume {}", opts.fsname),
-                    detail: "its intent log holds records not replayed (a crash of the \
-                             writer that used it): replaying volume logs is not supported \
-                             yet; use it read-only"
-                        .into(),
-                });
+            if let Some(n) = ozfs_zpl::zvol::replay_if_needed(&mut writer, ds_obj)? {
+                if n > 0 {
+                    eprintln!(
+                        "ozfs: volume {}: intent log replayed ({n} records applied)",
+                        opts.fsname
+                    );
+                }
             }
         }
         // No intent log for volumes yet: a flush commits the txg.
