@@ -1037,6 +1037,35 @@ impl Daemon {
         }
     }
 
+    /// After `zfs set volsize`: the served volumes of `datasets` take their
+    /// new size (the state, the kernel's attributes, the loop device's
+    /// capacity), in place: a file system on the device stays mounted.
+    fn resize_volumes(&self, datasets: &[String]) {
+        let served: Vec<(String, Arc<Mutex<ozfs_fuse::State>>, crate::zvoldev::VolDev)> = {
+            let inner = lock(&self.inner);
+            inner
+                .mounts
+                .iter()
+                .filter(|m| datasets.contains(&m.dataset))
+                .filter_map(|m| {
+                    m.vol
+                        .clone()
+                        .map(|v| (m.dataset.clone(), m.m.state.clone(), v))
+                })
+                .collect()
+        };
+        for (ds, st, v) in served {
+            let r = ozfs_fuse::shared::lock(&st).vol_refresh();
+            match r {
+                Ok(size) => match crate::zvoldev::set_capacity(&v) {
+                    Ok(()) => eprintln!("ozfs daemon: volume {ds} resized to {size} bytes"),
+                    Err(e) => eprintln!("ozfs daemon: volume {ds}: {e}"),
+                },
+                Err(e) => eprintln!("ozfs daemon: volume {ds}: {e}"),
+            }
+        }
+    }
+
     /// Serve volume `info` as one file under the state directory and bind
     /// a loop device to it, linked as `/dev/zvol/NAME` (`zvoldev`).
     fn attach_volume(
@@ -1596,6 +1625,9 @@ impl Daemon {
             ) => vec![target.split('@').next().unwrap_or(target).to_string()],
             (Request::Set { assigns, datasets }, _) => {
                 let keys: Vec<&str> = assigns.iter().map(|(k, _)| k.as_str()).collect();
+                if keys.contains(&"volsize") {
+                    self.resize_volumes(datasets);
+                }
                 return self.after_props(&keys, datasets);
             }
             (Request::Inherit { prop, datasets, .. }, _) => {

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
 const LO_FLAGS_READ_ONLY: u32 = 1;
 const LO_FLAGS_DIRECT_IO: u32 = 16;
 
@@ -181,6 +182,24 @@ fn configure(
     } else {
         Ok(())
     }
+}
+
+/// Make the loop device take its backing file's new size
+/// (`LOOP_SET_CAPACITY`, after `zfs set volsize`).
+pub fn set_capacity(d: &VolDev) -> Result<(), String> {
+    let lo = OpenOptions::new()
+        .read(true)
+        .open(&d.loop_dev)
+        .map_err(|e| format!("{}: {e}", d.loop_dev.display()))?;
+    // SAFETY: an ioctl without arguments on a descriptor we own.
+    if unsafe { libc::ioctl(lo.as_raw_fd(), LOOP_SET_CAPACITY) } < 0 {
+        return Err(format!(
+            "{}: {}",
+            d.loop_dev.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Release what a daemon that died left of a volume's device served from

@@ -251,6 +251,38 @@ fn volumes_made_served_as_block_devices_and_followed() {
         let _m = mount(&dev, &mnt, "ro");
         assert_eq!(tree_sums(&mnt), before, "after rollback");
     }
+    // volsize grows in place (the device with it; a non-sparse volume's
+    // refreservation follows); ext4 then grows into it.
+    e.ok(&["zfs", "set", "volsize=192M", &vol]);
+    assert_eq!(
+        sh(&format!("blockdev --getsize64 '{}'", dev.display())).trim(),
+        (192u64 << 20).to_string()
+    );
+    assert_eq!(
+        get("refreservation", &vol).trim(),
+        ((192u64 << 20) + 2 * (7 + 12 + 1) * (128 << 10)).to_string()
+    );
+    let out = e.run(&["zfs", "set", "volsize=1000", &vol]);
+    assert!(!out.success() && out.stderr.contains("multiple of volume block size"));
+    let out = e.run(&["zfs", "set", "recordsize=8K", &vol]);
+    assert!(!out.success() && out.stderr.contains("does not apply"));
+    sh(&format!(
+        "e2fsck -fy '{0}' >/dev/null 2>&1; resize2fs '{0}' 2>&1",
+        dev.display()
+    ));
+    e2fsck_clean(&dev);
+    {
+        let _m = mount(&dev, &mnt, "ro");
+        assert_eq!(tree_sums(&mnt), before, "after growing");
+        let df = sh(&format!(
+            "df -B1M --output=size '{}' | tail -1",
+            mnt.display()
+        ));
+        assert!(
+            df.trim().parse::<u64>().unwrap_or(0) > 150,
+            "ext4 did not grow: {df}"
+        );
+    }
     // Rename and destroy move and remove the links.
     e.ok(&["zfs", "rename", &clone, &format!("{pool}/clone2")]);
     wait_dev(&zvol_dir.join(format!("{pool}/clone2")));

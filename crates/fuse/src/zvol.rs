@@ -47,6 +47,18 @@ impl State {
         self.vol.map(|v| v.size)
     }
 
+    /// Read the volume's size again (after `zfs set volsize`) and tell
+    /// the kernel the file's attributes changed. Returns the new size.
+    pub fn vol_refresh(&mut self) -> Result<u64, ozfs_format::Error> {
+        let tx = self.writer.fs_tx(self.ds_obj)?;
+        let info = ozfs_zpl::zvol::info(tx)?;
+        self.vol = Some(info);
+        if let Some(n) = &self.notifier {
+            let _ = n.inval_inode(fuser::FUSE_ROOT_ID, -1, 0);
+        }
+        Ok(info.size)
+    }
+
     /// Served read-only (a snapshot, `readonly=on`, a read-only pool).
     pub fn is_readonly(&self) -> bool {
         self.opts.readonly

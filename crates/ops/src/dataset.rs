@@ -323,7 +323,34 @@ pub fn set(assigns: &[(String, String)], datasets: &[String]) -> Result<()> {
             });
         }
         let fail = |e: Error| e.context(&format!("cannot set property for '{ds_name}'"));
+        let volume = w
+            .fs_tx(ds.ds_obj)
+            .is_ok_and(|t| t.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL);
         for (k, v) in assigns {
+            if k == "volsize" {
+                if !volume {
+                    return Err(invalid(format!(
+                        "cannot set property for '{ds_name}': 'volsize' does not apply to datasets of this type"
+                    )));
+                }
+                let size = ozfs_dsl::props::parse_size(v).ok_or_else(|| {
+                    invalid(format!(
+                        "cannot set property for '{ds_name}': bad volume size '{v}'"
+                    ))
+                })?;
+                set_volsize(&mut w, &ds, size).map_err(fail)?;
+                continue;
+            }
+            if k == "volblocksize" {
+                return Err(invalid(format!(
+                    "cannot set property for '{ds_name}': 'volblocksize' is readonly"
+                )));
+            }
+            if volume && ozfs_dsl::props::FILESYSTEM_ONLY.contains(&k.as_str()) {
+                return Err(invalid(format!(
+                    "cannot set property for '{ds_name}': '{k}' does not apply to datasets of this type"
+                )));
+            }
             if READONLY_AFTER_CREATE.contains(&k.as_str()) {
                 return Err(invalid(format!(
                     "cannot set property for '{ds_name}': '{k}' is readonly"
@@ -333,6 +360,61 @@ pub fn set(assigns: &[(String, String)], datasets: &[String]) -> Result<()> {
             ozfs_dsl::create::set_prop_dir(&mut w, ds.dir_obj, k, &setting)?;
         }
         w.sync().map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// `zfs set volsize=SIZE VOL`: a multiple of the block size; shrinking
+/// frees what lies past the new end. A volume whose refreservation is the
+/// one its old size called for (not sparse, not set by hand) gets the one
+/// its new size calls for, as libzfs does; growing needs that much room.
+fn set_volsize(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds: &ozfs_dsl::DatasetInfo,
+    size: u64,
+) -> Result<()> {
+    let (old, bs) = {
+        let t = w.fs_tx(ds.ds_obj)?;
+        let i = ozfs_zpl::zvol::info(t)?;
+        (i.size, i.blocksize)
+    };
+    let copies = w
+        .dsl()
+        .properties(ds, 0)?
+        .iter()
+        .find(|(n, _, _)| n == "copies")
+        .and_then(|(_, v, _)| v.render(true).parse::<u64>().ok())
+        .unwrap_or(1);
+    let resv = w.refreservation(ds.dir_obj)?;
+    let root = w
+        .pool
+        .root
+        .current()
+        .ok_or_else(|| invalid("the pool has no vdev tree".to_string()))?;
+    let auto = resv != 0 && resv == ozfs_dsl::create::zvol_reservation(&root, old, bs, copies);
+    let new_resv = ozfs_dsl::create::zvol_reservation(&root, size, bs, copies);
+    if auto && new_resv > resv {
+        if let Some((d, root_used)) = w.pool_space()? {
+            let avail = d.dspace.saturating_sub(d.slop).saturating_sub(root_used);
+            if new_resv - resv > avail {
+                return Err(Error::Invalid(
+                    "size is greater than available space".into(),
+                ));
+            }
+        }
+    }
+    {
+        let t = w.fs_tx(ds.ds_obj)?;
+        let mut z = ozfs_zpl::zvol::ZvolTx::open(t)?;
+        z.set_size(size)?;
+    }
+    if auto {
+        ozfs_dsl::create::set_prop_dir(
+            w,
+            ds.dir_obj,
+            "refreservation",
+            &ozfs_dsl::create::PropSetting::Num(new_resv),
+        )?;
     }
     Ok(())
 }
