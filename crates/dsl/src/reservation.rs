@@ -62,7 +62,13 @@ impl PoolWriter {
     /// Find every directory with a refreservation or a REFRSRV charge (once
     /// per writer).
     fn load_refrsrv_dirs(&mut self) -> Result<()> {
-        if self.refrsrv_dirs.is_some() || self.root_dir_obj == 0 {
+        if self.refrsrv_dirs.is_some() {
+            return Ok(());
+        }
+        // A pool being created has no committed state to look in yet: no
+        // reservation either (one set now is added when it is set).
+        if self.root_dir_obj == 0 || self.mos.os.bp.is_hole() {
+            self.refrsrv_dirs = Some(BTreeSet::new());
             return Ok(());
         }
         let mut set = BTreeSet::new();
