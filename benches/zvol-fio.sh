@@ -78,7 +78,8 @@ run() { # target file load
     python3 - "$target" "$name" "$run_id" "$load" "$o" "$json" <<'PY'
 import json, sys
 target, name, run_id, load, out, path = sys.argv[1:]
-j = json.loads(out)["jobs"][0]
+# fio may print notes before its JSON.
+j = json.loads(out[out.index("{"):])["jobs"][0]
 side = "read" if "read" in name else "write"
 s = j[side]
 pct = s.get("clat_ns", {}).get("percentile", {})

@@ -1933,7 +1933,11 @@ impl State {
         {
             return Err(libc::EFBIG);
         }
-        self.reserve(data.len() as u64)?;
+        // What the txg will write is whole blocks: a small write into a
+        // block not yet dirty costs the block (a 4 KiB write into a
+        // 128 KiB record is 128 KiB at sync).
+        let cost = self.dirty_cost(obj, off, data.len() as u64);
+        self.reserve(cost)?;
         let mut z = self.z().map_err(|e| errno_of("open", &e))?;
         z.write(obj, off, data)
             .map_err(|e| errno_of(&format!("write object {obj}"), &e))?;
@@ -1943,7 +1947,7 @@ impl State {
             len: data.len() as u64,
         });
         self.changed();
-        self.dirty_bytes += data.len() as u64;
+        self.dirty_bytes += cost;
         self.written.insert(obj);
         if self.dirty_bytes >= self.opts.txg_bytes {
             self.sync_behind()
@@ -1951,6 +1955,35 @@ impl State {
         }
         self.sync_always()?;
         Ok(data.len() as u32)
+    }
+
+    /// The bytes a write of `len` at `off` of `obj` adds to the open txg:
+    /// the whole of each block it touches that this txg has not dirtied
+    /// yet (at least `len`), as OpenZFS's dirty accounting charges
+    /// whole dbufs. The dirty-data limit and the space reservation use
+    /// it, so small random writes cannot grow a txg (and its memory and
+    /// allocations) a record size beyond the limit.
+    fn dirty_cost(&mut self, obj: u64, off: u64, len: u64) -> u64 {
+        let Ok(tx) = self.writer.fs_tx(self.ds_obj) else {
+            return len;
+        };
+        let Ok(dn) = tx.dnode(obj) else {
+            return len;
+        };
+        // A file of one block smaller than the record size grows that
+        // block as it grows: charged what is written.
+        let bs = dn.phys.datablksz();
+        if bs == 0 || len == 0 || (dn.phys.maxblkid == 0 && bs < self.recordsize) {
+            return len;
+        }
+        let (first, last) = (off / bs, (off + len - 1) / bs);
+        if last - first > 64 {
+            return len.max((last - first + 1) * bs);
+        }
+        let fresh = (first..=last)
+            .filter(|b| !tx.data.contains_key(&(obj, *b)))
+            .count() as u64;
+        len.max(fresh * bs)
     }
 
     /// Clear set-user-ID, and set-group-ID where the group may execute

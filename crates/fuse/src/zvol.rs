@@ -138,14 +138,15 @@ impl State {
         if off.checked_add(data.len() as u64).is_none_or(|e| e > vsize) {
             return Err(libc::EFBIG);
         }
-        self.reserve(data.len() as u64)?;
+        let cost = self.vol_dirty_cost(off, data.len() as u64);
+        self.reserve(cost)?;
         {
             let mut z = self.zv()?;
             z.write(off, data)
                 .map_err(|e| errno_of(&format!("write volume at {off}"), &e))?;
         }
         self.changed();
-        self.dirty_bytes += data.len() as u64;
+        self.dirty_bytes += cost;
         if self.dirty_bytes >= self.opts.txg_bytes {
             self.sync_behind()
                 .map_err(|e| errno_of("sync (dirty data limit)", &e))?;
@@ -154,6 +155,26 @@ impl State {
             self.sync_errno("sync=always")?;
         }
         Ok(data.len() as u32)
+    }
+
+    /// The bytes a write adds to the open txg: every block it touches
+    /// that is not dirty yet, whole (see `State::dirty_cost`).
+    fn vol_dirty_cost(&mut self, off: u64, len: u64) -> u64 {
+        let bs = self.vol.map(|v| v.blocksize).unwrap_or(0);
+        let Ok(tx) = self.writer.fs_tx(self.ds_obj) else {
+            return len;
+        };
+        if bs == 0 || len == 0 {
+            return len;
+        }
+        let (first, last) = (off / bs, (off + len - 1) / bs);
+        if last - first > 256 {
+            return len.max((last - first + 1) * bs);
+        }
+        let fresh = (first..=last)
+            .filter(|b| !tx.data.contains_key(&(ZVOL_OBJ, *b)))
+            .count() as u64;
+        len.max(fresh * bs)
     }
 
     pub fn vol_fallocate(&mut self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {
