@@ -40,7 +40,7 @@ cp -a /usr/share/doc/bash "$W/ext4/"
 umount "$W/ext4"
 for v in vol svol; do
     echo "$(sha256sum < /dev/zvol/ozv/$v | cut -d' ' -f1)  ozv/$v"
-done > "$W/host.sums"
+done | sort -k2 > "$W/host.sums"
 "$OZFS" zfs get -Hp -o name,property,value volsize,volblocksize,refreservation ozv/vol ozv/svol > "$W/host.props"
 "$OZFS" zpool export ozv >&2
 pid=$(grep -o "pid [0-9]*" "$W/state/ozfsd.log" | tail -1 | cut -d' ' -f2 || true)

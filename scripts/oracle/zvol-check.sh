@@ -42,7 +42,7 @@ for v in $(zfs list -H -o name -t volume -r "$POOL"); do
 done
 echo "### write"
 first=$(zfs list -H -o name -t volume -r "$POOL" | sort | head -1)
-dd if=/dev/urandom of=/dev/zvol/$first bs=1M count=2 seek=40 oflag=direct conv=fsync status=none && echo "wrote 2M into $first"
+dd if=/dev/urandom of=/dev/zvol/$first bs=1M count=2 seek=4 oflag=direct conv=fsync status=none && echo "wrote 2M into $first" || { echo "write FAILED"; rc=1; }
 echo "### scrub"
 zpool scrub -w "$POOL"
 zpool status -v "$POOL" | sed -n '/scan:/,$p'
