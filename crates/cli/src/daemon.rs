@@ -901,10 +901,11 @@ impl Daemon {
         let mut inner = lock(&self.inner);
         let sw = inner.pools.get(pool).map(|p| p.sw.clone())?;
         Self::prune(&mut inner);
+        // File systems only: a volume's mount follows no mount property.
         let mine = inner
             .mounts
             .iter()
-            .filter(|m| pool_of(&m.dataset) == pool)
+            .filter(|m| pool_of(&m.dataset) == pool && m.vol.is_none())
             .map(|m| (m.dataset.clone(), m.m.mountpoint.clone(), m.m.state.clone()))
             .collect();
         Some((sw, mine))
@@ -917,6 +918,9 @@ impl Daemon {
         while i < inner.mounts.len() {
             if inner.mounts[i].m.finished() {
                 let mut e = inner.mounts.remove(i);
+                if let Some(v) = e.vol.take() {
+                    crate::zvoldev::detach(&v);
+                }
                 if let Err(err) = e.m.unmount() {
                     eprintln!("ozfs daemon: {}: {err}", e.dataset);
                 }
@@ -1066,6 +1070,67 @@ impl Daemon {
         }
     }
 
+    /// Read-only devices for the snapshots of volume `vol` not served yet
+    /// (`snapdev=visible`); the errors of those that could not be made.
+    fn attach_snapshot_devices(&self, pool: &str, sw: &SharedWriter, vol: &str) -> Vec<String> {
+        let infos: Vec<ozfs_ops::mountinfo::DsMount> = {
+            let Ok(w) = sw.lease() else {
+                return Vec::new();
+            };
+            let dsl = w.dsl();
+            let Ok(ds) = dsl.lookup(vol) else {
+                return Vec::new();
+            };
+            let snaps = dsl.snapshots(&ds).unwrap_or_default();
+            snaps
+                .iter()
+                .filter_map(|s| ozfs_ops::mountinfo::ds_mount_info(&w, &s.name).ok())
+                .collect()
+        };
+        let mut errs = Vec::new();
+        for i in infos {
+            if lock(&self.inner).mounts.iter().any(|m| m.dataset == i.name) {
+                continue;
+            }
+            if let Err(e) = self.attach_volume(pool, sw, &i) {
+                errs.push(e);
+            }
+        }
+        errs
+    }
+
+    /// Bring the snapshot devices of the served volumes of `pool` in line
+    /// with their `snapdev`: made where visible, taken down where hidden.
+    fn sync_snapshot_devices(&self, pool: &str) {
+        let Some(sw) = lock(&self.inner).pools.get(pool).map(|p| p.sw.clone()) else {
+            return;
+        };
+        let served: Vec<(String, bool)> = lock(&self.inner)
+            .mounts
+            .iter()
+            .filter(|m| m.vol.is_some() && pool_of(&m.dataset) == pool)
+            .map(|m| (m.dataset.clone(), m.dataset.contains('@')))
+            .collect();
+        let visible = |name: &str| -> bool {
+            sw.lease()
+                .ok()
+                .and_then(|w| ozfs_ops::mountinfo::ds_mount_info(&w, name).ok())
+                .is_some_and(|i| i.snapdev == "visible" && i.volmode != "none")
+        };
+        for (name, is_snap) in &served {
+            if *is_snap {
+                let vol = name.split('@').next().unwrap_or(name);
+                if !visible(vol) {
+                    let _ = self.unmount(name);
+                }
+            } else if visible(name) {
+                for e in self.attach_snapshot_devices(pool, &sw, name) {
+                    eprintln!("ozfs daemon: {e}");
+                }
+            }
+        }
+    }
+
     /// Serve volume `info` as one file under the state directory and bind
     /// a loop device to it, linked as `/dev/zvol/NAME` (`zvoldev`).
     fn attach_volume(
@@ -1091,7 +1156,8 @@ impl Daemon {
             .mode(0o600)
             .open(&file)
             .map_err(|e| fail(&format!("{}: {e}", file.display())))?;
-        let opts = fuse_options(info);
+        let mut opts = fuse_options(info);
+        opts.readonly |= info.is_snapshot;
         let readonly = opts.readonly;
         let st = ozfs_fuse::shared::new_state(sw, info.ds_obj, info.recordsize, opts)
             .map_err(|e| fail(&e))?;
@@ -1538,7 +1604,7 @@ impl Daemon {
             Request::Rollback { snapshot, .. } => {
                 snapshot.split('@').next().unwrap_or(snapshot).to_string()
             }
-            Request::Destroy { name, .. } if !name.contains('@') => name.clone(),
+            Request::Destroy { name, .. } => name.clone(),
             _ => return Ok(Vec::new()),
         };
         let _c = lock(&self.changes);
@@ -1548,7 +1614,12 @@ impl Daemon {
             inner
                 .mounts
                 .iter()
-                .filter(|m| m.dataset == fs || m.dataset.starts_with(&format!("{fs}/")))
+                .filter(|m| {
+                    m.dataset == fs
+                        || m.dataset.starts_with(&format!("{fs}/"))
+                        // A volume's snapshot devices (`snapdev=visible`).
+                        || (m.vol.is_some() && m.dataset.starts_with(&format!("{fs}@")))
+                })
                 .map(|m| (m.m.mountpoint.clone(), m.dataset.clone()))
                 .collect()
         };
@@ -1623,14 +1694,33 @@ impl Daemon {
                 },
                 _,
             ) => vec![target.split('@').next().unwrap_or(target).to_string()],
+            (Request::Snapshot { names, .. }, _) => {
+                if let Some(n) = names.first() {
+                    let _c = lock(&self.changes);
+                    self.sync_snapshot_devices(pool_of(n));
+                }
+                return Ok(());
+            }
             (Request::Set { assigns, datasets }, _) => {
                 let keys: Vec<&str> = assigns.iter().map(|(k, _)| k.as_str()).collect();
                 if keys.contains(&"volsize") {
                     self.resize_volumes(datasets);
                 }
+                if keys.contains(&"snapdev") {
+                    if let Some(d) = datasets.first() {
+                        let _c = lock(&self.changes);
+                        self.sync_snapshot_devices(pool_of(d));
+                    }
+                }
                 return self.after_props(&keys, datasets);
             }
             (Request::Inherit { prop, datasets, .. }, _) => {
+                if prop == "snapdev" {
+                    if let Some(d) = datasets.first() {
+                        let _c = lock(&self.changes);
+                        self.sync_snapshot_devices(pool_of(d));
+                    }
+                }
                 return self.after_props(&[prop.as_str()], datasets);
             }
             _ => return Ok(()),
@@ -1796,10 +1886,18 @@ impl Daemon {
             };
             match info {
                 // volmode=none: no device; an encrypted volume waits for
-                // its key (the daemon holds none).
-                Ok(i) if i.volume && i.volmode != "none" && !i.encrypted => {
+                // its key (the daemon holds none); a volume's snapshot gets
+                // one where snapdev=visible.
+                Ok(i)
+                    if i.volume
+                        && i.volmode != "none"
+                        && !i.encrypted
+                        && (!i.is_snapshot || i.snapdev == "visible") =>
+                {
                     if let Err(e) = self.attach_volume(&pool, &sw, &i) {
                         errs.push(e);
+                    } else if !i.is_snapshot && i.snapdev == "visible" {
+                        errs.extend(self.attach_snapshot_devices(&pool, &sw, name));
                     }
                 }
                 Ok(i) if i.volume => {}

@@ -235,6 +235,24 @@ fn volumes_made_served_as_block_devices_and_followed() {
         let _m = mount(&img, &e.dir("snapmnt"), "ro,loop");
         assert_eq!(tree_sums(&e.dir("snapmnt")), before, "the snapshot's ext4");
     }
+    // snapdev=visible: the snapshot is a read-only device with the same
+    // bytes; new snapshots get one; hidden takes them away.
+    e.ok(&["zfs", "set", "snapdev=visible", &vol]);
+    let sdev = wait_dev(&zvol_dir.join(format!("{vol}@one")));
+    sh(&format!("cmp '{}' '{}'", img.display(), sdev.display()));
+    e2fsck_clean(&sdev);
+    let wr = Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k", "count=1", "oflag=direct"])
+        .arg(format!("of={}", sdev.display()))
+        .output()
+        .unwrap();
+    assert!(!wr.status.success(), "a snapshot's device took a write");
+    e.ok(&["zfs", "snapshot", &format!("{vol}@two")]);
+    wait_dev(&zvol_dir.join(format!("{vol}@two")));
+    e.ok(&["zfs", "destroy", &format!("{vol}@two")]);
+    assert!(fs::symlink_metadata(zvol_dir.join(format!("{vol}@two"))).is_err());
+    e.ok(&["zfs", "set", "snapdev=hidden", &vol]);
+    assert!(fs::symlink_metadata(zvol_dir.join(format!("{vol}@one"))).is_err());
     // A clone of it is a device of its own with the same ext4.
     let clone = format!("{pool}/clone");
     e.ok(&["zfs", "clone", &format!("{vol}@one"), &clone]);

@@ -440,6 +440,9 @@ pub struct State {
     /// The volume file's times (its dataset's creation) and group.
     vol_ctime: SystemTime,
     vol_gid: u32,
+    /// A volume's snapshot (`snapdev=visible`): read straight from its
+    /// objset, never through the writer.
+    vol_snap: Option<(ozfs_dmu::Objset, ozfs_dmu::Dnode)>,
 }
 
 fn log_err(what: &str, e: &Error) {
@@ -609,6 +612,30 @@ impl State {
         recordsize: u64,
         opts: Options,
     ) -> Result<State, Error> {
+        // A volume's snapshot is served read-only from its own objset (no
+        // objset of a snapshot ever enters the writer's open txg).
+        let dsp = writer.dataset(ds_obj)?;
+        if dsp.next_snap_obj != 0 {
+            let os = ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?;
+            if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZVOL {
+                return Err(Error::Invalid(format!(
+                    "{}: a snapshot of a file system is mounted with 'ozfs mount'",
+                    opts.fsname
+                )));
+            }
+            let (size, blocksize) = os.read_zvol_info()?;
+            let dn = os.dnode(ozfs_zpl::zvol::ZVOL_OBJ)?;
+            let mut opts = opts;
+            opts.readonly = true;
+            let mut st = State::volume(
+                writer,
+                ds_obj,
+                ozfs_zpl::zvol::ZvolInfo { size, blocksize },
+                opts,
+            )?;
+            st.vol_snap = Some((os, dn));
+            return Ok(st);
+        }
         let vol = {
             let tx = writer.fs_tx(ds_obj)?;
             if tx.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL {
@@ -667,6 +694,7 @@ impl State {
             vol: None,
             vol_ctime: SystemTime::UNIX_EPOCH,
             vol_gid: 0,
+            vol_snap: None,
         };
         st.snaps.ctime = st.dataset_ctime();
         if !st.opts.readonly && delete_queue != 0 {
@@ -743,6 +771,7 @@ impl State {
             vol: Some(info),
             vol_ctime: State::vol_times(creation),
             vol_gid: disk_gid,
+            vol_snap: None,
         })
     }
 

@@ -76,13 +76,16 @@ impl State {
     pub(crate) fn vol_attr(&mut self) -> Res<FileAttr> {
         let size = self.vol.map(|v| v.size).ok_or(EINVAL)?;
         let blksz = self.vol.map(|v| v.blocksize).unwrap_or(4096);
-        let used = self
-            .writer
-            .fs_tx(self.ds_obj)
-            .ok()
-            .and_then(|t| t.dnode(ZVOL_OBJ).ok())
-            .map(|d| d.phys.used_bytes())
-            .unwrap_or(0);
+        let used = match &self.vol_snap {
+            Some((_, dn)) => dn.phys.used_bytes(),
+            None => self
+                .writer
+                .fs_tx(self.ds_obj)
+                .ok()
+                .and_then(|t| t.dnode(ZVOL_OBJ).ok())
+                .map(|d| d.phys.used_bytes())
+                .unwrap_or(0),
+        };
         let t = self.vol_ctime;
         Ok(FileAttr {
             ino: fuser::FUSE_ROOT_ID,
@@ -122,6 +125,12 @@ impl State {
             return Ok(Vec::new());
         }
         let len = (size as u64).min(vsize - off) as usize;
+        if let Some((os, dn)) = &self.vol_snap {
+            let mut out = vec![0u8; len];
+            os.read_into_client(dn, off, &mut out)
+                .map_err(|e| errno_of(&format!("read volume snapshot at {off}"), &e))?;
+            return Ok(out);
+        }
         let z = self.zv()?;
         z.read(off, len)
             .map_err(|e| errno_of(&format!("read volume at {off}"), &e))

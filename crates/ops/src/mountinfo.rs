@@ -35,6 +35,8 @@ pub struct DsMount {
     pub volume: bool,
     /// `volmode` (a volume with `none` gets no device).
     pub volmode: String,
+    /// `snapdev` (`visible`: a volume's snapshots get read-only devices).
+    pub snapdev: String,
 }
 
 /// A mountpoint from a pool (the property is the pool author's) is used
@@ -115,5 +117,6 @@ fn info_of(dsl: &ozfs_dsl::DslPool, name: &str) -> Result<DsMount> {
         logbias_throughput: text("logbias") == "throughput",
         volume: text("type") == "volume",
         volmode: text("volmode"),
+        snapdev: text("snapdev"),
     })
 }
