@@ -440,6 +440,14 @@ while True:
     std::thread::sleep(Duration::from_millis(500));
     e.ok(&["zfs", "mount", "-a"]);
     let dev = wait_dev(&link);
+    // The volume's intent log held the fsyncs the txgs had not committed:
+    // the new daemon replayed it before serving the device.
+    let log = e.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(&format!("volume {vol}: intent log replayed"))),
+        "no replay of the volume's log:\n{log}"
+    );
     let out = Command::new("e2fsck")
         .arg("-fy")
         .arg(&dev)

@@ -732,8 +732,10 @@ impl State {
                 }
             }
         }
-        // No intent log for volumes yet: a flush commits the txg.
-        opts.log = false;
+        // A snapshot's device never writes: no log.
+        if opts.readonly {
+            opts.log = false;
+        }
         let creation = writer.dataset(ds_obj).map(|d| d.creation_time).unwrap_or(0);
         let disk_gid = std::fs::read_to_string("/etc/group")
             .ok()
@@ -997,7 +999,7 @@ impl State {
     }
 
     /// Remember a change for the intent log (when this mount writes one).
-    fn log(&mut self, itx: Itx) {
+    pub(crate) fn log(&mut self, itx: Itx) {
         if self.opts.log && !self.opts.readonly {
             let txg = self.writer.txg;
             self.itxs.push(ItxEntry { txg, itx });
@@ -1016,7 +1018,7 @@ impl State {
     /// sent by the log writer, and this request thread goes on) — or by a
     /// txg commit where the log is off, holds no chain yet, or cannot
     /// express a change. `sync=disabled` answers at once.
-    fn fsync_reply(&mut self, reply: ReplyEmpty) {
+    pub(crate) fn fsync_reply(&mut self, reply: ReplyEmpty) {
         if self.opts.readonly || self.closed || self.opts.sync == SyncMode::Disabled {
             return reply.ok();
         }
@@ -1040,7 +1042,7 @@ impl State {
 
     /// Commit the changes made so far to the intent log: the blocks to
     /// queue, or None when the txg was committed instead (done: durable).
-    fn log_commit(&mut self) -> Res<Option<ozfs_dsl::zil::Commit>> {
+    pub(crate) fn log_commit(&mut self) -> Res<Option<ozfs_dsl::zil::Commit>> {
         if !self.opts.log || self.unlogged {
             self.itxs.clear();
             return self.sync_errno("fsync").map(|()| None);
@@ -2993,15 +2995,8 @@ impl Filesystem for ZfsFuse {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        let mut st = live!(self, reply);
-        if st.is_volume() {
-            match st.vol_fsync() {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-            return;
-        }
-        st.fsync_reply(reply);
+        // A volume's flush too goes through its intent log.
+        live!(self, reply).fsync_reply(reply);
     }
 
     fn fallocate(

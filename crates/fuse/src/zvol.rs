@@ -155,6 +155,11 @@ impl State {
                 .map_err(|e| errno_of(&format!("write volume at {off}"), &e))?;
         }
         self.changed();
+        self.log(crate::Itx::Write {
+            obj: ZVOL_OBJ,
+            off,
+            len: data.len() as u64,
+        });
         self.dirty_bytes += cost;
         if self.dirty_bytes >= self.opts.txg_bytes {
             self.sync_behind()
@@ -219,15 +224,49 @@ impl State {
                 .map_err(|e| errno_of(&format!("discard volume at {off}"), &e))?;
         }
         self.changed();
+        // As OpenZFS's `zvol_log_truncate`: a discard is a TX_TRUNCATE.
+        self.log(crate::Itx::Rec(
+            Box::new(ozfs_format::zil::Record::Truncate(
+                ozfs_format::zil::LrTruncate {
+                    foid: ZVOL_OBJ,
+                    offset: off,
+                    length: len,
+                },
+            )),
+            ozfs_format::zil::tx::TRUNCATE,
+        ));
         Ok(())
     }
 
-    /// The block layer's FLUSH: every answered write on stable storage.
+    /// The block layer's FLUSH (an NBD client's): every answered write on
+    /// stable storage when it returns — the volume's intent log committed
+    /// and waited for (a txg commit where the log is off). The FUSE fsync
+    /// of the loop device answers the same way without waiting here
+    /// (`State::fsync_reply`).
     pub fn vol_fsync(&mut self) -> Res<()> {
         if self.opts.readonly || self.closed || self.opts.sync == crate::SyncMode::Disabled {
             return Ok(());
         }
-        self.sync_errno("flush volume")
+        match self.log_commit()? {
+            None => Ok(()),
+            Some(c) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let pool = self.writer.pool.clone();
+                let done: ozfs_spa::zilio::Completion = Box::new(move |r| {
+                    let _ = tx.send(r);
+                });
+                if let Some(done) = c.submit(&pool, done) {
+                    // The commit needs a txg first (the log's first block).
+                    let r = self.sync();
+                    done(r);
+                }
+                match rx.recv() {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(errno_of("flush volume (intent log)", &e)),
+                    Err(_) => Err(libc::EIO),
+                }
+            }
+        }
     }
 
     pub(crate) fn vol_setattr(&mut self, ino: u64, size: Option<u64>) -> Res<FileAttr> {
