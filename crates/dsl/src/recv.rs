@@ -427,8 +427,13 @@ fn receive_one(
                 "cannot receive into '{fs}': it is a snapshot"
             )));
         }
-        let is_volume =
-            w.fs_tx(head.ds_obj)?.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL;
+        // The objset block is never encrypted: its type reads without a
+        // key (a raw stream's target has none loaded).
+        let is_volume = !head.ds.bp.is_hole()
+            && ozfs_dmu::Objset::open(w.pool.clone(), &head.ds.bp)?
+                .phys
+                .os_type
+                == ozfs_format::objset::OBJSET_TYPE_ZVOL;
         if is_volume != volume {
             return Err(Error::Invalid(format!(
                 "cannot receive incremental stream: '{fs}' is a {}, the stream's source a {}",
