@@ -74,9 +74,12 @@ impl PoolWriter {
         let mut set = BTreeSet::new();
         let dsl = self.dsl();
         if let Ok(root) = dsl.lookup(&self.pool.name) {
+            // The committed tree; a directory this txg destroyed is not
+            // in the staged state any more (skipped).
             for ds in dsl.list(&root, false, None)? {
                 let dir = ds.ds.dir_obj;
-                if ds.dir.used_breakdown[DD_USED_REFRSRV] != 0 || self.refreservation(dir)? != 0 {
+                let resv = self.refreservation(dir).unwrap_or(0);
+                if ds.dir.used_breakdown[DD_USED_REFRSRV] != 0 || resv != 0 {
                     set.insert(dir);
                 }
             }
@@ -98,16 +101,16 @@ impl PoolWriter {
                 }
                 continue;
             };
-            let resv = if dir.head_dataset_obj == 0 {
-                0
+            let head = if dir.head_dataset_obj == 0 {
+                None
             } else {
-                self.refreservation(dir_obj)?
+                self.dataset(dir.head_dataset_obj).ok()
             };
-            let unique = if dir.head_dataset_obj == 0 {
-                0
-            } else {
-                self.dataset(dir.head_dataset_obj)?.unique_bytes
+            let resv = match head {
+                Some(_) => self.refreservation(dir_obj)?,
+                None => 0,
             };
+            let unique = head.map_or(0, |h| h.unique_bytes);
             let want = resv.saturating_sub(unique);
             let have = dir.used_breakdown[DD_USED_REFRSRV];
             if want != have {
