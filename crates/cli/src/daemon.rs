@@ -1978,6 +1978,11 @@ impl Daemon {
         };
         mounts.sort_by_key(|a| depth_key(&a.m.mountpoint));
         while let Some(mut e) = mounts.pop() {
+            // A volume's loop device lets go of its file first.
+            if let Some(v) = e.vol.take() {
+                crate::zvoldev::detach(&v);
+                wait_loop_released(&v);
+            }
             if let Err(err) = e.m.sync() {
                 eprintln!("ozfs daemon: sync {}: {err}", e.dataset);
             }
