@@ -375,3 +375,143 @@ impl Listener {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's bytes in, the server's bytes out.
+    struct Pipe {
+        input: std::io::Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            self.input.read(b)
+        }
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.output.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct NoExports;
+    impl Exports for NoExports {
+        fn find(&self, _: &str) -> Option<Arc<Mutex<State>>> {
+            None
+        }
+        fn names(&self) -> Vec<String> {
+            vec!["p/v".into()]
+        }
+    }
+
+    fn option(opt: u32, data: &[u8]) -> Vec<u8> {
+        let mut b = IHAVEOPT.to_be_bytes().to_vec();
+        b.extend_from_slice(&opt.to_be_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    fn run(client: Vec<u8>) -> (std::io::Result<()>, Vec<u8>) {
+        let mut p = Pipe {
+            input: std::io::Cursor::new(client),
+            output: Vec::new(),
+        };
+        let r = serve(&mut p, &NoExports);
+        (r, p.output)
+    }
+
+    /// The option replies in `out` after the 18-byte greeting: (opt, type, data).
+    fn replies(out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut at = 18;
+        while at + 20 <= out.len() {
+            assert_eq!(out[at..at + 8], REPLY_MAGIC.to_be_bytes());
+            let be = |a: usize| u32::from_be_bytes(out[a..a + 4].try_into().unwrap());
+            let (opt, typ, len) = (be(at + 8), be(at + 12), be(at + 16) as usize);
+            v.push((opt, typ, out[at + 20..at + 20 + len].to_vec()));
+            at += 20 + len;
+        }
+        v
+    }
+
+    #[test]
+    fn greeting_then_list_info_and_abort() {
+        let mut c = 3u32.to_be_bytes().to_vec(); // FIXED_NEWSTYLE | NO_ZEROES
+        c.extend(option(OPT_LIST, &[]));
+        let mut go = 5u32.to_be_bytes().to_vec();
+        go.extend_from_slice(b"p/nope");
+        go.extend_from_slice(&0u16.to_be_bytes());
+        c.extend(option(OPT_INFO, &go));
+        c.extend(option(OPT_GO, &go));
+        c.extend(option(99, &[]));
+        c.extend(option(OPT_ABORT, &[]));
+        let (r, out) = run(c);
+        assert!(r.is_ok());
+        assert_eq!(out[..8], NBDMAGIC.to_be_bytes());
+        assert_eq!(out[8..16], IHAVEOPT.to_be_bytes());
+        assert_eq!(
+            out[16..18],
+            (FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes()
+        );
+        let r = replies(&out);
+        let mut server = 3u32.to_be_bytes().to_vec();
+        server.extend_from_slice(b"p/v");
+        assert_eq!(r[0], (OPT_LIST, REP_SERVER, server));
+        assert_eq!(r[1], (OPT_LIST, REP_ACK, vec![]));
+        // The name length says 5, the name is 6 bytes: refused, not read past.
+        assert_eq!((r[2].0, r[2].1), (OPT_INFO, REP_ERR_INVALID));
+        assert_eq!((r[3].0, r[3].1), (OPT_GO, REP_ERR_INVALID));
+        assert_eq!((r[4].0, r[4].1), (99, REP_ERR_UNSUP));
+        assert_eq!((r[5].0, r[5].1), (OPT_ABORT, REP_ACK));
+    }
+
+    #[test]
+    fn unknown_export_is_refused_by_name() {
+        let mut c = 3u32.to_be_bytes().to_vec();
+        let mut go = 6u32.to_be_bytes().to_vec();
+        go.extend_from_slice(b"p/nope");
+        go.extend_from_slice(&1u16.to_be_bytes());
+        go.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+        c.extend(option(OPT_GO, &go));
+        let (r, out) = run(c);
+        // The client hung up after the refusal: the end of its stream.
+        assert!(r.is_err());
+        let r = replies(&out);
+        assert_eq!((r[0].0, r[0].1), (OPT_GO, REP_ERR_UNKNOWN));
+    }
+
+    #[test]
+    fn hostile_handshakes_end_the_connection_cleanly() {
+        // Bad option magic.
+        let mut c = 3u32.to_be_bytes().to_vec();
+        c.extend_from_slice(&[0xAA; 16]);
+        assert!(run(c).0.is_err());
+        // An option claiming 4 GiB of data.
+        let mut c = 3u32.to_be_bytes().to_vec();
+        c.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        c.extend_from_slice(&OPT_LIST.to_be_bytes());
+        c.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(run(c).0.is_err());
+        // Truncated anywhere: an error, never a panic.
+        let mut full = 3u32.to_be_bytes().to_vec();
+        full.extend(option(OPT_LIST, &[]));
+        for n in 0..full.len() {
+            let _ = run(full[..n].to_vec());
+        }
+        // EXPORT_NAME of an unknown export: closed without a reply.
+        let mut c = 3u32.to_be_bytes().to_vec();
+        c.extend(option(OPT_EXPORT_NAME, b"p/nope"));
+        let (r, out) = run(c);
+        assert!(r.is_ok());
+        assert_eq!(out.len(), 18);
+    }
+}
