@@ -982,6 +982,9 @@ impl Daemon {
         if info.is_snapshot {
             return Err(fail(&"snapshots are mounted with 'ozfs mount'"));
         }
+        if info.volume {
+            return Err(fail(&"operation not applicable to datasets of this type"));
+        }
         if explicit && info.canmount == "off" {
             return Err(fail(&"'canmount' property is set to 'off'"));
         }

@@ -811,11 +811,16 @@ fn create(argv: &[String]) -> CmdResult {
         }
         None => None,
     };
-    let mut props = Vec::new();
+    let mut props: Vec<(String, String)> = Vec::new();
     for o in a.opt_all('o') {
         let (k, v) = o
             .split_once('=')
             .ok_or_else(|| Fail::Usage(format!("bad property '{o}': expected property=value")))?;
+        if props.iter().any(|(p, _)| p == k) {
+            return Err(Fail::Err(format!(
+                "property '{k}' specified multiple times"
+            )));
+        }
         props.push((k.to_string(), v.to_string()));
     }
     exec(Request::Create {

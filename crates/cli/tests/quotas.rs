@@ -110,12 +110,26 @@ fn quotas_hold_on_every_write_path() {
         fs::read(mnt.join("q/small.bin")).unwrap(),
         fs::read(&small).unwrap()
     );
-    // Reservations are not kept yet: refused, never stored unenforced.
-    for p in ["reservation=4M", "refreservation=4M"] {
-        let r = oz.run(&["zfs", "set", p, &format!("{name}/q")]);
-        assert_eq!(r.code, Some(1), "{}", r.describe());
-        assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
-    }
+    // `reservation` is not kept yet: refused, never stored unenforced.
+    let r = oz.run(&["zfs", "set", "reservation=4M", &format!("{name}/q")]);
+    assert_eq!(r.code, Some(1), "{}", r.describe());
+    assert!(r.stderr.contains("not supported yet"), "{}", r.describe());
+    // `refreservation` is: charged to the directory beyond what it holds.
+    let q = format!("{name}/q");
+    oz.ok(&["zfs", "set", "refreservation=64M", &q]);
+    let get = |p: &str| {
+        oz.ok(&["zfs", "get", "-Hp", "-o", "value", p, &q])
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(u64::MAX)
+    };
+    assert_eq!(get("refreservation"), 64 << 20);
+    assert_eq!(
+        get("usedbyrefreservation"),
+        (64u64 << 20).saturating_sub(get("usedbydataset"))
+    );
+    oz.ok(&["zfs", "set", "refreservation=none", &q]);
+    assert_eq!(get("usedbyrefreservation"), 0);
     oz.ok(&["zfs", "set", "reservation=none", &format!("{name}/q")]);
     oz_export(&oz, &name);
     assert_zdb_clean(&pool, &dev_dir, "after writes refused by quotas");

@@ -127,7 +127,7 @@ fn volumes_made_served_as_block_devices_and_followed() {
     let vol = format!("{pool}/vol");
     // Refused as OpenZFS refuses them.
     for (args, needle) in [
-        (vec!["-V", "100000", &vol], "multiple of volume block size"),
+        (vec!["-V", "0", &vol], "cannot be zero"),
         (vec!["-V", "64M", "-b", "3K", &vol], "power of 2"),
         (vec!["-s", &vol], "can only be used when creating a volume"),
     ] {
@@ -140,7 +140,36 @@ fn volumes_made_served_as_block_devices_and_followed() {
             out.describe()
         );
     }
-    e.ok(&["zfs", "create", "-V", "96M", &vol]);
+    // A size that is not a multiple of the block size is rounded up, as
+    // `zfs create` rounds it; "mb" is taken as libzfs takes it.
+    e.ok(&["zfs", "create", "-s", "-V", "100000", &format!("{pool}/r")]);
+    assert_eq!(
+        e.ok(&[
+            "zfs",
+            "get",
+            "-Hp",
+            "-o",
+            "value",
+            "volsize",
+            &format!("{pool}/r")
+        ])
+        .trim(),
+        "114688"
+    );
+    e.ok(&["zfs", "destroy", &format!("{pool}/r")]);
+    let out = e.run(&[
+        "zfs",
+        "create",
+        "-o",
+        "volblocksize=8k",
+        "-o",
+        "volblocksize=16k",
+        "-V",
+        "8M",
+        &vol,
+    ]);
+    assert!(!out.success() && out.stderr.contains("specified multiple times"));
+    e.ok(&["zfs", "create", "-V", "96mb", &vol]);
     e.ok(&[
         "zfs",
         "create",

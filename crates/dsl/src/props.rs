@@ -927,6 +927,11 @@ pub fn parse_setting(name: &str, value: &str) -> Result<crate::create::PropSetti
 /// Parse `128K`, `1M`, `512`, `1.5G`.
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
+    // "1gb", "8KB": a unit letter may be followed by B, as libzfs takes it.
+    let s = match s.as_bytes() {
+        [.., u, b'b' | b'B'] if b"KkMmGgTt".contains(u) => &s[..s.len() - 1],
+        _ => s,
+    };
     let (num, mult) = match s.chars().last()? {
         'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
         'M' | 'm' => (&s[..s.len() - 1], 1 << 20),

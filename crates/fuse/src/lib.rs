@@ -636,16 +636,25 @@ impl State {
             st.vol_snap = Some((os, dn));
             return Ok(st);
         }
-        let vol = {
-            let tx = writer.fs_tx(ds_obj)?;
-            if tx.os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL {
-                Some(ozfs_zpl::zvol::info(tx)?)
-            } else {
-                None
-            }
+        // The type from the objset block itself (never encrypted; and not
+        // through the writer, which refuses a dataset whose log waits for
+        // the replay below).
+        let os_type = if dsp.bp.is_hole() {
+            0
+        } else {
+            ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?
+                .phys
+                .os_type
         };
-        if let Some(v) = vol {
-            return State::volume(writer, ds_obj, v, opts);
+        if os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL {
+            let os = ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?;
+            let (size, blocksize) = os.read_zvol_info()?;
+            return State::volume(
+                writer,
+                ds_obj,
+                ozfs_zpl::zvol::ZvolInfo { size, blocksize },
+                opts,
+            );
         }
         // An intent log left by a writer that stopped (a crash, a kill)
         // is replayed before anything is served.

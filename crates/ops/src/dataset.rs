@@ -127,6 +127,11 @@ pub fn create_volume(
     let blocksize = spec
         .blocksize
         .unwrap_or_else(|| ozfs_dsl::create::volblocksize_default(w.version));
+    // As `zfs create` does: a size that is not a multiple of the block
+    // size is rounded up to one.
+    if blocksize.is_power_of_two() && spec.size % blocksize != 0 {
+        spec.size = spec.size.div_ceil(blocksize).saturating_mul(blocksize);
+    }
     ozfs_dsl::create::check_volume(&w, spec.size, blocksize).map_err(fail)?;
     let has = |p: &str| rest.iter().any(|(k, _)| k == p);
     if !spec.sparse && !has("refreservation") && !has("reservation") {
