@@ -129,7 +129,7 @@ pub fn create_volume(
         .unwrap_or_else(|| ozfs_dsl::create::volblocksize_default(w.version));
     // As `zfs create` does: a size that is not a multiple of the block
     // size is rounded up to one.
-    if blocksize.is_power_of_two() && spec.size % blocksize != 0 {
+    if blocksize.is_power_of_two() && !spec.size.is_multiple_of(blocksize) {
         spec.size = spec.size.div_ceil(blocksize).saturating_mul(blocksize);
     }
     ozfs_dsl::create::check_volume(&w, spec.size, blocksize).map_err(fail)?;
