@@ -70,6 +70,27 @@ pub struct SlotBlock {
     pub at: usize,
 }
 
+/// A volume's (`volsize`, `volblocksize`) as read from its objects,
+/// checked: object 1 a `zvol` object with a power-of-two block size from
+/// 512 bytes to 16 MiB, a size from 1 to `i64::MAX` bytes (the rules every
+/// reader of a volume applies: `Objset::read_zvol_info`,
+/// `ozfs_zpl::zvol::info`).
+pub fn check_zvol(object_type: u8, blocksize: u64, size: u64) -> Result<(u64, u64)> {
+    if object_type != ozfs_format::types::ot::ZVOL
+        || !blocksize.is_power_of_two()
+        || !(512..=16 << 20).contains(&blocksize)
+    {
+        return Err(Error::corrupt(
+            "volume",
+            format!("object 1: type {object_type}, block size {blocksize}"),
+        ));
+    }
+    if size == 0 || size > i64::MAX as u64 {
+        return Err(Error::corrupt("volume", format!("size {size}")));
+    }
+    Ok((size, blocksize))
+}
+
 impl Objset {
     /// Open the objset that `bp` points to.
     pub fn open(pool: Arc<Pool>, bp: &BlkPtr) -> Result<Objset> {
@@ -109,19 +130,10 @@ impl Objset {
     /// objects are always these two; see `ozfs_zpl::zvol`).
     pub fn read_zvol_info(&self) -> Result<(u64, u64)> {
         let dn = self.dnode(1)?;
-        let bs = dn.phys.datablksz();
-        if dn.phys.object_type != ozfs_format::types::ot::ZVOL
-            || !bs.is_power_of_two()
-            || !(512..=16 << 20).contains(&bs)
-        {
-            return Err(Error::corrupt(
-                "volume",
-                format!("object 1: type {}, block size {bs}", dn.phys.object_type),
-            ));
-        }
         let zdn = self.dnode(2)?;
-        let size = crate::zap::lookup_u64(self, &zdn, "size")?;
-        Ok((size, bs))
+        let size = crate::zap::lookup_u64(self, &zdn, "size")
+            .map_err(|e| Error::corrupt("volume", format!("no size in its ZAP: {e}")))?;
+        check_zvol(dn.phys.object_type, dn.phys.datablksz(), size)
     }
 
     /// An objset from an already decoded header (after a sync).

@@ -872,6 +872,26 @@ impl ObjsetTx {
         Ok(out)
     }
 
+    /// The bytes a write of `len` at `off` of `obj`, whose data blocks are
+    /// `bs` bytes, adds to this txg: the whole of each block it touches
+    /// that is not dirty yet (at least `len`), as OpenZFS's dirty
+    /// accounting charges whole dbufs. Past 256 blocks every block counts.
+    pub fn dirty_cost(&self, obj: u64, bs: u64, off: u64, len: u64) -> u64 {
+        if bs == 0 || len == 0 {
+            return len;
+        }
+        let first = off / bs;
+        let last = off.saturating_add(len - 1) / bs;
+        let fresh = if last - first > 256 {
+            last - first + 1
+        } else {
+            (first..=last)
+                .filter(|b| !self.data.contains_key(&(obj, *b)))
+                .count() as u64
+        };
+        len.max(fresh.saturating_mul(bs))
+    }
+
     /// Write bytes at `offset` of an object (read-modify-write of partial blocks).
     pub fn write(&mut self, obj: u64, offset: u64, buf: &[u8]) -> Result<()> {
         let dn = self.dnode(obj)?;

@@ -1149,6 +1149,9 @@ pub fn check_volume(w: &PoolWriter, size: u64, blocksize: u64) -> Result<()> {
     if size == 0 {
         return Err(Error::Invalid("volume size cannot be zero".into()));
     }
+    if size > i64::MAX as u64 {
+        return Err(Error::Invalid(format!("volume size {size} is too large")));
+    }
     if !size.is_multiple_of(blocksize) {
         return Err(Error::Invalid(format!(
             "volume size must be a multiple of volume block size ({blocksize})"

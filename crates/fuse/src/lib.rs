@@ -612,49 +612,36 @@ impl State {
         recordsize: u64,
         opts: Options,
     ) -> Result<State, Error> {
-        // A volume's snapshot is served read-only from its own objset (no
-        // objset of a snapshot ever enters the writer's open txg).
+        // The type from the objset block itself (never encrypted; and not
+        // through the writer, which refuses a dataset whose log waits for
+        // the replay below). A volume's snapshot is read straight from it:
+        // no objset of a snapshot ever enters the writer's open txg.
         let dsp = writer.dataset(ds_obj)?;
-        if dsp.next_snap_obj != 0 {
-            let os = ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?;
-            if os.phys.os_type != ozfs_format::objset::OBJSET_TYPE_ZVOL {
+        let os = if dsp.bp.is_hole() {
+            None
+        } else {
+            Some(ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?)
+        };
+        let snapshot = dsp.next_snap_obj != 0;
+        match os {
+            Some(os) if os.phys.os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL => {
+                let (size, blocksize) = os.read_zvol_info()?;
+                let info = ozfs_zpl::zvol::ZvolInfo { size, blocksize };
+                let snap = if snapshot {
+                    let dn = os.dnode(ozfs_zpl::zvol::ZVOL_OBJ)?;
+                    Some((os, dn))
+                } else {
+                    None
+                };
+                return State::volume(writer, ds_obj, info, opts, snap);
+            }
+            _ if snapshot => {
                 return Err(Error::Invalid(format!(
                     "{}: a snapshot of a file system is mounted with 'ozfs mount'",
                     opts.fsname
-                )));
+                )))
             }
-            let (size, blocksize) = os.read_zvol_info()?;
-            let dn = os.dnode(ozfs_zpl::zvol::ZVOL_OBJ)?;
-            let mut opts = opts;
-            opts.readonly = true;
-            let mut st = State::volume(
-                writer,
-                ds_obj,
-                ozfs_zpl::zvol::ZvolInfo { size, blocksize },
-                opts,
-            )?;
-            st.vol_snap = Some((os, dn));
-            return Ok(st);
-        }
-        // The type from the objset block itself (never encrypted; and not
-        // through the writer, which refuses a dataset whose log waits for
-        // the replay below).
-        let os_type = if dsp.bp.is_hole() {
-            0
-        } else {
-            ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?
-                .phys
-                .os_type
-        };
-        if os_type == ozfs_format::objset::OBJSET_TYPE_ZVOL {
-            let os = ozfs_dmu::Objset::open(writer.pool.clone(), &dsp.bp)?;
-            let (size, blocksize) = os.read_zvol_info()?;
-            return State::volume(
-                writer,
-                ds_obj,
-                ozfs_zpl::zvol::ZvolInfo { size, blocksize },
-                opts,
-            );
+            _ => {}
         }
         // An intent log left by a writer that stopped (a crash, a kill)
         // is replayed before anything is served.
@@ -676,13 +663,33 @@ impl State {
             let z = ZplTx::open(tx, txg, recordsize)?;
             (z.root, z.delete_queue)
         };
-        let mut st = State {
+        let mut st = State::fresh(writer, ds_obj, recordsize, opts);
+        st.root = root;
+        st.delete_queue = delete_queue;
+        st.snaps.ctime = st.dataset_ctime();
+        if !st.opts.readonly && delete_queue != 0 {
+            let ents = zap_tx::list(st.tx()?, delete_queue)?;
+            if !ents.is_empty() {
+                for e in ents {
+                    if let Some(v) = e.as_u64() {
+                        st.free_object(v & OBJ_MASK)?;
+                    }
+                }
+                st.sync()?;
+            }
+        }
+        Ok(st)
+    }
+
+    /// A state with nothing open, cached or pending yet.
+    fn fresh(writer: shared::Writer, ds_obj: u64, recordsize: u64, opts: Options) -> State {
+        State {
             writer,
             ds_obj,
             recordsize,
             opts,
-            root,
-            delete_queue,
+            root: 0,
+            delete_queue: 0,
             dirty_bytes: 0,
             killpriv_v2: false,
             dirty_since: None,
@@ -704,31 +711,23 @@ impl State {
             vol_ctime: SystemTime::UNIX_EPOCH,
             vol_gid: 0,
             vol_snap: None,
-        };
-        st.snaps.ctime = st.dataset_ctime();
-        if !st.opts.readonly && delete_queue != 0 {
-            let ents = zap_tx::list(st.tx()?, delete_queue)?;
-            if !ents.is_empty() {
-                for e in ents {
-                    if let Some(v) = e.as_u64() {
-                        st.free_object(v & OBJ_MASK)?;
-                    }
-                }
-                st.sync()?;
-            }
         }
-        Ok(st)
     }
 
     /// The state of a volume served as one file (see `zvol.rs`), its
-    /// intent log replayed first.
+    /// intent log replayed first; `snap`: a volume's snapshot, served
+    /// read-only from its own objset.
     fn volume(
         writer: shared::Writer,
         ds_obj: u64,
         info: ozfs_zpl::zvol::ZvolInfo,
         mut opts: Options,
+        snap: Option<(ozfs_dmu::Objset, ozfs_dmu::Dnode)>,
     ) -> Result<State, Error> {
         let mut writer = writer;
+        if snap.is_some() {
+            opts.readonly = true;
+        }
         // The log a stopped writer left is replayed before anything is
         // served (and an empty chain OpenZFS leaves is freed).
         if !opts.readonly {
@@ -755,35 +754,12 @@ impl State {
                     .and_then(|n| n.parse().ok())
             })
             .unwrap_or(0);
-        Ok(State {
-            writer,
-            ds_obj,
-            recordsize: info.blocksize,
-            opts,
-            root: 0,
-            delete_queue: 0,
-            dirty_bytes: 0,
-            killpriv_v2: false,
-            dirty_since: None,
-            budget: 0,
-            opens: HashMap::new(),
-            lookups: HashMap::new(),
-            missing: Default::default(),
-            handles: HashMap::new(),
-            orphans: BTreeSet::new(),
-            dirs: HashMap::new(),
-            next_fh: 1,
-            closed: false,
-            snaps: snapdir::Snaps::default(),
-            notifier: None,
-            written: BTreeSet::new(),
-            itxs: Vec::new(),
-            unlogged: false,
-            vol: Some(info),
-            vol_ctime: State::vol_times(creation),
-            vol_gid: disk_gid,
-            vol_snap: None,
-        })
+        let mut st = State::fresh(writer, ds_obj, info.blocksize, opts);
+        st.vol = Some(info);
+        st.vol_ctime = State::vol_times(creation);
+        st.vol_gid = disk_gid;
+        st.vol_snap = snap;
+        Ok(st)
     }
 
     fn tx(&mut self) -> Result<&mut ObjsetTx, Error> {
@@ -2013,17 +1989,10 @@ impl State {
         // A file of one block smaller than the record size grows that
         // block as it grows: charged what is written.
         let bs = dn.phys.datablksz();
-        if bs == 0 || len == 0 || (dn.phys.maxblkid == 0 && bs < self.recordsize) {
+        if dn.phys.maxblkid == 0 && bs < self.recordsize {
             return len;
         }
-        let (first, last) = (off / bs, (off + len - 1) / bs);
-        if last - first > 64 {
-            return len.max((last - first + 1) * bs);
-        }
-        let fresh = (first..=last)
-            .filter(|b| !tx.data.contains_key(&(obj, *b)))
-            .count() as u64;
-        len.max(fresh * bs)
+        tx.dirty_cost(obj, bs, off, len)
     }
 
     /// Clear set-user-ID, and set-group-ID where the group may execute

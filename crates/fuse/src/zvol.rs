@@ -171,24 +171,13 @@ impl State {
         Ok(data.len() as u32)
     }
 
-    /// The bytes a write adds to the open txg: every block it touches
-    /// that is not dirty yet, whole (see `State::dirty_cost`).
+    /// The bytes a write adds to the open txg (`ObjsetTx::dirty_cost`).
     fn vol_dirty_cost(&mut self, off: u64, len: u64) -> u64 {
         let bs = self.vol.map(|v| v.blocksize).unwrap_or(0);
-        let Ok(tx) = self.writer.fs_tx(self.ds_obj) else {
-            return len;
-        };
-        if bs == 0 || len == 0 {
-            return len;
+        match self.writer.fs_tx(self.ds_obj) {
+            Ok(tx) => tx.dirty_cost(ZVOL_OBJ, bs, off, len),
+            Err(_) => len,
         }
-        let (first, last) = (off / bs, (off + len - 1) / bs);
-        if last - first > 256 {
-            return len.max((last - first + 1) * bs);
-        }
-        let fresh = (first..=last)
-            .filter(|b| !tx.data.contains_key(&(ZVOL_OBJ, *b)))
-            .count() as u64;
-        len.max(fresh * bs)
     }
 
     pub fn vol_fallocate(&mut self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {

@@ -626,69 +626,72 @@ pub fn replay_if_needed(
     recordsize: u64,
     xattr_sa: bool,
 ) -> Result<Option<ReplayStats>> {
-    w.zil_begin_replay(ds_obj);
-    let r = replay_inner(w, ds_obj, recordsize, xattr_sa);
-    if r.is_err() {
-        w.zil_abort_replay(ds_obj);
-    }
-    r
-}
-
-fn replay_inner(
-    w: &mut ozfs_dsl::sync::PoolWriter,
-    ds_obj: u64,
-    recordsize: u64,
-    xattr_sa: bool,
-) -> Result<Option<ReplayStats>> {
-    let (h, keyed) = {
-        let otx = w.fs_tx(ds_obj)?;
-        (
-            fz::ZilHeader::decode(&otx.os.phys.zil_header, otx.os.swap)?,
-            otx.os.key.is_some(),
-        )
-    };
-    if h.log.is_hole() {
-        w.zil_end_replay(ds_obj);
-        return Ok(None);
-    }
-    let h = if h.claim_txg == 0 {
-        w.zil_claim(ds_obj)?
-    } else {
-        h
-    };
-    let needed = h.flags & fz::ZIL_REPLAY_NEEDED != 0;
-    if needed && keyed {
-        return Err(Error::unsupported(
-            format!("dataset object {ds_obj}"),
-            "its intent log is encrypted: ozfs does not replay encrypted logs yet \
-             (import the pool with OpenZFS once, or read it with -o readonly=on)",
-        ));
-    }
-    // Read whole either way: every block it names is freed with it.
-    let mut chain = ozfs_dsl::zil::read_chain(&w.pool, &h, ds_obj, None);
-    if !needed {
-        chain.records.clear();
-    }
-    let txg = w.txg;
-    let version = w.version;
-    let pool = w.pool.clone();
-    let stats = {
+    replay_framed(w, ds_obj, |w, records, h| {
+        let txg = w.txg;
+        let version = w.version;
+        let pool = w.pool.clone();
         let otx = w.fs_tx(ds_obj)?;
         let mut z = ZplTx::open(otx, txg, recordsize)?;
         z.xattr_sa = xattr_sa;
         let masks = AttrMasks::of_version(version);
-        replay(
-            &mut z,
-            &chain.records,
-            h.claim_txg,
-            h.replay_seq,
-            masks,
-            &|bp| pool.read_bp(bp),
-        )?
-    };
-    w.zil_destroy_replayed(ds_obj, &chain)?;
-    w.sync()?;
-    Ok(Some(stats))
+        replay(&mut z, records, h.claim_txg, h.replay_seq, masks, &|bp| {
+            pool.read_bp(bp)
+        })
+    })
+}
+
+/// The frame of every replay, in OpenZFS's order: claim the log of
+/// `ds_obj` (unless claimed), read its chain (bounded), let `apply` replay
+/// the records (none when the header says no replay is needed), then
+/// destroy the chain and commit the txg — all or nothing: a failure drops
+/// what was staged and keeps the log. None when there is no log. Shared
+/// by file systems ([`replay_if_needed`]) and volumes
+/// (`crate::zvol::replay_if_needed`).
+pub(crate) fn replay_framed<T>(
+    w: &mut ozfs_dsl::sync::PoolWriter,
+    ds_obj: u64,
+    apply: impl FnOnce(&mut ozfs_dsl::sync::PoolWriter, &[LogRecord], &fz::ZilHeader) -> Result<T>,
+) -> Result<Option<T>> {
+    w.zil_begin_replay(ds_obj);
+    let r = (|| {
+        let (h, keyed) = {
+            let otx = w.fs_tx(ds_obj)?;
+            (
+                fz::ZilHeader::decode(&otx.os.phys.zil_header, otx.os.swap)?,
+                otx.os.key.is_some(),
+            )
+        };
+        if h.log.is_hole() {
+            w.zil_end_replay(ds_obj);
+            return Ok(None);
+        }
+        let h = if h.claim_txg == 0 {
+            w.zil_claim(ds_obj)?
+        } else {
+            h
+        };
+        let needed = h.flags & fz::ZIL_REPLAY_NEEDED != 0;
+        if needed && keyed {
+            return Err(Error::unsupported(
+                format!("dataset object {ds_obj}"),
+                "its intent log is encrypted: ozfs does not replay encrypted logs yet \
+                 (import the pool with OpenZFS once, or read it with -o readonly=on)",
+            ));
+        }
+        // Read whole either way: every block it names is freed with it.
+        let mut chain = ozfs_dsl::zil::read_chain(&w.pool, &h, ds_obj, None);
+        if !needed {
+            chain.records.clear();
+        }
+        let out = apply(w, &chain.records, &h)?;
+        w.zil_destroy_replayed(ds_obj, &chain)?;
+        w.sync()?;
+        Ok(Some(out))
+    })();
+    if r.is_err() {
+        w.zil_abort_replay(ds_obj);
+    }
+    r
 }
 
 #[cfg(test)]

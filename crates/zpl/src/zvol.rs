@@ -31,7 +31,6 @@
 
 use ozfs_dmu::tx::ObjsetTx;
 use ozfs_dmu::zap_tx;
-use ozfs_format::types::ot;
 use ozfs_format::{Error, Result};
 
 /// Object 1: the volume's data.
@@ -48,23 +47,11 @@ pub struct ZvolInfo {
 
 /// Read and check a volume's size and block size from its objset.
 pub fn info(tx: &ObjsetTx) -> Result<ZvolInfo> {
-    let what = "volume";
     let dn = tx.dnode(ZVOL_OBJ)?;
-    if dn.phys.object_type != ot::ZVOL {
-        return Err(Error::corrupt(
-            what,
-            format!("object 1 has type {}, not zvol", dn.phys.object_type),
-        ));
-    }
-    let blocksize = dn.phys.datablksz();
-    if !blocksize.is_power_of_two() || !(512..=16 << 20).contains(&blocksize) {
-        return Err(Error::corrupt(what, format!("block size {blocksize}")));
-    }
     let size = zap_tx::lookup_u64(tx, ZVOL_ZAP_OBJ, "size")
-        .map_err(|e| Error::corrupt(what, format!("no size in its ZAP: {e}")))?;
-    if size == 0 || size > i64::MAX as u64 {
-        return Err(Error::corrupt(what, format!("size {size}")));
-    }
+        .map_err(|e| Error::corrupt("volume", format!("no size in its ZAP: {e}")))?;
+    let (size, blocksize) =
+        ozfs_dmu::objset::check_zvol(dn.phys.object_type, dn.phys.datablksz(), size)?;
     Ok(ZvolInfo { size, blocksize })
 }
 
@@ -168,104 +155,66 @@ impl<'a> ZvolTx<'a> {
 /// the pointer names) and truncates (discards); any other record is an
 /// error naming it. Returns the records applied (None: no log).
 pub fn replay_if_needed(w: &mut ozfs_dsl::sync::PoolWriter, ds_obj: u64) -> Result<Option<u64>> {
-    use ozfs_format::zil::{self as fz, tx, Record};
-    w.zil_begin_replay(ds_obj);
-    let r = (|| {
-        let (h, keyed) = {
-            let otx = w.fs_tx(ds_obj)?;
-            (
-                fz::ZilHeader::decode(&otx.os.phys.zil_header, otx.os.swap)?,
-                otx.os.key.is_some(),
-            )
-        };
-        if h.log.is_hole() {
-            w.zil_end_replay(ds_obj);
-            return Ok(None);
-        }
-        let h = if h.claim_txg == 0 {
-            w.zil_claim(ds_obj)?
-        } else {
-            h
-        };
-        let needed = h.flags & fz::ZIL_REPLAY_NEEDED != 0;
-        if needed && keyed {
-            return Err(Error::unsupported(
-                format!("volume object {ds_obj}"),
-                "its intent log is encrypted: ozfs does not replay encrypted logs yet",
-            ));
-        }
-        let mut chain = ozfs_dsl::zil::read_chain(&w.pool, &h, ds_obj, None);
-        if !needed {
-            chain.records.clear();
-        }
+    use ozfs_format::zil::{tx, Record};
+    crate::zil::replay_framed(w, ds_obj, |w, records, h| {
         let pool = w.pool.clone();
+        let otx = w.fs_tx(ds_obj)?;
+        let mut z = ZvolTx::open(otx)?;
         let mut applied = 0;
-        {
-            let otx = w.fs_tx(ds_obj)?;
-            let mut z = ZvolTx::open(otx)?;
-            for r in &chain.records {
-                if r.common.txg < h.claim_txg || r.common.seq <= h.replay_seq {
-                    continue;
-                }
-                match &r.record {
-                    Record::Write(wr) if r.common.txtype & 0xff == tx::WRITE => {
-                        if wr.foid != ZVOL_OBJ {
-                            return Err(Error::corrupt(
-                                "volume intent log",
-                                format!("a write of object {}", wr.foid),
-                            ));
-                        }
-                        let (off, data) = if !wr.data.is_empty() || wr.blkptr.is_hole() {
-                            if wr.data.is_empty() {
-                                (wr.offset, vec![0u8; wr.length.min(MAX_REPLAY) as usize])
-                            } else {
-                                (wr.offset, wr.data.clone())
-                            }
-                        } else {
-                            let d = pool.read_bp(&wr.blkptr)?;
-                            let lsize = wr.blkptr.lsize().max(1);
-                            if wr.length < lsize {
-                                (wr.offset - wr.offset % lsize, d)
-                            } else {
-                                (
-                                    wr.offset,
-                                    d.get(..wr.length as usize).unwrap_or(&d).to_vec(),
-                                )
-                            }
-                        };
-                        let len = (data.len() as u64).min(z.info.size.saturating_sub(off));
-                        if len > 0 {
-                            z.write(off, &data[..len as usize])?;
-                        }
-                    }
-                    Record::Truncate(t) => {
-                        let end = t.offset.saturating_add(t.length).min(z.info.size);
-                        if t.offset < end {
-                            z.discard(t.offset, end - t.offset)?;
-                        }
-                    }
-                    other => {
-                        return Err(Error::unsupported(
-                            "volume intent log",
-                            format!(
-                                "record type {} ({:?}) in a volume's log",
-                                r.common.txtype,
-                                std::mem::discriminant(other)
-                            ),
-                        ))
-                    }
-                }
-                applied += 1;
+        for r in records {
+            if r.common.txg < h.claim_txg || r.common.seq <= h.replay_seq {
+                continue;
             }
+            match &r.record {
+                Record::Write(wr) if r.common.txtype & 0xff == tx::WRITE => {
+                    if wr.foid != ZVOL_OBJ {
+                        return Err(Error::corrupt(
+                            "volume intent log",
+                            format!("a write of object {}", wr.foid),
+                        ));
+                    }
+                    let (off, data) = if !wr.data.is_empty() {
+                        (wr.offset, wr.data.clone())
+                    } else if wr.blkptr.is_hole() {
+                        (wr.offset, vec![0u8; wr.length.min(MAX_REPLAY) as usize])
+                    } else {
+                        let d = pool.read_bp(&wr.blkptr)?;
+                        let lsize = wr.blkptr.lsize().max(1);
+                        if wr.length < lsize {
+                            (wr.offset - wr.offset % lsize, d)
+                        } else {
+                            (
+                                wr.offset,
+                                d.get(..wr.length as usize).unwrap_or(&d).to_vec(),
+                            )
+                        }
+                    };
+                    let len = (data.len() as u64).min(z.info.size.saturating_sub(off));
+                    if len > 0 {
+                        z.write(off, &data[..len as usize])?;
+                    }
+                }
+                Record::Truncate(t) => {
+                    let end = t.offset.saturating_add(t.length).min(z.info.size);
+                    if t.offset < end {
+                        z.discard(t.offset, end - t.offset)?;
+                    }
+                }
+                other => {
+                    return Err(Error::unsupported(
+                        "volume intent log",
+                        format!(
+                            "record type {} ({:?}) in a volume's log",
+                            r.common.txtype,
+                            std::mem::discriminant(other)
+                        ),
+                    ))
+                }
+            }
+            applied += 1;
         }
-        w.zil_destroy_replayed(ds_obj, &chain)?;
-        w.sync()?;
-        Ok(Some(applied))
-    })();
-    if r.is_err() {
-        w.zil_abort_replay(ds_obj);
-    }
-    r
+        Ok(applied)
+    })
 }
 
 /// Largest hole-pointer write a replay expands to zeros.
