@@ -21,9 +21,12 @@
 //!
 //! # Invariants
 //!
-//! * `size` is a positive multiple of the block size, both checked when
-//!   the volume is opened (a hostile ZAP or dnode gives an error naming
-//!   the volume, never a panic or a read of the wrong object).
+//! * Size and block size are checked when the volume is opened
+//!   (`ozfs_dmu::objset::check_zvol`: a `zvol` object, a power-of-two block
+//!   size from 512 bytes to 16 MiB, a size from 1 byte to `i64::MAX`); a
+//!   hostile ZAP or dnode gives an error naming the volume, never a panic
+//!   or a read of the wrong object. ozfs makes and resizes volumes only to
+//!   multiples of the block size, as OpenZFS does.
 //! * No I/O reaches past `size`: a request that would is refused whole
 //!   (EINVAL from the front ends), never clipped in silence.
 //! * Shrinking frees every block past the new size before the size
